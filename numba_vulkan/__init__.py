@@ -1,0 +1,35 @@
+"""numba_vulkan: Python GPU kernels for any GPU with a Vulkan driver.
+
+Write kernels in the style of ``numba.cuda`` and launch them on any Vulkan
+device::
+
+    import numba_vulkan as nv
+
+    @nv.jit
+    def saxpy(a, x, y):
+        i = nv.global_id(0)
+        if i < x.shape[0]:
+            y[i] = a * x[i] + y[i]
+
+    saxpy.forall(x.size)(np.float32(2.0), x, y)
+
+Importing this package loads no Vulkan library and opens no device; the
+first launch, copy or device query does.
+"""
+
+from numba_vulkan.dispatcher import CompiledKernel, VulkanDispatcher, jit, synchronize
+from numba_vulkan.errors import (CompilerError, DriverError, LaunchError, ToolError,
+                                 UnsupportedError, ValidationError, VulkanError)
+from numba_vulkan.intrinsics import (global_id, global_size, group_id, local_id, local_size,
+                                     num_groups)
+from numba_vulkan.runtime.device import list_devices, select_device
+from numba_vulkan.runtime.memory import DeviceArray, device_array, to_device
+from numba_vulkan.target import TargetDescription
+
+__all__ = [
+    "jit", "synchronize", "to_device", "device_array", "DeviceArray",
+    "list_devices", "select_device", "global_id", "local_id", "group_id",
+    "local_size", "num_groups", "global_size", "TargetDescription", "CompiledKernel",
+    "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
+    "ValidationError", "DriverError", "LaunchError",
+]

@@ -1,0 +1,154 @@
+"""The binding interface between a compiled kernel and the runtime.
+
+Plain data shared by the compiler, which generates code that reads its
+arguments this way, and the runtime, which packs them this way; neither
+imports the other. A compiled module records :data:`ABI_VERSION` and the
+runtime refuses a module built for another.
+
+The interface, version 1:
+
+* Array argument number *k* (counting arrays only) is the storage buffer at
+  descriptor set 0, binding *k*, typed as a runtime array of its storage
+  dtype. Its shape, its strides and the index of its first element in the
+  buffer travel as 32-bit signed integers in the push constant block, in
+  that order; strides count elements, not bytes.
+* Scalar arguments travel in the push constant block at their natural
+  alignment; bools and 8- and 16-bit integers travel as 32-bit integers.
+* The push constant block starts with :data:`HEADER_SIZE` bytes that the
+  runtime fills: the number of workgroups along x, y and z as 32-bit
+  unsigned integers, then padding. Scalars and array fields follow in
+  argument order. The block must fit the target's push constant size.
+"""
+
+from dataclasses import dataclass, asdict
+
+import numpy as np
+
+ABI_VERSION = 1
+
+#: Bytes at the start of the push constant block that the runtime fills.
+HEADER_SIZE = 16
+
+#: dtypes an argument may have, by name; the value is the size in bytes a
+#: scalar of that dtype takes in the push constant block. Scalars narrower
+#: than 32 bits travel widened to 32, which keeps 8- and 16-bit types (and the
+#: device features they need) out of the block.
+SCALAR_DTYPES = {
+    "bool": 4,
+    "int8": 4, "uint8": 4, "int16": 4, "uint16": 4,
+    "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+    "float32": 4, "float64": 8,
+}
+
+#: What a 64-bit dtype becomes on a target without it.
+NARROWED = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel argument as the runtime sees it.
+
+    Attributes:
+        name: The Python parameter name.
+        kind: ``"array"`` or ``"scalar"``.
+        dtype: NumPy dtype name of the argument as the user passes it.
+        storage: NumPy dtype name as the device stores it (differs from
+            ``dtype`` only when narrowed).
+        ndim: Number of dimensions (0 for scalars).
+        layout: Numba layout of an array, ``"C"`` or ``"A"``.
+        binding: Descriptor binding of an array, -1 for a scalar.
+        offset: Byte offset in the push constant block: the value of a
+            scalar, or the shape (then strides) of an array.
+        writable: Whether the kernel may write the array.
+    """
+
+    name: str
+    kind: str
+    dtype: str
+    storage: str
+    ndim: int = 0
+    layout: str = "C"
+    binding: int = -1
+    offset: int = 0
+    writable: bool = True
+
+    @property
+    def push_size(self):
+        """Bytes this argument occupies in the push constant block."""
+        if self.kind == "array":
+            return 4 * (2 * self.ndim + 1)
+        return SCALAR_DTYPES[self.storage]
+
+    def to_json(self):
+        return asdict(self)
+
+
+def _align(offset, alignment):
+    return (offset + alignment - 1) // alignment * alignment
+
+
+def layout(args, narrowed=()):
+    """Assign bindings and push constant offsets to kernel arguments.
+
+    Args:
+        args: ``(name, kind, dtype, ndim, layout)`` per argument, in order.
+        narrowed: dtype names that the target narrows (see :data:`NARROWED`).
+
+    Returns:
+        ``(params, push_size)``: a tuple of :class:`Param` and the size in
+        bytes of the push constant block.
+    """
+    params = []
+    offset = HEADER_SIZE
+    binding = 0
+    for name, kind, dtype, ndim, array_layout in args:
+        if dtype not in SCALAR_DTYPES:
+            raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
+        storage = NARROWED.get(dtype, dtype) if dtype in narrowed or (
+            dtype == "uint64" and "int64" in narrowed) else dtype
+        if kind == "array":
+            offset = _align(offset, 4)
+            params.append(Param(name, kind, dtype, storage, ndim, array_layout,
+                                binding, offset))
+            binding += 1
+            offset += 4 * (2 * ndim + 1)
+        else:
+            size = SCALAR_DTYPES[storage]
+            offset = _align(offset, size)
+            params.append(Param(name, kind, dtype, storage, 0, "C", -1, offset))
+            offset += size
+    return tuple(params), _align(offset, 4)
+
+
+def params_from_json(items):
+    """Rebuild :class:`Param` objects from :meth:`Param.to_json` output."""
+    return tuple(Param(**item) for item in items)
+
+
+def push_format(params, push_size):
+    """A :mod:`struct` format and the NumPy scalar types to pack arguments.
+
+    Returns ``(format, kinds)``: the format string covers the whole block,
+    with padding, and ``kinds`` says per argument how many values it takes.
+    """
+    codes = {"bool": "i", "int8": "i", "uint8": "I", "int16": "i",
+             "uint16": "I", "int32": "i", "uint32": "I", "int64": "q",
+             "uint64": "Q", "float32": "f", "float64": "d"}
+    fmt = ["<3I4x"]
+    position = HEADER_SIZE
+    for p in params:
+        if p.offset > position:
+            fmt.append(f"{p.offset - position}x")
+        if p.kind == "array":
+            fmt.append(f"{2 * p.ndim + 1}i")
+        else:
+            fmt.append(codes[p.storage])
+        position = p.offset + p.push_size
+    if push_size > position:
+        fmt.append(f"{push_size - position}x")
+    return "".join(fmt)
+
+
+def itemsize(dtype):
+    """Size in bytes of one element of a dtype named as in :data:`SCALAR_DTYPES`."""
+    return np.dtype(dtype).itemsize

@@ -1,0 +1,50 @@
+"""Calls the compiler emits where the final code depends on codegen's choices.
+
+The compiler lowers a kernel into ordinary LLVM IR, except for what only
+exists in SPIR-V (descriptor bindings, push constants) or depends on the
+launch shape (the workgroup size). For those it calls these declared
+functions; :mod:`numba_vulkan.codegen.logical` replaces each call. Keeping
+them as calls keeps the IR that the kernel cache hashes free of the
+workgroup size and of SPIR-V types that llvmlite's IR builder cannot spell.
+"""
+
+from llvmlite import ir
+
+#: ``ptr @__nv.buffer.K()``: base address of the array bound at binding K.
+BUFFER = "__nv.buffer."
+#: ``T @__nv.push.T(i32 offset)``: a value of the push constant block.
+PUSH = "__nv.push."
+#: ``i32 @__nv.local_size(i32 axis)``: the workgroup size along an axis.
+LOCAL_SIZE = "__nv.local_size"
+
+_PUSH_TYPES = {"i8": ir.IntType(8), "i16": ir.IntType(16), "i32": ir.IntType(32),
+               "i64": ir.IntType(64), "float": ir.FloatType(), "double": ir.DoubleType()}
+
+
+def _declare(module, name, restype, argtypes):
+    try:
+        return module.get_global(name)
+    except KeyError:
+        fn = ir.Function(module, ir.FunctionType(restype, argtypes), name)
+        fn.attributes.add("nounwind")
+        fn.attributes.add("readnone")
+        return fn
+
+
+def buffer(builder, binding):
+    """Emit the base address of the storage buffer at ``binding``."""
+    fn = _declare(builder.module, f"{BUFFER}{binding}", ir.PointerType(), [])
+    return builder.call(fn, [])
+
+
+def push(builder, llvm_type, offset):
+    """Emit a load of ``llvm_type`` from the push constant block at ``offset``."""
+    name = str(llvm_type)
+    fn = _declare(builder.module, f"{PUSH}{name}", _PUSH_TYPES[name], [ir.IntType(32)])
+    return builder.call(fn, [ir.Constant(ir.IntType(32), offset)])
+
+
+def local_size(builder, axis):
+    """Emit the workgroup size along ``axis`` as an i32."""
+    fn = _declare(builder.module, LOCAL_SIZE, ir.IntType(32), [ir.IntType(32)])
+    return builder.call(fn, [ir.Constant(ir.IntType(32), axis)])

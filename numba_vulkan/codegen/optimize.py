@@ -1,0 +1,69 @@
+"""Link a kernel's LLVM modules into one and optimise it with LLVM's pipeline."""
+
+import llvmlite.binding as llvm
+
+from numba_vulkan.errors import CompilerError
+
+_initialised = False
+
+
+def initialise():
+    """Initialise LLVM's targets once per process."""
+    global _initialised
+    if not _initialised:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _initialised = True
+
+
+def target_machine(triple, opt=3):
+    """A target machine of LLVM's SPIR-V backend for ``triple``."""
+    initialise()
+    return llvm.Target.from_triple(triple).create_target_machine(opt=opt)
+
+
+def link(sources, triple, data_layout):
+    """Parse and link IR texts into one module for ``triple``."""
+    initialise()
+    modules = []
+    for text in sources:
+        try:
+            module = llvm.parse_assembly(text)
+        except RuntimeError as exc:
+            raise CompilerError(f"LLVM could not parse generated IR: {exc}") from exc
+        module.triple = triple
+        module.data_layout = data_layout
+        modules.append(module)
+    main = modules.pop()
+    for other in modules:
+        main.link_in(other)
+    return main
+
+
+def optimise(module, entry, tm, speed=3):
+    """Inline everything into ``entry`` and optimise, in place.
+
+    Logical SPIR-V cannot pass pointers between functions, so every function
+    is made internal and inlined; loops are not vectorised because the
+    pointer rewrite handles scalar accesses only.
+    """
+    for fn in module.functions:
+        if fn.is_declaration or fn.name == entry:
+            continue
+        fn.linkage = "internal"
+        fn.add_function_attribute("alwaysinline")
+    for gv in module.global_variables:
+        if not gv.is_declaration:
+            gv.linkage = "internal"
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed)
+    pto.loop_vectorization = False
+    pto.slp_vectorization = False
+    pto.inlining_threshold = 100000
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(module, pb)
+    for fn in list(module.functions):
+        if fn.name != entry and not fn.is_declaration:
+            raise CompilerError(f"function {fn.name} was not inlined into the kernel")
+    module.verify()
+    return module

@@ -1,0 +1,73 @@
+"""From a kernel's LLVM IR modules to a validated SPIR-V module."""
+
+import os
+import threading
+from dataclasses import dataclass
+
+
+
+from numba_vulkan import config, spirv
+from numba_vulkan.codegen import backend, logical, optimize, validate
+
+#: Data layout of LLVM's logical SPIR-V target.
+DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
+               "v256:256-v512:512-v1024:1024-n8:16:32:64-G10")
+
+ENTRY_POINT = "main"
+
+_llvm_lock = threading.Lock()
+
+
+@dataclass
+class Module:
+    """A compiled kernel module.
+
+    Attributes:
+        spirv: The SPIR-V binary.
+        llvm_ir: The IR handed to the backend, after every rewrite.
+        capabilities: SPIR-V capabilities the module declares.
+    """
+
+    spirv: bytes
+    llvm_ir: str
+    capabilities: list
+
+
+def build(sources, bindings, local_size, target, name="kernel"):
+    """Compile a kernel's IR modules to SPIR-V for ``target``.
+
+    Args:
+        sources: IR text of the kernel's modules, the entry point's last.
+        bindings: Storage dtype of each descriptor binding.
+        local_size: Workgroup size ``(x, y, z)``.
+        target: The :class:`~numba_vulkan.target.TargetDescription`.
+        name: The kernel's name, for messages and dumps.
+    """
+    with _llvm_lock:
+        tm = optimize.target_machine(target.triple)
+        module = optimize.link(sources, target.triple, DATA_LAYOUT)
+        optimize.optimise(module, ENTRY_POINT, tm)
+        text = logical.rewrite(str(module), bindings)
+        module = optimize.link([text], target.triple, DATA_LAYOUT)
+        optimize.optimise(module, ENTRY_POINT, tm, speed=2)
+        final = logical.lower_markers(str(module), tuple(local_size))
+    binary = backend.emit(final, target.triple)
+    _dump(name, final, binary)
+    if config.validate():
+        validate.validate(binary, target.target_env)
+    return Module(binary, final, spirv.capabilities(binary))
+
+
+def _dump(name, text, binary):
+    directory = config.dump_dir()
+    if not directory:
+        return
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, name.replace("<", "_").replace(">", "_"))
+    with open(stem + ".ll", "w") as f:
+        f.write(text)
+    with open(stem + ".spv", "wb") as f:
+        f.write(binary)
+
+
+

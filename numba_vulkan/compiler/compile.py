@@ -1,0 +1,214 @@
+"""Compile a Python kernel with Numba for the Vulkan target, to LLVM IR."""
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+from numba.core import compiler, types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.errors import NumbaError
+from numba.core.target_extension import target_override
+
+from numba_vulkan import abi, signature
+from numba_vulkan.codegen import markers
+from numba_vulkan.errors import CompilerError
+
+#: Name of the SPIR-V entry point of every kernel.
+ENTRY_POINT = "main"
+
+def contexts():
+    """The typing and target contexts of the Vulkan target, made on first use."""
+    from numba_vulkan.compiler.target import vulkan_target
+    with global_compiler_lock:
+        return vulkan_target.typing_context, vulkan_target.target_context
+
+
+@dataclass
+class KernelIR:
+    """A kernel lowered to LLVM IR, with what the runtime needs to call it.
+
+    Attributes:
+        name: Qualified name of the Python function.
+        modules: LLVM IR text of every module, the entry point's last.
+        params: The :class:`numba_vulkan.abi.Param` of each argument.
+        push_size: Size of the push constant block in bytes.
+        signature: The Numba signature, as text.
+    """
+
+    name: str
+    modules: list
+    params: tuple
+    push_size: int
+    signature: str
+    options: dict = field(default_factory=dict)
+
+
+def numba_types(sig):
+    """Numba types of argument types in text form (see :mod:`numba_vulkan.signature`)."""
+    out = []
+    for text in sig:
+        kind, dtype, ndim, layout = signature.parse(text)
+        scalar = types.boolean if dtype == "bool" else getattr(types, dtype)
+        out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
+    return tuple(out)
+
+
+def signature_text(sig):
+    """Argument types in text form from a Numba signature string or types."""
+    if isinstance(sig, str):
+        from numba.core import sigutils
+        try:
+            args, _ = sigutils.normalize_signature(sig)
+        except Exception as exc:
+            raise TypeError(f"bad signature {sig!r}: {exc}") from None
+    else:
+        args = tuple(sig)
+    out = []
+    for ty in args:
+        if isinstance(ty, str):
+            signature.parse(ty)
+            out.append(ty)
+        elif isinstance(ty, types.Array):
+            out.append(signature.array(str(ty.dtype), ty.ndim,
+                                       "C" if ty.layout == "C" else "A"))
+        elif isinstance(ty, types.Boolean):
+            out.append("bool")
+        elif isinstance(ty, (types.Integer, types.Float)):
+            out.append(str(ty))
+        else:
+            raise TypeError(f"type {ty} in signature {sig!r} cannot be a kernel argument")
+    return tuple(out)
+
+
+def _flags(options):
+    from numba_vulkan.compiler.options import VulkanTargetOptions
+    numba_options = {k: v for k, v in options.items() if k != "cache"}
+    return VulkanTargetOptions.parse_as_flags(compiler.Flags(), numba_options)
+
+
+def _param_specs(pyfunc, argtypes):
+    import inspect
+    names = list(inspect.signature(pyfunc).parameters)
+    if len(names) != len(argtypes):
+        raise TypeError(f"{pyfunc.__qualname__} takes {len(names)} arguments, "
+                        f"{len(argtypes)} types were given")
+    specs = []
+    for name, ty in zip(names, argtypes):
+        if isinstance(ty, types.Array):
+            layout = "C" if ty.layout == "C" else "A"
+            specs.append((name, "array", str(ty.dtype), ty.ndim, layout))
+        elif isinstance(ty, (types.Integer, types.Float, types.Boolean)):
+            specs.append((name, "scalar", str(ty), 0, "C"))
+        else:
+            raise TypeError(f"{pyfunc.__qualname__}: parameter {name!r} has type {ty}, "
+                            "which a kernel cannot take; use a scalar or an array")
+    return specs
+
+
+def normalise_argtypes(argtypes):
+    """Map argument types to the ones a kernel is compiled for.
+
+    Arrays of any layout other than C-contiguous are compiled as strided
+    ('A'), and read-only arrays as writable ones, so that one module serves
+    every view of the same dtype and rank.
+    """
+    out = []
+    for ty in argtypes:
+        if isinstance(ty, types.Array):
+            layout = "C" if ty.layout == "C" else "A"
+            ty = types.Array(ty.dtype, ty.ndim, layout)
+        out.append(ty)
+    return tuple(out)
+
+
+def compile_kernel(pyfunc, argtypes, narrowed=(), options=None):
+    """Type and lower ``pyfunc`` for ``argtypes``; return a :class:`KernelIR`.
+
+    Args:
+        pyfunc: The kernel's Python function.
+        argtypes: Numba types of its arguments.
+        narrowed: dtype names the target narrows to 32 bits.
+        options: Compile options such as ``fastmath``.
+    """
+    options = dict(options or {})
+    argtypes = normalise_argtypes(argtypes)
+    specs = _param_specs(pyfunc, argtypes)
+    params, push_size = abi.layout(specs, narrowed)
+    typing_context, target_context = contexts()
+    with global_compiler_lock, target_override("vulkan"):
+        try:
+            cres = compiler.compile_extra(typing_context, target_context, pyfunc,
+                                          args=argtypes, return_type=None,
+                                          flags=_flags(options), locals={})
+        except NumbaError as exc:
+            raise CompilerError(f"cannot compile kernel {pyfunc.__qualname__}:\n{exc}",
+                                kernel=pyfunc.__qualname__) from exc
+        if cres.signature.return_type not in (types.none, types.void):
+            raise CompilerError(
+                f"kernel {pyfunc.__qualname__} returns {cres.signature.return_type}; "
+                "kernels must not return a value (write results into an array)",
+                kernel=pyfunc.__qualname__)
+        wrapper = _entry_point(target_context, cres, argtypes, params)
+    modules = cres.library.modules() + [str(wrapper)]
+    return KernelIR(pyfunc.__qualname__, modules, params, push_size,
+                    str(cres.signature.replace(return_type=types.void)), options)
+
+
+def _entry_point(context, cres, argtypes, params):
+    """The SPIR-V entry point: reads each argument from its binding or the
+    push constants, builds Numba's value for it and calls the kernel."""
+    module = context.create_module("entry")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), []), ENTRY_POINT)
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    values = []
+    for param, ty in zip(params, argtypes):
+        if param.kind == "array":
+            fields = [builder.sext(markers.push(builder, i32, param.offset + 4 * k), i64)
+                      for k in range(2 * param.ndim + 1)]
+            shape, strides = fields[:param.ndim], fields[param.ndim:2 * param.ndim]
+            item = ir.Constant(i64, context.get_abi_sizeof(context.get_data_type(ty.dtype)))
+            data = builder.gep(markers.buffer(builder, param.binding),
+                               [builder.mul(fields[-1], item)], source_etype=ir.IntType(8))
+            nitems = ir.Constant(i64, 1)
+            for extent in shape:
+                nitems = builder.mul(nitems, extent)
+            array = context.make_array(ty)(context, builder)
+            array.meminfo = context.get_constant_null(types.MemInfoPointer(ty.dtype))
+            array.parent = context.get_constant_null(types.pyobject)
+            array.nitems = nitems
+            array.itemsize = item
+            array.data = data
+            array.shape = _tuple(builder, shape)
+            array.strides = _tuple(builder, [builder.mul(s, item) for s in strides])
+            values.append(array._getvalue())
+        else:
+            values.append(_scalar(context, builder, ty, param))
+    callee = context.declare_function(module, cres.fndesc)
+    context.call_conv.call_function(builder, callee, cres.signature.return_type,
+                                    argtypes, values)
+    builder.ret_void()
+    return module
+
+
+def _tuple(builder, items):
+    value = ir.Constant(ir.ArrayType(ir.IntType(64), len(items)), ir.Undefined)
+    for k, item in enumerate(items):
+        value = builder.insert_value(value, item, k)
+    return value
+
+
+def _scalar(context, builder, ty, param):
+    i32 = ir.IntType(32)
+    if isinstance(ty, types.Boolean):
+        raw = markers.push(builder, i32, param.offset)
+        return builder.icmp_unsigned("!=", raw, ir.Constant(i32, 0))
+    llty = context.get_value_type(ty)
+    if isinstance(ty, types.Integer) and ty.bitwidth < 32:
+        return builder.trunc(markers.push(builder, i32, param.offset), llty)
+    if param.storage != param.dtype:
+        narrow = ir.FloatType() if isinstance(ty, types.Float) else ir.IntType(32)
+        raw = markers.push(builder, narrow, param.offset)
+        if isinstance(ty, types.Float):
+            return builder.fpext(raw, llty)
+        return (builder.sext if ty.signed else builder.zext)(raw, llty)
+    return markers.push(builder, llty, param.offset)

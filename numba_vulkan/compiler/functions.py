@@ -1,0 +1,86 @@
+"""Device functions: Python functions compiled for Vulkan to be called from kernels.
+
+Numba types a call to another jitted function through a dispatcher object.
+:class:`DeviceDispatcher` is that object for the Vulkan target: it compiles
+the function for the argument types at the call site and registers the
+result with the target context so that lowering can call (and later inline)
+it. ``@overload`` implementations and ``@numba.njit`` functions called from a
+kernel become device dispatchers too.
+"""
+
+import weakref
+
+from numba.core import dispatcher, types
+from numba.core.dispatcher import Dispatcher
+from numba.core.target_extension import jit_registry
+
+from numba_vulkan.compiler.target import Vulkan, vulkan_target
+
+
+class _ImplKey:
+    """Identifies one compiled overload to the target context."""
+
+    __slots__ = ("name", "__weakref__")
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<Vulkan device function {self.name}>"
+
+
+class DeviceDispatcher(Dispatcher):
+    """Compiles a Python function as a Vulkan device function on demand."""
+
+    targetdescr = vulkan_target
+
+    def __init__(self, py_func, locals=None, targetoptions=None, **kwargs):
+        super().__init__(py_func, locals=locals or {},
+                         targetoptions=dict(targetoptions or {}))
+
+    def add_overload(self, cres):
+        # Lowering finds a callee by the overload's entry point. A device
+        # function has no host entry point, so give each overload a key of
+        # its own and register the compiled code under it.
+        key = _ImplKey(f"{self.py_func.__qualname__}{tuple(cres.signature.args)}")
+        cres = cres._replace(entry_point=key)
+        self.targetctx.insert_user_function(key, cres.fndesc, [cres.library])
+        super().add_overload(cres)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self.py_func.__qualname__} is a Vulkan device function: "
+                           "call it from a kernel")
+
+
+def device_jit(*args, **options):
+    """``jit`` for the Vulkan target as Numba's ``@overload`` machinery calls it."""
+    options.pop("target", None)
+
+    def wrap(func):
+        return DeviceDispatcher(func, targetoptions=options)
+
+    if args and callable(args[0]):
+        return wrap(args[0])
+    return wrap
+
+
+jit_registry[Vulkan] = device_jit
+
+_retargeted = weakref.WeakKeyDictionary()
+
+
+def device_function_type(value):
+    """The Numba type of a CPU-jitted function called from a kernel, or None.
+
+    ``@numba.njit`` functions are recompiled for Vulkan from their Python
+    source, with their options.
+    """
+    if isinstance(value, dispatcher.Dispatcher) and not isinstance(value, DeviceDispatcher):
+        device = _retargeted.get(value)
+        if device is None:
+            options = {k: v for k, v in value.targetoptions.items()
+                       if k in ("fastmath", "error_model", "boundscheck", "inline")}
+            device = DeviceDispatcher(value.py_func, targetoptions=options)
+            _retargeted[value] = device
+        return types.Dispatcher(device)
+    return None

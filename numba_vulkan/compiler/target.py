@@ -1,0 +1,223 @@
+"""The Vulkan target as Numba sees it: target class, typing and target contexts."""
+
+import functools
+
+from llvmlite import ir
+from numba.core import callconv, typing
+from numba.core.base import BaseContext
+from numba.core.codegen import CodeLibrary, Codegen
+from numba.core.descriptors import TargetDescriptor
+from numba.core.target_extension import GPU, dispatcher_registry, target_registry
+
+#: Data layout of LLVM's logical SPIR-V target.
+DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
+               "v256:256-v512:512-v1024:1024-n8:16:32:64-G10")
+
+
+class Vulkan(GPU):
+    """The Vulkan compute target."""
+
+
+target_registry["vulkan"] = Vulkan
+
+
+class VulkanTypingContext(typing.Context):
+    """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
+
+    def load_additional_registries(self):
+        from numba_vulkan.compiler import stubs
+        super().load_additional_registries()
+        self.install_registry(stubs.typing_registry)
+
+    def resolve_value_type(self, val):
+        from numba_vulkan.compiler.functions import device_function_type
+        resolved = device_function_type(val)
+        if resolved is not None:
+            return resolved
+        return super().resolve_value_type(val)
+
+
+class VulkanCodeLibrary(CodeLibrary):
+    """Collects the LLVM IR modules of one compiled function and those it calls.
+
+    Nothing is compiled to machine code here: :meth:`modules` hands the IR to
+    :mod:`numba_vulkan.codegen`.
+    """
+
+    def __init__(self, codegen, name):
+        super().__init__(codegen, name)
+        self._modules = []
+        self._linked = []
+
+    def add_ir_module(self, ir_module):
+        self._raise_if_finalized()
+        self._modules.append(str(ir_module))
+
+    def add_linking_library(self, library):
+        if library not in self._linked:
+            self._linked.append(library)
+
+    def finalize(self):
+        self._finalized = True
+
+    def modules(self):
+        """IR text of this library's modules and of every library it links."""
+        seen, out = set(), []
+
+        def visit(lib):
+            if id(lib) in seen:
+                return
+            seen.add(id(lib))
+            out.extend(lib._modules)
+            for dep in lib._linked:
+                visit(dep)
+
+        visit(self)
+        return out
+
+    def get_function(self, name):
+        raise NotImplementedError("Vulkan functions are not callable from the host")
+
+    def get_llvm_str(self):
+        return "\n".join(self.modules())
+
+    def get_asm_str(self):
+        raise NotImplementedError("use the compiled kernel's spirv attribute")
+
+
+class VulkanCodegen(Codegen):
+    """Creates empty modules and libraries for the Vulkan target."""
+
+    _library_class = VulkanCodeLibrary
+
+    def __init__(self):
+        self._data_layout = DATA_LAYOUT
+
+    def _create_empty_module(self, name):
+        module = ir.Module(name)
+        module.data_layout = DATA_LAYOUT
+        return module
+
+    def _add_module(self, module):
+        raise NotImplementedError
+
+    def create_library(self, name, **kwargs):
+        return VulkanCodeLibrary(self, name)
+
+    def magic_tuple(self):
+        return ("spirv", "vulkan", "")
+
+    @functools.cached_property
+    def _target_data(self):
+        import llvmlite.binding as llvm
+        return llvm.create_target_data(DATA_LAYOUT)
+
+
+class VulkanTargetContext(BaseContext):
+    """Lowering for the Vulkan target: Numba's CPU lowering without the CPython
+    and NRT parts, plus the kernel API."""
+
+    implement_powi_as_math_call = True
+    strict_alignment = True
+    allow_dynamic_globals = False
+
+    def __init__(self, typingctx, target="vulkan"):
+        super().__init__(typingctx, target)
+
+    def init(self):
+        self._internal_codegen = VulkanCodegen()
+
+    @property
+    def enable_nrt(self):
+        return False
+
+    @property
+    def enable_boundscheck(self):
+        return False
+
+    def create_module(self, name):
+        return self._internal_codegen._create_empty_module(name)
+
+    def codegen(self):
+        return self._internal_codegen
+
+    @property
+    def target_data(self):
+        return self._internal_codegen._target_data
+
+    @functools.cached_property
+    def call_conv(self):
+        return callconv.MinimalCallConv(self)
+
+    def load_additional_registries(self):
+        from numba.cpython import (builtins, charseq, enumimpl, iterators,  # noqa: F401
+                                   listobj, numbers, rangeobj, slicing,
+                                   tupleobj)
+        from numba.cpython import cmathimpl, mathimpl
+        from numba.core import optional  # noqa: F401
+        from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
+        from numba_vulkan.compiler import stubs
+        self.install_registry(cmathimpl.registry)
+        self.install_registry(mathimpl.registry)
+        self.install_registry(npyimpl.registry)
+        self.install_registry(stubs.lowering_registry)
+
+    def get_executable(self, func, fndesc, env):
+        raise NotImplementedError("Vulkan functions are not callable from the host")
+
+    def create_cpython_wrapper(self, library, fndesc, env, call_helper,
+                               release_gil=False):
+        """Kernels have no CPython wrapper."""
+
+    def create_cfunc_wrapper(self, library, fndesc, env, call_helper):
+        """Kernels have no C wrapper."""
+
+
+class VulkanTargetDescriptor(TargetDescriptor):
+    """Owns the Vulkan target's typing and target contexts, made on first use."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self._contexts = None
+
+    @property
+    def options(self):
+        from numba_vulkan.compiler.options import VulkanTargetOptions
+        return VulkanTargetOptions
+
+    def _ensure(self):
+        if self._contexts is None:
+            from numba.core.target_extension import target_override
+            with target_override("vulkan"):
+                typing_context = VulkanTypingContext()
+                target_context = VulkanTargetContext(typing_context)
+                # Refreshing resolves overload templates, which ask this
+                # descriptor for the contexts: publish them first.
+                self._contexts = typing_context, target_context
+                from numba_vulkan.compiler import functions  # noqa: F401
+                target_context.refresh()
+        return self._contexts
+
+    @property
+    def typing_context(self):
+        return self._ensure()[0]
+
+    @property
+    def target_context(self):
+        return self._ensure()[1]
+
+
+vulkan_target = VulkanTargetDescriptor("vulkan")
+
+
+class VulkanTarget:
+    """What Numba's registries need to find the Vulkan target's contexts.
+
+    Numba resolves overloads for a target through ``dispatcher_registry``;
+    only the ``targetdescr`` attribute of the registered class is used there.
+    """
+
+    targetdescr = vulkan_target
+
+
+dispatcher_registry[Vulkan] = VulkanTarget

@@ -1,0 +1,108 @@
+"""Every ``NUMBA_VULKAN_*`` setting, read in this one place.
+
+Settings are read from the environment each time they are used, so a test or
+an application can change one with ``os.environ`` without re-importing
+anything. ``docs/settings.md`` documents each of them for users.
+"""
+
+import os
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _flag(name, default):
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    value = value.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name}={value!r}: expected 1 or 0")
+
+
+def _text(name, default=None):
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value
+
+
+def device():
+    """Index or name (substring) of the Vulkan device to use, or None."""
+    return _text("NUMBA_VULKAN_DEVICE")
+
+
+def validate():
+    """Whether every generated module goes through spirv-val.
+
+    On by default: validation costs a few milliseconds, far less than a
+    compile, and a driver handed invalid SPIR-V may crash the process.
+    """
+    return _flag("NUMBA_VULKAN_VALIDATE", True)
+
+
+def cache_enabled():
+    """Whether compiled kernels are cached on disk (``NUMBA_VULKAN_CACHE``)."""
+    return _flag("NUMBA_VULKAN_CACHE", True)
+
+
+def cache_dir():
+    """Root of numba_vulkan's per-user cache directory."""
+    explicit = _text("NUMBA_VULKAN_CACHE_DIR")
+    if explicit:
+        return os.path.abspath(explicit)
+    base = _text("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "numba_vulkan")
+
+
+def debug_cache():
+    """Whether each cache lookup logs a line (``NUMBA_VULKAN_DEBUG_CACHE``)."""
+    return _flag("NUMBA_VULKAN_DEBUG_CACHE", False)
+
+
+def aot_path():
+    """Directories of ahead-of-time builds to search, in order."""
+    value = _text("NUMBA_VULKAN_AOT_PATH", "")
+    return [p for p in value.split(os.pathsep) if p]
+
+
+def aot_strict():
+    """Whether a kernel missing from every AOT directory is an error."""
+    return _flag("NUMBA_VULKAN_AOT_STRICT", False)
+
+
+def llc():
+    """An ``llc`` program to use instead of llvmlite's SPIR-V backend, or None."""
+    return _text("NUMBA_VULKAN_LLC")
+
+
+def libclc():
+    """Path of the libclc bitcode file to link, or None to search for one."""
+    return _text("NUMBA_VULKAN_LIBCLC")
+
+
+def spirv_val():
+    """The spirv-val program."""
+    return _text("NUMBA_VULKAN_SPIRV_VAL", "spirv-val")
+
+
+def spirv_dis():
+    """The spirv-dis program."""
+    return _text("NUMBA_VULKAN_SPIRV_DIS", "spirv-dis")
+
+
+def mask_features():
+    """Device features to pretend are absent, e.g. ``float64,int64``.
+
+    Lets a test run the narrowing path on a device that has every feature.
+    """
+    value = _text("NUMBA_VULKAN_MASK_FEATURES", "")
+    return frozenset(f.strip() for f in value.split(",") if f.strip())
+
+
+def dump_dir():
+    """Directory to write each compiled module's IR and SPIR-V to, or None."""
+    return _text("NUMBA_VULKAN_DUMP")

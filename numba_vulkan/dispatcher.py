@@ -1,0 +1,262 @@
+"""``@nv.jit`` kernels: compiling per signature, finding compiled code, launching.
+
+A launch computes its argument types as text (:mod:`numba_vulkan.signature`)
+without Numba, then looks for a launch plan (pipeline plus argument packer)
+made earlier for those types, that device and workgroup size. Only when
+there is none does it look further, and only a compile imports Numba.
+"""
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from numba_vulkan import abi, signature
+from numba_vulkan.errors import LaunchError
+from numba_vulkan.runtime import memory
+from numba_vulkan.runtime.device import current_device
+from numba_vulkan.runtime.pipeline import Pipeline
+
+#: Workgroup size of ``forall`` launches, capped by the device's limit.
+FORALL_THREADS = 256
+
+#: Options of ``nv.jit`` and what they do.
+OPTIONS = {
+    "fastmath": "allow float reassociation and contraction the CPU would not do",
+    "error_model": "'numpy' (default) or 'python': how integer division by zero behaves",
+    "boundscheck": "check array indices",
+    "inline": "'never' (default) or 'always': inline calls at Numba's IR level",
+    "cache": "keep compiled kernels on disk across processes",
+}
+
+
+@dataclass
+class CompiledKernel:
+    """A kernel compiled for one signature, workgroup size and target.
+
+    Attributes:
+        name: Qualified name of the Python function.
+        signature: Argument types in text form (see :mod:`numba_vulkan.signature`).
+        local_size: Workgroup size ``(x, y, z)`` baked into the module.
+        target: The :class:`~numba_vulkan.target.TargetDescription` compiled for.
+        spirv: The SPIR-V module.
+        llvm_ir: The LLVM IR the backend compiled.
+        capabilities: SPIR-V capabilities the module declares.
+        params: :class:`~numba_vulkan.abi.Param` per argument.
+        push_size: Bytes of push constants.
+    """
+
+    name: str
+    signature: tuple
+    local_size: tuple
+    target: object
+    spirv: bytes
+    llvm_ir: str
+    capabilities: list
+    params: tuple
+    push_size: int
+    abi_version: int = abi.ABI_VERSION
+    metadata: dict = field(default_factory=dict)
+
+    def disassemble(self):
+        """The SPIR-V module as text (needs spirv-dis)."""
+        from numba_vulkan.codegen.validate import disassemble
+        return disassemble(self.spirv)
+
+
+def _dim3(value, what):
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    value = tuple(int(v) for v in value)
+    if not 1 <= len(value) <= 3 or any(v < 1 for v in value):
+        raise LaunchError(f"{what} must be a positive int or a tuple of 1 to 3 of them, "
+                          f"not {value}")
+    return value + (1,) * (3 - len(value))
+
+
+class _Plan:
+    """What a launch of one signature on one device needs, made once."""
+
+    __slots__ = ("pipeline", "params", "kernel")
+
+    def __init__(self, kernel, device):
+        self.kernel = kernel
+        self.params = kernel.params
+        self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size)
+
+
+class LaunchConfiguration:
+    """A kernel with its grid, ready to be called with arguments."""
+
+    __slots__ = ("dispatcher", "groups", "threads")
+
+    def __init__(self, dispatcher, groups, threads):
+        self.dispatcher = dispatcher
+        self.groups = groups
+        self.threads = threads
+
+    def __call__(self, *args):
+        self.dispatcher._launch(self.groups, self.threads, args)
+
+
+class VulkanDispatcher:
+    """A Python function compiled for Vulkan on demand, per argument types.
+
+    Launch it as ``kernel[groups, threads](*args)`` or
+    ``kernel.forall(n)(*args)``; call it from another kernel as a device
+    function. ``groups`` and ``threads`` are an int or a tuple of up to 3.
+    """
+
+    def __init__(self, py_func, options=None):
+        self.py_func = py_func
+        self.options = dict(options or {})
+        self.__name__ = py_func.__name__
+        self.__qualname__ = py_func.__qualname__
+        self.__doc__ = py_func.__doc__
+        self.__module__ = py_func.__module__
+        self.__wrapped__ = py_func
+        self._lock = threading.RLock()
+        self._plans = {}
+        self._compiled = {}
+        self._device_function = None
+
+    def __repr__(self):
+        return f"<numba_vulkan kernel {self.__qualname__}>"
+
+    def __getitem__(self, config):
+        if not isinstance(config, tuple) or len(config) != 2:
+            raise LaunchError("launch a kernel as kernel[groups, threads](...)")
+        return LaunchConfiguration(self, _dim3(config[0], "groups"), _dim3(config[1], "threads"))
+
+    def forall(self, n, threads=None):
+        """A launch configuration covering ``n`` invocations along x."""
+        if threads is None:
+            limit = current_device().info.max_workgroup_invocations
+            threads = min(FORALL_THREADS, limit)
+        groups = max(1, -(-int(n) // threads))
+        return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1))
+
+    def __call__(self, *args, **kwargs):
+        raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
+                          f"{self.__name__}[groups, threads](...) or "
+                          f"{self.__name__}.forall(n)(...)")
+
+    # Compiling -------------------------------------------------------------
+
+    def compile(self, sig, threads=(64, 1, 1), target=None):
+        """Compile for a signature and return the :class:`CompiledKernel`.
+
+        Args:
+            sig: A Numba signature string such as
+                ``"void(float32, float32[::1])"``, a tuple of Numba types, or a
+                tuple of argument types in text form.
+            threads: The workgroup size.
+            target: A :class:`~numba_vulkan.target.TargetDescription`; the
+                current device's by default.
+        """
+        from numba_vulkan.compiler.compile import signature_text
+        if target is None:
+            target = current_device().target
+        return self._compile(signature_text(sig), _dim3(threads, "threads"), target)
+
+    def _compile(self, sig, threads, target):
+        key = (sig, threads, target)
+        with self._lock:
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = self._build(sig, threads, target)
+                self._compiled[key] = compiled
+            return compiled
+
+    def _build(self, sig, threads, target):
+        from numba_vulkan.compiler.compile import compile_kernel, numba_types
+        from numba_vulkan.codegen import pipeline
+        kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
+                                   self.options)
+        bindings = [p.storage for p in kernel_ir.params if p.kind == "array"]
+        module = pipeline.build(kernel_ir.modules, bindings, threads, target,
+                                name=self.__qualname__)
+        return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,
+                              module.llvm_ir, module.capabilities, kernel_ir.params,
+                              kernel_ir.push_size)
+
+    def device_function(self):
+        """This function as a device function, for calls from other kernels."""
+        with self._lock:
+            if self._device_function is None:
+                from numba_vulkan.compiler.functions import DeviceDispatcher
+                self._device_function = DeviceDispatcher(self.py_func,
+                                                         targetoptions=self.options)
+            return self._device_function
+
+    # Launching -------------------------------------------------------------
+
+    def _plan(self, sig, threads, device):
+        key = (sig, threads, device)
+        plan = self._plans.get(key)
+        if plan is None:
+            limit = device.info.max_workgroup_invocations
+            if threads[0] * threads[1] * threads[2] > limit:
+                raise LaunchError(f"a workgroup of {threads} invocations exceeds the "
+                                  f"device's limit of {limit}")
+            with self._lock:
+                plan = self._plans.get(key)
+                if plan is None:
+                    plan = _Plan(self._compile(sig, threads, device.target), device)
+                    self._plans[key] = plan
+        return plan
+
+    def _launch(self, groups, threads, args):
+        device = current_device()
+        try:
+            sig = tuple(signature.of_value(a) for a in args)
+        except TypeError as exc:
+            raise TypeError(f"{self.__qualname__}: {exc}") from None
+        plan = self._plan(sig, threads, device)
+        if len(args) != len(plan.params):
+            raise TypeError(f"{self.__qualname__} takes {len(plan.params)} arguments, "
+                            f"{len(args)} given")
+        buffers, values, copy_backs = [], [], []
+        for value, param in zip(args, plan.params):
+            if param.kind == "scalar":
+                values.append(value)
+                continue
+            if isinstance(value, np.ndarray):
+                value, copy_back = memory.staged_host_array(value, device)
+                copy_backs.append(copy_back)
+            elif value.device is not device:
+                raise LaunchError(f"argument {param.name!r} lives on another device")
+            item = value.dtype.itemsize
+            values.append([*value.shape, *(s // item for s in value.strides), value.offset])
+            buffers.append(value.buffer)
+        push = plan.pipeline.pack(groups, values)
+        plan.pipeline.launch(groups, buffers, push)
+        if copy_backs:
+            device.stream.synchronize()
+            for copy_back in copy_backs:
+                copy_back()
+
+
+def jit(func=None, **options):
+    """Compile a Python function for Vulkan: ``@nv.jit`` or ``@nv.jit(fastmath=True)``.
+
+    Options:
+        fastmath: Allow float reassociation and contraction.
+        error_model: ``"numpy"`` (default) or ``"python"``.
+        cache: Keep compiled kernels on disk (see ``docs/cache.md``).
+    """
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown nv.jit option(s): {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(OPTIONS)}")
+
+    def wrap(f):
+        return VulkanDispatcher(f, options)
+
+    return wrap(func) if func is not None else wrap
+
+
+def synchronize():
+    """Wait for every launch and copy submitted on the current device."""
+    current_device().stream.synchronize()
+

@@ -1,0 +1,68 @@
+"""Exceptions raised by numba_vulkan.
+
+Every error the package raises on purpose derives from :class:`VulkanError`,
+so a caller can catch them all with one clause.
+"""
+
+
+class VulkanError(Exception):
+    """Root of every numba_vulkan error."""
+
+
+class CompilerError(VulkanError):
+    """A kernel could not be compiled to SPIR-V.
+
+    Attributes:
+        kernel: Name of the kernel being compiled, or None.
+    """
+
+    def __init__(self, message, kernel=None):
+        super().__init__(message)
+        self.kernel = kernel
+
+
+class UnsupportedError(CompilerError):
+    """The kernel uses a construct the Vulkan target cannot express."""
+
+
+class ToolError(VulkanError):
+    """An external tool or the LLVM backend child failed.
+
+    Attributes:
+        tool: Name of the tool.
+        returncode: Its exit status (negative for a signal).
+        stderr: What it printed on standard error.
+        reproduce: A shell command that reproduces the failure.
+    """
+
+    def __init__(self, tool, returncode, stderr, reproduce=None):
+        self.tool = tool
+        self.returncode = returncode
+        self.stderr = stderr
+        self.reproduce = reproduce
+        message = f"{tool} failed (exit status {returncode})"
+        if stderr:
+            message += ":\n" + stderr.rstrip()
+        if reproduce:
+            message += f"\nTo reproduce: {reproduce}"
+        super().__init__(message)
+
+
+class ValidationError(ToolError):
+    """spirv-val rejected a generated module."""
+
+
+class DriverError(VulkanError):
+    """The Vulkan loader or driver is missing or a Vulkan call failed.
+
+    Attributes:
+        result: The VkResult code, or None when no call was made.
+    """
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class LaunchError(VulkanError, ValueError):
+    """A launch configuration or an argument cannot be used."""

@@ -1,0 +1,336 @@
+"""Vulkan instance, physical device discovery and the logical device."""
+
+import threading
+from dataclasses import dataclass, field
+
+from numba_vulkan import config
+from numba_vulkan.errors import DriverError
+from numba_vulkan.runtime import vk
+from numba_vulkan.target import TargetDescription
+
+
+def _version(major, minor, patch=0):
+    return (major << 22) | (minor << 12) | patch
+
+
+def _split_version(value):
+    return (value >> 22) & 0x7F, (value >> 12) & 0x3FF, value & 0xFFF
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What matters about a Vulkan device for running kernels.
+
+    Attributes:
+        index: Position in the loader's device list.
+        name: The driver's name for the device.
+        vendor_id, device_id, driver_version: As the driver reports them.
+        api_version: Vulkan version ``(major, minor, patch)``.
+        device_type: ``"cpu"``, ``"discrete"``, ``"integrated"``, ``"virtual"``
+            or ``"other"``.
+        features: Names of the optional features the device has, such as
+            ``float64``, ``int64``, ``int16``, ``int8``, ``storage8``,
+            ``storage16``, ``int64_atomics``, ``float32_atomic_add``.
+        subgroup_size: Invocations per subgroup.
+        max_workgroup_size: Largest workgroup along x, y and z.
+        max_workgroup_invocations: Largest workgroup, all axes together.
+        max_workgroup_count: Most workgroups along x, y and z.
+        max_shared_memory: Bytes of workgroup memory.
+        max_push_constants: Bytes of push constants.
+        pipeline_cache_uuid: Identifies pipeline cache data the driver accepts.
+    """
+
+    index: int
+    name: str
+    vendor_id: int
+    device_id: int
+    driver_version: int
+    api_version: tuple
+    device_type: str
+    features: frozenset
+    subgroup_size: int
+    max_workgroup_size: tuple
+    max_workgroup_invocations: int
+    max_workgroup_count: tuple
+    max_shared_memory: int
+    max_push_constants: int
+    pipeline_cache_uuid: str = field(default="")
+
+    def target(self):
+        """The :class:`TargetDescription` kernels for this device compile for."""
+        major, minor, _ = self.api_version
+        vulkan = min((major, minor), (1, 3))
+        return TargetDescription(vulkan=vulkan, float64="float64" in self.features,
+                                 int64="int64" in self.features,
+                                 max_push_constants=min(self.max_push_constants, 256))
+
+
+_DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
+
+
+class Instance:
+    """The Vulkan instance and the devices it sees."""
+
+    def __init__(self):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        self._keep = []
+        app = vk.new("VkApplicationInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_APPLICATION_INFO,
+            "pApplicationName": self._cstr("numba_vulkan"),
+            "pEngineName": self._cstr("numba_vulkan"),
+            "apiVersion": _version(1, 3)})
+        extensions = self._instance_extensions()
+        wanted = [e for e in ("VK_KHR_portability_enumeration",) if e in extensions]
+        names = vk.new("char*[]", [self._cstr(e) for e in wanted]) if wanted else ffi.NULL
+        info = vk.new("VkInstanceCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+            "flags": 1 if wanted else 0,
+            "pApplicationInfo": app,
+            "enabledExtensionCount": len(wanted),
+            "ppEnabledExtensionNames": names})
+        handle = vk.new("VkInstance*")
+        result = lib.vkCreateInstance(info, ffi.NULL, handle)
+        if result == v.VK_ERROR_INCOMPATIBLE_DRIVER:
+            raise DriverError(f"no Vulkan driver was found. {vk.INSTALL_HINT}", result)
+        vk.check(result, "vkCreateInstance")
+        self.handle = handle[0]
+        count = vk.new("uint32_t*")
+        vk.check(lib.vkEnumeratePhysicalDevices(self.handle, count, ffi.NULL),
+                 "vkEnumeratePhysicalDevices")
+        physical = vk.new("VkPhysicalDevice[]", count[0])
+        vk.check(lib.vkEnumeratePhysicalDevices(self.handle, count, physical),
+                 "vkEnumeratePhysicalDevices", allowed=(0, v.VK_INCOMPLETE))
+        self.physical = [physical[i] for i in range(count[0])]
+        self.devices = [self._describe(i, p) for i, p in enumerate(self.physical)]
+        if not self.devices:
+            raise DriverError(f"the Vulkan loader found no device. {vk.INSTALL_HINT}")
+
+    def _cstr(self, text):
+        data = vk.new("char[]", text.encode())
+        self._keep.append(data)
+        return data
+
+    @staticmethod
+    def _instance_extensions():
+        v = vk.module()
+        count = vk.new("uint32_t*")
+        vk.check(v.lib.vkEnumerateInstanceExtensionProperties(v.ffi.NULL, count, v.ffi.NULL),
+                 "vkEnumerateInstanceExtensionProperties")
+        props = vk.new("VkExtensionProperties[]", count[0])
+        vk.check(v.lib.vkEnumerateInstanceExtensionProperties(v.ffi.NULL, count, props),
+                 "vkEnumerateInstanceExtensionProperties", allowed=(0, v.VK_INCOMPLETE))
+        return {v.ffi.string(props[i].extensionName).decode() for i in range(count[0])}
+
+    def _describe(self, index, physical):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        subgroup = vk.new("VkPhysicalDeviceSubgroupProperties*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        props2 = vk.new("VkPhysicalDeviceProperties2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": subgroup})
+        lib.vkGetPhysicalDeviceProperties2(physical, props2)
+        props = props2.properties
+        limits = props.limits
+        features = self.query_features(physical)[0]
+        uuid = bytes(ffi.buffer(props.pipelineCacheUUID, 16)).hex()
+        return DeviceInfo(
+            index=index,
+            name=ffi.string(props.deviceName).decode(errors="replace"),
+            vendor_id=props.vendorID, device_id=props.deviceID,
+            driver_version=props.driverVersion,
+            api_version=_split_version(props.apiVersion),
+            device_type=_DEVICE_TYPES.get(props.deviceType, "other"),
+            features=frozenset(features),
+            subgroup_size=subgroup.subgroupSize,
+            max_workgroup_size=tuple(limits.maxComputeWorkGroupSize[i] for i in range(3)),
+            max_workgroup_invocations=limits.maxComputeWorkGroupInvocations,
+            max_workgroup_count=tuple(limits.maxComputeWorkGroupCount[i] for i in range(3)),
+            max_shared_memory=limits.maxComputeSharedMemorySize,
+            max_push_constants=limits.maxPushConstantsSize,
+            pipeline_cache_uuid=uuid)
+
+    @staticmethod
+    def query_features(physical):
+        """Feature names the device has, and the cffi structs that enable them."""
+        v = vk.module()
+        f11 = vk.new("VkPhysicalDeviceVulkan11Features*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
+        f12 = vk.new("VkPhysicalDeviceVulkan12Features*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11})
+        f2 = vk.new("VkPhysicalDeviceFeatures2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": f12})
+        v.lib.vkGetPhysicalDeviceFeatures2(physical, f2)
+        core = f2.features
+        names = {
+            "float64": core.shaderFloat64, "int64": core.shaderInt64,
+            "int16": core.shaderInt16, "int8": f12.shaderInt8,
+            "storage8": f12.storageBuffer8BitAccess,
+            "storage16": f11.storageBuffer16BitAccess,
+            "int64_atomics": f12.shaderBufferInt64Atomics,
+        }
+        masked = config.mask_features()
+        have = {n for n, on in names.items() if on and n not in masked}
+        return have, (f2, f12, f11)
+
+
+class Device:
+    """A logical device with one compute queue.
+
+    Attributes:
+        info: The :class:`DeviceInfo` of the physical device, with masked
+            features removed.
+        target: The :class:`TargetDescription` kernels compile for.
+    """
+
+    def __init__(self, instance, index):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        self.instance = instance
+        self.physical = instance.physical[index]
+        self.info = instance.devices[index]
+        self.target = self.info.target()
+        self.lock = threading.RLock()
+        have, (f2, f12, f11) = Instance.query_features(self.physical)
+        # Enable exactly what kernels may use; nothing else.
+        core = f2.features
+        enabled = vk.new("VkPhysicalDeviceFeatures2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
+        e12 = vk.new("VkPhysicalDeviceVulkan12Features*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
+        e11 = vk.new("VkPhysicalDeviceVulkan11Features*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
+        enabled.pNext = e12
+        e12.pNext = e11
+        for name in ("shaderFloat64", "shaderInt64", "shaderInt16"):
+            setattr(enabled.features, name, getattr(core, name))
+        for name in ("shaderInt8", "storageBuffer8BitAccess", "shaderBufferInt64Atomics",
+                     "shaderSharedInt64Atomics", "uniformAndStorageBuffer8BitAccess"):
+            setattr(e12, name, getattr(f12, name))
+        for name in ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess"):
+            setattr(e11, name, getattr(f11, name))
+        self.queue_family = self._compute_family()
+        priority = vk.new("float[]", [1.0])
+        queue_info = vk.new("VkDeviceQueueCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+            "queueFamilyIndex": self.queue_family, "queueCount": 1,
+            "pQueuePriorities": priority})
+        info = vk.new("VkDeviceCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": enabled,
+            "queueCreateInfoCount": 1, "pQueueCreateInfos": queue_info})
+        handle = vk.new("VkDevice*")
+        vk.check(lib.vkCreateDevice(self.physical, info, ffi.NULL, handle), "vkCreateDevice")
+        self.handle = handle[0]
+        queue = vk.new("VkQueue*")
+        lib.vkGetDeviceQueue(self.handle, self.queue_family, 0, queue)
+        self.queue = queue[0]
+        self.memory_types = self._memory_types()
+        pool_info = vk.new("VkCommandPoolCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+            "flags": v.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+            "queueFamilyIndex": self.queue_family})
+        pool = vk.new("VkCommandPool*")
+        vk.check(lib.vkCreateCommandPool(self.handle, pool_info, ffi.NULL, pool),
+                 "vkCreateCommandPool")
+        self.command_pool = pool[0]
+        from numba_vulkan.runtime.queue import Queue
+        self.stream = Queue(self)
+
+    def _compute_family(self):
+        v = vk.module()
+        count = vk.new("uint32_t*")
+        v.lib.vkGetPhysicalDeviceQueueFamilyProperties(self.physical, count, v.ffi.NULL)
+        families = vk.new("VkQueueFamilyProperties[]", count[0])
+        v.lib.vkGetPhysicalDeviceQueueFamilyProperties(self.physical, count, families)
+        compute = [i for i in range(count[0])
+                   if families[i].queueFlags & v.VK_QUEUE_COMPUTE_BIT]
+        if not compute:
+            raise DriverError(f"device {self.info.name} has no compute queue")
+        return compute[0]
+
+    def _memory_types(self):
+        v = vk.module()
+        props = vk.new("VkPhysicalDeviceMemoryProperties*")
+        v.lib.vkGetPhysicalDeviceMemoryProperties(self.physical, props)
+        return [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
+                for i in range(props.memoryTypeCount)]
+
+    def find_memory_type(self, type_bits, required, preferred=0, avoid=0):
+        """Index of a memory type allowed by ``type_bits`` with the ``required``
+        property flags, preferring ``preferred`` and avoiding ``avoid``."""
+        candidates = [i for i, (flags, _) in enumerate(self.memory_types)
+                      if type_bits & (1 << i) and flags & required == required]
+        if not candidates:
+            return None
+
+        def score(i):
+            flags = self.memory_types[i][0]
+            return (flags & preferred == preferred, not flags & avoid)
+
+        return max(candidates, key=score)
+
+
+_lock = threading.RLock()
+_instance = None
+_devices = {}
+_current = None
+
+
+def instance():
+    """The process's Vulkan instance, created on first use."""
+    global _instance
+    with _lock:
+        if _instance is None:
+            _instance = Instance()
+        return _instance
+
+
+def list_devices():
+    """Every Vulkan device the loader sees, as :class:`DeviceInfo`."""
+    return list(instance().devices)
+
+
+def _resolve(selector):
+    devices = instance().devices
+    if isinstance(selector, int) or (isinstance(selector, str) and selector.isdigit()):
+        index = int(selector)
+        if not 0 <= index < len(devices):
+            raise DriverError(f"there is no Vulkan device {index}; "
+                              f"{len(devices)} device(s) were found")
+        return index
+    matches = [d.index for d in devices if str(selector).lower() in d.name.lower()]
+    if not matches:
+        names = ", ".join(repr(d.name) for d in devices)
+        raise DriverError(f"no Vulkan device matches {selector!r}; devices: {names}")
+    return matches[0]
+
+
+def _default_index():
+    selector = config.device()
+    if selector is not None:
+        return _resolve(selector)
+    order = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
+    return min(instance().devices, key=lambda d: (order[d.device_type], d.index)).index
+
+
+def select_device(selector):
+    """Make a device current, by index or by (part of) its name."""
+    global _current
+    with _lock:
+        index = _resolve(selector)
+        if index not in _devices:
+            _devices[index] = Device(instance(), index)
+        _current = _devices[index]
+        return _current
+
+
+def current_device():
+    """The current :class:`Device`, opening the default one on first use.
+
+    The default is ``NUMBA_VULKAN_DEVICE`` if set, else the first discrete
+    GPU, else an integrated one, else any.
+    """
+    with _lock:
+        if _current is None:
+            return select_device(_default_index())
+        return _current

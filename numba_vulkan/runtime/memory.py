@@ -1,0 +1,298 @@
+"""Device memory: buffers, device arrays and copies between host and device."""
+
+import ctypes
+import weakref
+
+import numpy as np
+
+from numba_vulkan.errors import DriverError, LaunchError
+from numba_vulkan.runtime import vk
+
+#: Vulkan rejects zero-sized buffers; empty arrays get this many bytes.
+_MIN_BUFFER = 16
+
+
+class Buffer:
+    """A ``VkBuffer`` with its own memory, usable as a storage buffer.
+
+    Device-local memory is preferred. Where that memory is also host-visible
+    (CPU drivers, unified memory, resizable BAR) it stays mapped and copies
+    are plain memory copies; elsewhere copies go through a staging buffer.
+    """
+
+    def __init__(self, device, nbytes, host=False):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        self.device = device
+        self.nbytes = max(int(nbytes), _MIN_BUFFER)
+        usage = (v.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | v.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | v.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        info = vk.new("VkBufferCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": self.nbytes,
+            "usage": usage, "sharingMode": v.VK_SHARING_MODE_EXCLUSIVE})
+        out = vk.new("VkBuffer[1]")
+        vk.check(lib.vkCreateBuffer(device.handle, info, ffi.NULL, out), "vkCreateBuffer")
+        self.handle = out[0]
+        requirements = vk.new("VkMemoryRequirements*")
+        lib.vkGetBufferMemoryRequirements(device.handle, self.handle, requirements)
+        visible = v.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | v.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        local = v.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        if host:
+            index = device.find_memory_type(requirements.memoryTypeBits, visible,
+                                            preferred=v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+        else:
+            index = device.find_memory_type(requirements.memoryTypeBits, local, avoid=visible)
+            if index is None:
+                index = device.find_memory_type(requirements.memoryTypeBits, 0)
+        if index is None:
+            self._destroy_buffer()
+            raise DriverError("no suitable Vulkan memory type for a buffer")
+        alloc = vk.new("VkMemoryAllocateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+            "allocationSize": requirements.size, "memoryTypeIndex": index})
+        memory = vk.new("VkDeviceMemory[1]")
+        result = lib.vkAllocateMemory(device.handle, alloc, ffi.NULL, memory)
+        if result != 0:
+            self._destroy_buffer()
+            vk.check(result, f"vkAllocateMemory of {requirements.size} bytes")
+        self.memory = memory[0]
+        vk.check(lib.vkBindBufferMemory(device.handle, self.handle, self.memory, 0),
+                 "vkBindBufferMemory")
+        flags = device.memory_types[index][0]
+        self.mapped = None
+        if flags & visible == visible:
+            pointer = vk.new("void**")
+            vk.check(lib.vkMapMemory(device.handle, self.memory, 0, self.nbytes, 0, pointer),
+                     "vkMapMemory")
+            self.mapped = (ctypes.c_char * self.nbytes).from_address(
+                int(ffi.cast("uintptr_t", pointer[0])))
+        self._finalizer = weakref.finalize(self, Buffer._release, device, self.handle,
+                                           self.memory)
+
+    def _destroy_buffer(self):
+        v = vk.module()
+        v.lib.vkDestroyBuffer(self.device.handle, self.handle, v.ffi.NULL)
+
+    @staticmethod
+    def _release(device, handle, memory):
+        v = vk.module()
+        v.lib.vkDestroyBuffer(device.handle, handle, v.ffi.NULL)
+        v.lib.vkFreeMemory(device.handle, memory, v.ffi.NULL)
+
+    def host_view(self):
+        """The mapped memory as a uint8 NumPy array, or None if not mappable."""
+        if self.mapped is None:
+            return None
+        return np.frombuffer(self.mapped, dtype=np.uint8)
+
+    def write(self, data, offset=0):
+        """Copy ``data`` (a bytes-like object) into the buffer at ``offset``."""
+        data = memoryview(data).cast("B")
+        if not data.nbytes:
+            return
+        if self.mapped is not None:
+            self.device.stream.synchronize()
+            ctypes.memmove(ctypes.addressof(self.mapped) + offset, _address(data), data.nbytes)
+            return
+        staging = Buffer(self.device, data.nbytes, host=True)
+        ctypes.memmove(ctypes.addressof(staging.mapped), _address(data), data.nbytes)
+        self._copy(staging, self, 0, offset, data.nbytes)
+
+    def read(self, out, offset=0):
+        """Copy bytes from the buffer at ``offset`` into ``out`` (writable)."""
+        out = memoryview(out).cast("B")
+        if not out.nbytes:
+            return
+        self.device.stream.synchronize()
+        if self.mapped is not None:
+            ctypes.memmove(_address(out), ctypes.addressof(self.mapped) + offset, out.nbytes)
+            return
+        staging = Buffer(self.device, out.nbytes, host=True)
+        self._copy(self, staging, offset, 0, out.nbytes)
+        ctypes.memmove(_address(out), ctypes.addressof(staging.mapped), out.nbytes)
+
+    @staticmethod
+    def _copy(src, dst, src_offset, dst_offset, nbytes):
+        v = vk.module()
+        region = vk.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset,
+                                          "size": nbytes})
+        src.device.stream.run_once(
+            lambda cb: v.lib.vkCmdCopyBuffer(cb, src.handle, dst.handle, 1, region),
+            keep_alive=(src, dst))
+
+
+def _address(view):
+    """Address of a contiguous memoryview's first byte."""
+    return np.frombuffer(view, dtype=np.uint8).ctypes.data
+
+
+class DeviceArray:
+    """An N-d array in device memory, in the style of numba.cuda's.
+
+    Attributes:
+        shape, strides, dtype, ndim, size, nbytes: As for a NumPy array;
+            strides are in bytes and may describe a view.
+        buffer: The :class:`Buffer` holding the data.
+        offset: Index (in elements) of the first element in the buffer.
+    """
+
+    __slots__ = ("shape", "strides", "dtype", "buffer", "offset", "__weakref__")
+
+    def __init__(self, shape, dtype, buffer=None, strides=None, offset=0, device=None):
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(s) for s in shape)
+        if strides is None:
+            strides = _c_strides(self.shape, self.dtype.itemsize)
+        self.strides = tuple(int(s) for s in strides)
+        if buffer is None:
+            from numba_vulkan.runtime.device import current_device
+            device = device or current_device()
+            buffer = Buffer(device, self.size * self.dtype.itemsize)
+        self.buffer = buffer
+        self.offset = int(offset)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def device(self):
+        return self.buffer.device
+
+    def is_c_contiguous(self):
+        return self.strides == _c_strides(self.shape, self.dtype.itemsize) or self.size <= 1
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"<numba_vulkan.DeviceArray shape={self.shape} dtype={self.dtype}>"
+
+    def _read_span(self):
+        """This array's span of the buffer, and a NumPy view of it."""
+        item = self.dtype.itemsize
+        lo, hi = _span(self.shape, self.strides, item)
+        raw = np.empty(hi - lo, dtype=np.uint8)
+        self.buffer.read(raw, self.offset * item + lo)
+        if not self.size:
+            return lo, raw, np.empty(self.shape, self.dtype)
+        view = np.lib.stride_tricks.as_strided(raw[-lo:].view(self.dtype), self.shape,
+                                               self.strides)
+        return lo, raw, view
+
+    def copy_to_host(self, ary=None):
+        """Copy to a NumPy array (a new one, or ``ary``) and return it.
+
+        Waits for every launch submitted before it.
+        """
+        _, _, view = self._read_span()
+        if ary is None:
+            return np.array(view, copy=True)
+        if ary.shape != self.shape or ary.dtype != self.dtype:
+            raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
+                              f"into a {ary.dtype}{list(ary.shape)} array")
+        ary[...] = view
+        return ary
+
+    def copy_to_device(self, ary):
+        """Copy a NumPy array of the same shape and dtype into this array."""
+        ary = np.asarray(ary)
+        if ary.shape != self.shape:
+            raise LaunchError(f"shape mismatch: {ary.shape} into {self.shape}")
+        ary = ary.astype(self.dtype, copy=False)
+        if self.is_c_contiguous():
+            self.buffer.write(np.ascontiguousarray(ary), self.offset * self.dtype.itemsize)
+            return
+        lo, raw, view = self._read_span()
+        view[...] = ary
+        self.buffer.write(raw, self.offset * self.dtype.itemsize + lo)
+
+    def __getitem__(self, index):
+        """A view (basic indexing: integers and slices) sharing this memory."""
+        template = np.lib.stride_tricks.as_strided(
+            np.zeros(1, dtype=self.dtype), self.shape, self.strides, writeable=False)
+        if not isinstance(index, tuple):
+            index = (index,)
+        if any(not isinstance(i, (int, np.integer, slice)) and i is not Ellipsis
+               for i in index):
+            raise IndexError("device arrays support integer and slice indexing only")
+        view = template[index]
+        base = template.__array_interface__["data"][0]
+        first = view.__array_interface__["data"][0]
+        shift = (first - base) // self.dtype.itemsize
+        if view.ndim == 0:
+            raise IndexError("indexing a device array down to one element is not supported; "
+                             "slice it and copy_to_host()")
+        return DeviceArray(view.shape, self.dtype, self.buffer, view.strides,
+                           self.offset + shift)
+
+
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+def _span(shape, strides, itemsize):
+    """Byte range ``(lo, hi)`` relative to the first element that an array covers."""
+    lo = hi = 0
+    for extent, stride in zip(shape, strides):
+        if extent == 0:
+            return 0, 0
+        reach = (extent - 1) * stride
+        lo += min(reach, 0)
+        hi += max(reach, 0)
+    return lo, hi + itemsize
+
+
+def to_device(ary, device=None):
+    """Copy a NumPy array to a new :class:`DeviceArray` (C-contiguous)."""
+    ary = np.ascontiguousarray(ary)
+    out = DeviceArray(ary.shape, ary.dtype, device=device)
+    out.buffer.write(ary)
+    return out
+
+
+def device_array(shape, dtype=np.float64, device=None):
+    """A new uninitialised :class:`DeviceArray`."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    return DeviceArray(shape, dtype, device=device)
+
+
+def staged_host_array(ary, device):
+    """Copy a NumPy array, contiguous or not, to the device for one launch.
+
+    The array's whole span of memory is copied, so that its strides stay
+    valid on the device. Returns ``(device_array, copy_back)``: call
+    ``copy_back()`` after the launch to write results into ``ary``.
+    """
+    item = ary.dtype.itemsize
+    if any(s % item for s in ary.strides):
+        raise LaunchError(f"an array with strides {ary.strides} not divisible by its "
+                          f"itemsize {item} cannot be passed to a kernel")
+    lo, hi = _span(ary.shape, ary.strides, item)
+    start = ary.__array_interface__["data"][0] + lo
+    buffer = Buffer(device, hi - lo)
+    if hi > lo:
+        span = (ctypes.c_char * (hi - lo)).from_address(start)
+        buffer.write(span)
+    dev = DeviceArray(ary.shape, ary.dtype, buffer, ary.strides, -lo // item)
+
+    def copy_back():
+        if hi > lo and ary.flags.writeable:
+            buffer.read((ctypes.c_char * (hi - lo)).from_address(start))
+
+    return dev, copy_back

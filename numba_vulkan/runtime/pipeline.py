@@ -1,0 +1,193 @@
+"""Compute pipelines, and launching them with arguments packed per the ABI."""
+
+import collections
+import struct
+import threading
+import weakref
+
+from numba_vulkan import abi
+from numba_vulkan.errors import LaunchError
+from numba_vulkan.runtime import vk
+
+#: Recorded launches kept per pipeline for reuse.
+_RECORDED_LAUNCHES = 32
+
+
+class Pipeline:
+    """A compute pipeline for one SPIR-V module on one device.
+
+    Everything that depends only on the module is made here, once: the
+    shader module, descriptor set layout, pipeline layout, pipeline and the
+    packer of push constants. A launch with the same buffers, scalars and
+    grid as a recent one resubmits that launch's recorded command buffer.
+    """
+
+    def __init__(self, device, spirv, params, push_size, entry="main", cache=None):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        self.device = device
+        self.params = tuple(params)
+        self.push_size = push_size
+        self.arrays = [p for p in self.params if p.kind == "array"]
+        self.packer = struct.Struct(abi.push_format(self.params, push_size))
+        if push_size > device.info.max_push_constants:
+            raise LaunchError(f"the kernel's arguments need {push_size} bytes of push "
+                              f"constants; the device offers {device.info.max_push_constants}")
+        self._handles = []
+        code = ffi.new("char[]", bytes(spirv))
+        info = vk.new("VkShaderModuleCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+            "codeSize": len(spirv), "pCode": ffi.cast("uint32_t*", code)})
+        out = vk.new("VkShaderModule[1]")
+        vk.check(lib.vkCreateShaderModule(device.handle, info, ffi.NULL, out),
+                 "vkCreateShaderModule")
+        self.shader = out[0]
+        bindings = vk.new("VkDescriptorSetLayoutBinding[]", [
+            {"binding": p.binding, "descriptorType": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+             "descriptorCount": 1, "stageFlags": v.VK_SHADER_STAGE_COMPUTE_BIT}
+            for p in self.arrays] or 1)
+        info = vk.new("VkDescriptorSetLayoutCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+            "bindingCount": len(self.arrays), "pBindings": bindings})
+        out = vk.new("VkDescriptorSetLayout[1]")
+        vk.check(lib.vkCreateDescriptorSetLayout(device.handle, info, ffi.NULL, out),
+                 "vkCreateDescriptorSetLayout")
+        self.set_layout = out[0]
+        push_range = vk.new("VkPushConstantRange*", {
+            "stageFlags": v.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0, "size": push_size})
+        layouts = vk.new("VkDescriptorSetLayout[1]", [self.set_layout])
+        info = vk.new("VkPipelineLayoutCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+            "setLayoutCount": 1, "pSetLayouts": layouts,
+            "pushConstantRangeCount": 1, "pPushConstantRanges": push_range})
+        out = vk.new("VkPipelineLayout[1]")
+        vk.check(lib.vkCreatePipelineLayout(device.handle, info, ffi.NULL, out),
+                 "vkCreatePipelineLayout")
+        self.layout = out[0]
+        name = ffi.new("char[]", entry.encode())
+        info = vk.new("VkComputePipelineCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            "stage": {"sType": v.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                      "stage": v.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.shader,
+                      "pName": name},
+            "layout": self.layout})
+        out = vk.new("VkPipeline[1]")
+        cache_handle = cache.handle if cache is not None else ffi.NULL
+        vk.check(lib.vkCreateComputePipelines(device.handle, cache_handle, 1, info, ffi.NULL,
+                                              out), "vkCreateComputePipelines")
+        self.pipeline = out[0]
+        if cache is not None:
+            cache.changed()
+        sizes = vk.new("VkDescriptorPoolSize[1]", [{
+            "type": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            "descriptorCount": max(1, len(self.arrays)) * _RECORDED_LAUNCHES}])
+        info = vk.new("VkDescriptorPoolCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+            "flags": v.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
+            "maxSets": _RECORDED_LAUNCHES, "poolSizeCount": 1, "pPoolSizes": sizes})
+        out = vk.new("VkDescriptorPool[1]")
+        vk.check(lib.vkCreateDescriptorPool(device.handle, info, ffi.NULL, out),
+                 "vkCreateDescriptorPool")
+        self.descriptor_pool = out[0]
+        self._recorded = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(
+            self, Pipeline._release, device, self.shader, self.set_layout, self.layout,
+            self.pipeline, self.descriptor_pool)
+
+    @staticmethod
+    def _release(device, shader, set_layout, layout, pipeline, pool):
+        v = vk.module()
+        lib, null = v.lib, v.ffi.NULL
+        device.stream.synchronize()
+        lib.vkDestroyDescriptorPool(device.handle, pool, null)
+        lib.vkDestroyPipeline(device.handle, pipeline, null)
+        lib.vkDestroyPipelineLayout(device.handle, layout, null)
+        lib.vkDestroyDescriptorSetLayout(device.handle, set_layout, null)
+        lib.vkDestroyShaderModule(device.handle, shader, null)
+
+    def pack(self, groups, values):
+        """The push constant block for a launch of ``groups`` workgroups.
+
+        Args:
+            values: Per argument, a scalar or, for an array, the flat list of
+                its shape, element strides and element offset.
+        """
+        flat = list(groups)
+        for value in values:
+            if isinstance(value, (list, tuple)):
+                flat.extend(value)
+            else:
+                flat.append(value)
+        try:
+            return self.packer.pack(*flat)
+        except struct.error as exc:
+            raise LaunchError(f"a kernel argument does not fit its type: {exc}") from exc
+
+    def launch(self, groups, buffers, push):
+        """Record (or reuse) and submit a dispatch of ``groups`` workgroups.
+
+        Args:
+            groups: Workgroups along x, y and z.
+            buffers: The :class:`~numba_vulkan.runtime.memory.Buffer` bound at
+                each array binding.
+            push: The push constant block from :meth:`pack`.
+        """
+        key = (groups, tuple(id(b) for b in buffers), push)
+        with self._lock:
+            entry = self._recorded.pop(key, None)
+            if entry is not None and not all(r() is b for r, b in zip(entry[2], buffers)):
+                # A buffer of that launch died and another took its id.
+                self._evict(entry)
+                entry = None
+            if entry is None:
+                if len(self._recorded) >= _RECORDED_LAUNCHES:
+                    self._evict(self._recorded.popitem(last=False)[1])
+                entry = self._record(groups, buffers, push)
+            self._recorded[key] = entry
+        self.device.stream.submit(entry[0], keep_alive=(self, buffers))
+
+    def _record(self, groups, buffers, push):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        layouts = vk.new("VkDescriptorSetLayout[1]", [self.set_layout])
+        info = vk.new("VkDescriptorSetAllocateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+            "descriptorPool": self.descriptor_pool, "descriptorSetCount": 1,
+            "pSetLayouts": layouts})
+        out = vk.new("VkDescriptorSet[1]")
+        vk.check(lib.vkAllocateDescriptorSets(self.device.handle, info, out),
+                 "vkAllocateDescriptorSets")
+        descriptor_set = out[0]
+        if buffers:
+            infos = vk.new("VkDescriptorBufferInfo[]", [
+                {"buffer": b.handle, "offset": 0, "range": 2 ** 64 - 1} for b in buffers])
+            writes = vk.new("VkWriteDescriptorSet[]", [
+                {"sType": v.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": descriptor_set,
+                 "dstBinding": p.binding, "descriptorCount": 1,
+                 "descriptorType": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                 "pBufferInfo": infos + k} for k, p in enumerate(self.arrays)])
+            lib.vkUpdateDescriptorSets(self.device.handle, len(buffers), writes, 0, ffi.NULL)
+        stream = self.device.stream
+        command_buffer = stream.allocate_command_buffer()
+        stream.begin(command_buffer, reusable=True)
+        lib.vkCmdBindPipeline(command_buffer, v.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
+        sets = vk.new("VkDescriptorSet[1]", [descriptor_set])
+        lib.vkCmdBindDescriptorSets(command_buffer, v.VK_PIPELINE_BIND_POINT_COMPUTE,
+                                    self.layout, 0, 1, sets, 0, ffi.NULL)
+        if self.push_size:
+            data = ffi.new("char[]", push)
+            lib.vkCmdPushConstants(command_buffer, self.layout, v.VK_SHADER_STAGE_COMPUTE_BIT,
+                                   0, len(push), data)
+        lib.vkCmdDispatch(command_buffer, *groups)
+        stream.end(command_buffer)
+        return command_buffer, descriptor_set, [weakref.ref(b) for b in buffers]
+
+    def _evict(self, entry):
+        v = vk.module()
+        command_buffer, descriptor_set, _ = entry
+        self.device.stream.synchronize()
+        self.device.stream.free_command_buffer(command_buffer)
+        sets = vk.new("VkDescriptorSet[1]", [descriptor_set])
+        vk.check(v.lib.vkFreeDescriptorSets(self.device.handle, self.descriptor_pool, 1, sets),
+                 "vkFreeDescriptorSets")

@@ -1,0 +1,61 @@
+"""Argument types as plain text, without Numba.
+
+A launch must find its compiled kernel without importing Numba (an app
+that ships its kernels ahead of time never compiles). So argument types
+have a canonical text form that the dispatcher computes from the values
+and that AOT indexes and cache keys store: a scalar is its dtype name
+(``float32``), an array is ``dtype[Nd,L]`` with layout ``C`` (C-contiguous)
+or ``A`` (any strides), e.g. ``float32[1d,C]``.
+"""
+
+import re
+
+import numpy as np
+
+from numba_vulkan.abi import SCALAR_DTYPES
+
+_ARRAY = re.compile(r"^(\w+)\[(\d+)d,([CA])\]$")
+
+
+def array(dtype, ndim, layout):
+    """The text form of an array type."""
+    return f"{np.dtype(dtype).name}[{ndim}d,{layout}]"
+
+
+def parse(text):
+    """``(kind, dtype, ndim, layout)`` of a type in text form."""
+    m = _ARRAY.match(text)
+    if m:
+        return "array", m.group(1), int(m.group(2)), m.group(3)
+    if text in SCALAR_DTYPES:
+        return "scalar", text, 0, "C"
+    raise ValueError(f"not a kernel argument type: {text!r}")
+
+
+def of_value(value):
+    """The text form of a launch argument's type.
+
+    Python ints are int64, floats float64, as in Numba; NumPy scalars keep
+    their dtype; arrays (NumPy or device) are C or A by their strides.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, np.generic):
+        name = value.dtype.name
+        if name in SCALAR_DTYPES:
+            return name
+        raise TypeError(f"scalars of dtype {name} cannot be passed to a kernel")
+    dtype = getattr(value, "dtype", None)
+    shape = getattr(value, "shape", None)
+    if dtype is None or shape is None:
+        raise TypeError(f"a value of type {type(value).__name__} cannot be passed to a kernel")
+    name = "bool" if dtype == np.bool_ else np.dtype(dtype).name
+    if name not in SCALAR_DTYPES:
+        raise TypeError(f"arrays of dtype {name} cannot be passed to a kernel")
+    contiguous = (value.flags.c_contiguous if isinstance(value, np.ndarray)
+                  else value.is_c_contiguous())
+    return array(name, len(shape), "C" if contiguous else "A")

@@ -1,0 +1,76 @@
+"""What a kernel is compiled for: an explicit description of a device class.
+
+A :class:`TargetDescription` is plain data. The compiler reads it, never a
+live device, so a build machine without a GPU can build for GPUs it does not
+have. The runtime maps a real device to the best description it supports.
+"""
+
+from dataclasses import dataclass, replace
+
+#: Vulkan version -> (SPIR-V version, spirv-val target environment).
+_VULKAN_VERSIONS = {
+    (1, 1): ("1.3", "vulkan1.1"),
+    (1, 2): ("1.5", "vulkan1.2"),
+    (1, 3): ("1.6", "vulkan1.3"),
+}
+
+
+@dataclass(frozen=True)
+class TargetDescription:
+    """A class of Vulkan devices that a module is compiled for.
+
+    Attributes:
+        vulkan: Vulkan version as ``(major, minor)``; 1.2 or later.
+        float64: Whether the device computes in float64; if not, float64 is
+            narrowed to float32.
+        int64: Whether the device computes in int64; if not, int64 is
+            narrowed to int32.
+        max_push_constants: Bytes of push constants every device of the class
+            offers (128 is Vulkan's guaranteed minimum).
+    """
+
+    vulkan: tuple = (1, 2)
+    float64: bool = True
+    int64: bool = True
+    max_push_constants: int = 128
+
+    def __post_init__(self):
+        if tuple(self.vulkan) not in _VULKAN_VERSIONS:
+            known = ", ".join(f"{a}.{b}" for a, b in _VULKAN_VERSIONS)
+            raise ValueError(f"Vulkan {self.vulkan} is not supported; use one of {known}")
+
+    @property
+    def narrowed(self):
+        """The narrowing mode: which 64-bit types become 32-bit ones."""
+        return tuple(n for n, has in (("float64", self.float64), ("int64", self.int64)) if not has)
+
+    @property
+    def triple(self):
+        """The LLVM target triple of the SPIR-V backend."""
+        spirv, _ = _VULKAN_VERSIONS[tuple(self.vulkan)]
+        major, minor = self.vulkan
+        return f"spirv{spirv}-unknown-vulkan{major}.{minor}-compute"
+
+    @property
+    def target_env(self):
+        """The ``--target-env`` that spirv-val checks modules against."""
+        return _VULKAN_VERSIONS[tuple(self.vulkan)][1]
+
+    def key(self):
+        """The description as a JSON-compatible list, for cache keys."""
+        return [list(self.vulkan), self.float64, self.int64, self.max_push_constants]
+
+    def with_features(self, **changes):
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, target_env, narrow=False):
+        """The description for a spirv-val environment such as ``vulkan1.2``."""
+        for version, (_, env) in _VULKAN_VERSIONS.items():
+            if env == target_env:
+                return cls(vulkan=version, float64=not narrow, int64=not narrow)
+        raise ValueError(f"unknown target environment {target_env!r}")
+
+
+DEFAULT = TargetDescription()
