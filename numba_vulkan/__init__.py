@@ -17,7 +17,8 @@ Importing this package loads no Vulkan library and opens no device; the
 first launch, copy or device query does.
 """
 
-from numba_vulkan.dispatcher import CompiledKernel, VulkanDispatcher, jit, synchronize
+from numba_vulkan.compiled import CompiledKernel
+from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
 from numba_vulkan.errors import (CompilerError, DriverError, LaunchError, ToolError,
                                  UnsupportedError, ValidationError, VulkanError)
 from numba_vulkan.intrinsics import (global_id, global_size, group_id, local_id, local_size,

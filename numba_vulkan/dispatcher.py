@@ -7,11 +7,10 @@ there is none does it look further, and only a compile imports Numba.
 """
 
 import threading
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from numba_vulkan import abi, signature
+from numba_vulkan import signature
+from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.errors import LaunchError
 from numba_vulkan.runtime import memory
 from numba_vulkan.runtime.device import current_device
@@ -28,40 +27,6 @@ OPTIONS = {
     "inline": "'never' (default) or 'always': inline calls at Numba's IR level",
     "cache": "keep compiled kernels on disk across processes",
 }
-
-
-@dataclass
-class CompiledKernel:
-    """A kernel compiled for one signature, workgroup size and target.
-
-    Attributes:
-        name: Qualified name of the Python function.
-        signature: Argument types in text form (see :mod:`numba_vulkan.signature`).
-        local_size: Workgroup size ``(x, y, z)`` baked into the module.
-        target: The :class:`~numba_vulkan.target.TargetDescription` compiled for.
-        spirv: The SPIR-V module.
-        llvm_ir: The LLVM IR the backend compiled.
-        capabilities: SPIR-V capabilities the module declares.
-        params: :class:`~numba_vulkan.abi.Param` per argument.
-        push_size: Bytes of push constants.
-    """
-
-    name: str
-    signature: tuple
-    local_size: tuple
-    target: object
-    spirv: bytes
-    llvm_ir: str
-    capabilities: list
-    params: tuple
-    push_size: int
-    abi_version: int = abi.ABI_VERSION
-    metadata: dict = field(default_factory=dict)
-
-    def disassemble(self):
-        """The SPIR-V module as text (needs spirv-dis)."""
-        from numba_vulkan.codegen.validate import disassemble
-        return disassemble(self.spirv)
 
 
 def _dim3(value, what):
@@ -160,11 +125,15 @@ class VulkanDispatcher:
         return self._compile(signature_text(sig), _dim3(threads, "threads"), target)
 
     def _compile(self, sig, threads, target):
+        """Find or make the kernel: shipped AOT directories first, then a compile."""
         key = (sig, threads, target)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
-                compiled = self._build(sig, threads, target)
+                from numba_vulkan.aot import lookup
+                compiled = lookup.find(self, sig, threads, target)
+                if compiled is None:
+                    compiled = self._build(sig, threads, target)
                 self._compiled[key] = compiled
             return compiled
 
@@ -179,6 +148,22 @@ class VulkanDispatcher:
         return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,
                               module.llvm_ir, module.capabilities, kernel_ir.params,
                               kernel_ir.push_size)
+
+    @property
+    def _parameter_names(self):
+        names = self.__dict__.get("_names")
+        if names is None:
+            import inspect
+            names = self.__dict__["_names"] = list(inspect.signature(self.py_func).parameters)
+        return names
+
+    def _argument_error(self, args):
+        for name, value in zip(self._parameter_names, args):
+            try:
+                signature.of_value(value)
+            except TypeError as exc:
+                return TypeError(f"{self.__qualname__}(): parameter {name!r}: {exc}")
+        return TypeError(f"{self.__qualname__}(): bad arguments")
 
     def device_function(self):
         """This function as a device function, for calls from other kernels."""
@@ -210,12 +195,12 @@ class VulkanDispatcher:
         device = current_device()
         try:
             sig = tuple(signature.of_value(a) for a in args)
-        except TypeError as exc:
-            raise TypeError(f"{self.__qualname__}: {exc}") from None
+        except TypeError:
+            raise self._argument_error(args) from None
+        if len(args) != len(self._parameter_names):
+            raise TypeError(f"{self.__qualname__}() takes {len(self._parameter_names)} "
+                            f"arguments, {len(args)} were given")
         plan = self._plan(sig, threads, device)
-        if len(args) != len(plan.params):
-            raise TypeError(f"{self.__qualname__} takes {len(plan.params)} arguments, "
-                            f"{len(args)} given")
         buffers, values, copy_backs = [], [], []
         for value, param in zip(args, plan.params):
             if param.kind == "scalar":

@@ -45,7 +45,8 @@ class DeviceDispatcher(Dispatcher):
         key = _ImplKey(f"{self.py_func.__qualname__}{tuple(cres.signature.args)}")
         cres = cres._replace(entry_point=key)
         self.targetctx.insert_user_function(key, cres.fndesc, [cres.library])
-        super().add_overload(cres)
+        # Not registered with the C dispatcher: it is never called from Python.
+        self.overloads[tuple(cres.signature.args)] = cres
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.py_func.__qualname__} is a Vulkan device function: "
@@ -54,7 +55,12 @@ class DeviceDispatcher(Dispatcher):
 
 def device_jit(*args, **options):
     """``jit`` for the Vulkan target as Numba's ``@overload`` machinery calls it."""
-    options.pop("target", None)
+    # Overload templates pass CPU options too; device functions are always
+    # nopython and take only the options the Vulkan target knows.
+    from numba_vulkan.compiler.options import VulkanTargetOptions
+    known = {k for k in dir(VulkanTargetOptions)
+             if isinstance(getattr(VulkanTargetOptions, k), VulkanTargetOptions.Mapping)}
+    options = {k: v for k, v in options.items() if k in known}
 
     def wrap(func):
         return DeviceDispatcher(func, targetoptions=options)

@@ -1,0 +1,1 @@
+"""Example kernels, built ahead of time by the repository's kernels.yaml."""

@@ -1,0 +1,39 @@
+"""``python -m numba_vulkan info``: the Vulkan devices and what they support."""
+
+import argparse
+import sys
+
+
+def info():
+    from numba_vulkan.runtime.device import list_devices
+    for d in list_devices():
+        major, minor, patch = d.api_version
+        print(f"[{d.index}] {d.name}")
+        print(f"    type: {d.device_type}, Vulkan {major}.{minor}.{patch}, "
+              f"vendor 0x{d.vendor_id:04x}, device 0x{d.device_id:04x}")
+        for feature in ("float64", "int64", "int16", "int8", "storage8", "storage16",
+                        "int64_atomics"):
+            print(f"    {feature + ':':15} {'yes' if feature in d.features else 'no'}")
+        print(f"    subgroup size:  {d.subgroup_size}")
+        print(f"    workgroup:      {d.max_workgroup_invocations} invocations, "
+              f"size {list(d.max_workgroup_size)}, count {list(d.max_workgroup_count)}")
+        print(f"    shared memory:  {d.max_shared_memory} bytes")
+        print(f"    push constants: {d.max_push_constants} bytes")
+        target = d.target()
+        print(f"    compiles for:   {target.target_env}"
+              + (f", narrowing {', '.join(target.narrowed)}" if target.narrowed else ""))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m numba_vulkan")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="list Vulkan devices and the features that matter")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        return info()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
