@@ -209,10 +209,9 @@ class VulkanDispatcher:
             if isinstance(value, np.ndarray):
                 value, copy_back = memory.staged_host_array(value, device)
                 copy_backs.append(copy_back)
-            elif value.device is not device:
+            elif value.buffer.device is not device:
                 raise LaunchError(f"argument {param.name!r} lives on another device")
-            item = value.dtype.itemsize
-            values.append([*value.shape, *(s // item for s in value.strides), value.offset])
+            values.append(value.launch_fields)
             buffers.append(value.buffer)
         push = plan.pipeline.pack(groups, values)
         plan.pipeline.launch(groups, buffers, push)

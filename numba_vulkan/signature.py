@@ -38,6 +38,9 @@ def of_value(value):
     Python ints are int64, floats float64, as in Numba; NumPy scalars keep
     their dtype; arrays (NumPy or device) are C or A by their strides.
     """
+    text = getattr(value, "type_text", None)
+    if text is not None:
+        return text
     if isinstance(value, (bool, np.bool_)):
         return "bool"
     if isinstance(value, int):

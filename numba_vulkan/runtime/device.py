@@ -207,6 +207,10 @@ class Device:
         for name in ("shaderInt8", "storageBuffer8BitAccess", "shaderBufferInt64Atomics",
                      "shaderSharedInt64Atomics", "uniformAndStorageBuffer8BitAccess"):
             setattr(e12, name, getattr(f12, name))
+        if not f12.timelineSemaphore:
+            raise DriverError(f"device {self.info.name} lacks timeline semaphores "
+                              "(Vulkan 1.2 requires them)")
+        e12.timelineSemaphore = 1
         for name in ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess"):
             setattr(e11, name, getattr(f11, name))
         self.queue_family = self._compute_family()

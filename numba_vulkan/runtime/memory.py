@@ -136,7 +136,8 @@ class DeviceArray:
         offset: Index (in elements) of the first element in the buffer.
     """
 
-    __slots__ = ("shape", "strides", "dtype", "buffer", "offset", "__weakref__")
+    __slots__ = ("shape", "strides", "dtype", "buffer", "offset", "type_text",
+                 "launch_fields", "__weakref__")
 
     def __init__(self, shape, dtype, buffer=None, strides=None, offset=0, device=None):
         self.dtype = np.dtype(dtype)
@@ -150,6 +151,12 @@ class DeviceArray:
             buffer = Buffer(device, self.size * self.dtype.itemsize)
         self.buffer = buffer
         self.offset = int(offset)
+        # What a launch needs, computed once: arrays are immutable views.
+        name = "bool" if self.dtype == np.bool_ else self.dtype.name
+        layout = "C" if self.is_c_contiguous() else "A"
+        self.type_text = f"{name}[{self.ndim}d,{layout}]"
+        item = self.dtype.itemsize
+        self.launch_fields = [*self.shape, *(s // item for s in self.strides), self.offset]
 
     @property
     def ndim(self):

@@ -6,9 +6,17 @@ commands' writes visible, and ends with one that makes its own writes
 visible to the host once its fence signals.
 """
 
+import collections
 import threading
+import time
 
 from numba_vulkan.runtime import vk
+
+#: Submissions after which finished ones are looked for and released.
+_POLL_EVERY = 64
+#: How long synchronize() polls before it sleeps in the driver, on a GPU.
+#: On a CPU device polling would take a core from the driver's own threads.
+_SPIN_SECONDS = 0.002
 
 
 class Queue:
@@ -19,13 +27,35 @@ class Queue:
         self.device = device
         self._v = v
         self._lock = threading.Lock()
-        self._free_fences = []
-        self._in_flight = []
-        self._submit_info = vk.new("VkSubmitInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1})
+        self._in_flight = collections.deque()
+        # One timeline semaphore counts finished submissions: waiting for the
+        # last value covers all earlier work, and nothing needs resetting.
+        kind = vk.new("VkSemaphoreTypeCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+            "semaphoreType": v.VK_SEMAPHORE_TYPE_TIMELINE, "initialValue": 0})
+        info = vk.new("VkSemaphoreCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": kind})
+        out = vk.new("VkSemaphore[1]")
+        vk.check(v.lib.vkCreateSemaphore(device.handle, info, v.ffi.NULL, out),
+                 "vkCreateSemaphore")
+        self._semaphore = out
+        self._submitted = 0
+        self._completed = 0
+        self._signal_value = vk.new("uint64_t[1]")
+        self._timeline_info = vk.new("VkTimelineSemaphoreSubmitInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            "signalSemaphoreValueCount": 1, "pSignalSemaphoreValues": self._signal_value})
         self._command_slot = vk.new("VkCommandBuffer[1]")
-        self._submit_info.pCommandBuffers = self._command_slot
-        self._fence_slot = vk.new("VkFence[1]")
+        self._submit_info = vk.new("VkSubmitInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self._timeline_info,
+            "commandBufferCount": 1, "pCommandBuffers": self._command_slot,
+            "signalSemaphoreCount": 1, "pSignalSemaphores": self._semaphore})
+        self._spin = 0.0 if device.info.device_type == "cpu" else _SPIN_SECONDS
+        self._counter = vk.new("uint64_t[1]")
+        self._wait_value = vk.new("uint64_t[1]")
+        self._wait_info = vk.new("VkSemaphoreWaitInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, "semaphoreCount": 1,
+            "pSemaphores": self._semaphore, "pValues": self._wait_value})
 
     def allocate_command_buffer(self):
         """A new primary command buffer from the device's pool."""
@@ -78,15 +108,6 @@ class Queue:
         v.lib.vkCmdPipelineBarrier(command_buffer, src_stage, dst_stage, 0, 1, barrier,
                                    0, v.ffi.NULL, 0, v.ffi.NULL)
 
-    def _fence(self):
-        if self._free_fences:
-            return self._free_fences.pop()
-        v = self._v
-        info = vk.new("VkFenceCreateInfo*", {"sType": v.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
-        out = vk.new("VkFence[1]")
-        vk.check(v.lib.vkCreateFence(self.device.handle, info, v.ffi.NULL, out), "vkCreateFence")
-        return out[0]
-
     def submit(self, command_buffer, keep_alive=(), on_done=None):
         """Submit a recorded command buffer.
 
@@ -96,29 +117,52 @@ class Queue:
         """
         lib = self._v.lib
         with self._lock:
-            fence = self._fence()
+            self._submitted += 1
+            self._signal_value[0] = self._submitted
             self._command_slot[0] = command_buffer
             with self.device.lock:
-                vk.check(lib.vkQueueSubmit(self.device.queue, 1, self._submit_info, fence),
-                         "vkQueueSubmit")
-            self._in_flight.append((fence, keep_alive, on_done))
+                vk.check(lib.vkQueueSubmit(self.device.queue, 1, self._submit_info,
+                                           self._v.ffi.NULL), "vkQueueSubmit")
+            self._in_flight.append((self._submitted, keep_alive, on_done))
+            if len(self._in_flight) > _POLL_EVERY:
+                self._retire(self._poll())
+
+    def _poll(self):
+        vk.check(self._v.lib.vkGetSemaphoreCounterValue(self.device.handle, self._semaphore[0],
+                                                        self._counter),
+                 "vkGetSemaphoreCounterValue")
+        return self._counter[0]
+
+    def _retire(self, completed):
+        """Drop what finished work kept alive; return its callbacks."""
+        self._completed = max(self._completed, completed)
+        done = []
+        while self._in_flight and self._in_flight[0][0] <= completed:
+            _, _, on_done = self._in_flight.popleft()
+            if on_done is not None:
+                done.append(on_done)
+        return done
 
     def synchronize(self):
-        """Wait until all submitted work has finished."""
-        lib = self._v.lib
+        """Wait until all submitted work has finished.
+
+        Spins briefly first: a short kernel finishes sooner than the
+        operating system wakes a sleeping waiter.
+        """
         with self._lock:
-            pending, self._in_flight = self._in_flight, []
-            if not pending:
+            target = self._submitted
+            if self._completed >= target:
                 return
-            fences = vk.new("VkFence[]", [fence for fence, _, _ in pending])
-            vk.check(lib.vkWaitForFences(self.device.handle, len(pending), fences, 1,
-                                         2 ** 64 - 1), "vkWaitForFences")
-            vk.check(lib.vkResetFences(self.device.handle, len(pending), fences),
-                     "vkResetFences")
-            self._free_fences.extend(fence for fence, _, _ in pending)
-        for _, _, on_done in pending:
-            if on_done is not None:
-                on_done()
+            deadline = time.perf_counter() + self._spin
+            while self._poll() < target and time.perf_counter() < deadline:
+                pass
+            if self._counter[0] < target:
+                self._wait_value[0] = target
+                vk.check(self._v.lib.vkWaitSemaphores(self.device.handle, self._wait_info,
+                                                      2 ** 64 - 1), "vkWaitSemaphores")
+            done = self._retire(target)
+        for on_done in done:
+            on_done()
 
     def run_once(self, record, keep_alive=()):
         """Record commands with ``record(command_buffer)``, run them and wait."""
