@@ -7,7 +7,7 @@ import weakref
 
 from numba_vulkan import abi
 from numba_vulkan.errors import LaunchError
-from numba_vulkan.runtime import vk
+from numba_vulkan.runtime import timing, vk
 
 #: Recorded launches kept per pipeline for reuse.
 _RECORDED_LAUNCHES = 32
@@ -145,6 +145,10 @@ class Pipeline:
                     self._evict(self._recorded.popitem(last=False)[1])
                 entry = self._record(groups, buffers, push)
             self._recorded[key] = entry
+        timer = timing.active(self.device)
+        if timer is not None:
+            timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers))
+            return
         self.device.stream.submit(entry[0], keep_alive=(self, buffers))
 
     def _record(self, groups, buffers, push):
@@ -171,6 +175,13 @@ class Pipeline:
         stream = self.device.stream
         command_buffer = stream.allocate_command_buffer()
         stream.begin(command_buffer, reusable=True)
+        self._dispatch(command_buffer, groups, descriptor_set, push)
+        stream.end(command_buffer)
+        return command_buffer, descriptor_set, [weakref.ref(b) for b in buffers]
+
+    def _dispatch(self, command_buffer, groups, descriptor_set, push):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
         lib.vkCmdBindPipeline(command_buffer, v.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
         sets = vk.new("VkDescriptorSet[1]", [descriptor_set])
         lib.vkCmdBindDescriptorSets(command_buffer, v.VK_PIPELINE_BIND_POINT_COMPUTE,
@@ -180,8 +191,6 @@ class Pipeline:
             lib.vkCmdPushConstants(command_buffer, self.layout, v.VK_SHADER_STAGE_COMPUTE_BIT,
                                    0, len(push), data)
         lib.vkCmdDispatch(command_buffer, *groups)
-        stream.end(command_buffer)
-        return command_buffer, descriptor_set, [weakref.ref(b) for b in buffers]
 
     def _evict(self, entry):
         v = vk.module()
