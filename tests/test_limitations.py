@@ -13,12 +13,6 @@ def _fill(out):
         out[i] = 1
 
 
-@pytest.mark.xfail(strict=True, reason="modules declare Int8 for buffer names")
-def test_modules_need_no_int8_capability():
-    k = _fill.compile("void(float32[::1])")
-    assert "Int8" not in k.capabilities
-
-
 @pytest.mark.xfail(strict=True, raises=nv.LaunchError,
                    reason="shapes travel as 32-bit integers")
 def test_arrays_beyond_int32_elements():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 
 from numba_vulkan import config, spirv
-from numba_vulkan.codegen import backend, logical, optimize, validate, workarounds
+from numba_vulkan.codegen import backend, logical, optimize, strip, validate, workarounds
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -52,7 +52,7 @@ def build(sources, bindings, local_size, target, name="kernel"):
         optimize.optimise(module, ENTRY_POINT, tm, speed=2)
         final = logical.lower_markers(str(module), tuple(local_size))
         final = workarounds.signed_remainder(final)
-    binary = backend.emit(final, target.triple)
+    binary = strip.strip(backend.emit(final, target.triple))
     _dump(name, final, binary)
     if config.validate():
         validate.validate(binary, target.target_env)

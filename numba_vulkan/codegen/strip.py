@@ -1,0 +1,102 @@
+"""Remove what LLVM's SPIR-V backend leaves in a module without use.
+
+The backend turns the name given to each buffer binding into an 8-bit
+string held in an unused Function-storage variable, which makes every module
+declare the ``Int8`` capability; a device without ``shaderInt8`` would reject
+it. This pass deletes unused Function variables, then the constants and
+types nothing refers to any more, then ``Int8`` if no 8-bit type is left.
+
+Whether an id is used is decided by scanning the words of every other
+instruction, less those known to be literals. A literal this misses and that
+happens to equal the id counts as a use: that can only keep something, never
+remove something in use.
+"""
+
+import struct
+
+from numba_vulkan import spirv
+
+_OP_NAME = 5
+_OP_DECORATE = 71
+_OP_CAPABILITY = 17
+_OP_TYPE_INT = 21
+_OP_VARIABLE = 59
+_FUNCTION_STORAGE = 7
+_INT8_CAPABILITY = 39
+#: Declarations that can go when nothing refers to them: result id at word 1.
+_REMOVABLE_TYPES = {21, 28, 32}           # OpTypeInt, OpTypeArray, OpTypePointer
+#: Constants: result type at word 1, result id at word 2.
+_REMOVABLE_CONSTANTS = {41, 42, 43, 44, 46}
+
+
+def _instructions(words):
+    out, i = [], 5
+    while i < len(words):
+        count = words[i] >> 16
+        out.append(list(words[i:i + count]))
+        i += count
+    return out
+
+
+def _result_id(inst):
+    opcode = inst[0] & 0xFFFF
+    if opcode in _REMOVABLE_TYPES:
+        return inst[1]
+    if opcode in _REMOVABLE_CONSTANTS or opcode == _OP_VARIABLE:
+        return inst[2]
+    return None
+
+
+#: Instructions whose operands are all literals (or refer to nothing this
+#: pass may remove): OpSource, OpName, OpMemberName, OpExtension,
+#: OpExtInstImport, OpMemoryModel, OpEntryPoint, OpCapability.
+_NO_ID_OPERANDS = {3, _OP_NAME, 6, 10, 11, 14, 15, _OP_CAPABILITY, _OP_DECORATE, 72}
+#: Instructions with literals from this word on: OpExecutionMode (2),
+#: OpTypeInt and OpTypeFloat (2), OpConstant (3).
+_LITERALS_FROM = {16: 2, _OP_TYPE_INT: 2, 22: 2, 43: 3}
+
+
+def _uses(instructions, skip):
+    counts = {}
+    for k, inst in enumerate(instructions):
+        opcode = inst[0] & 0xFFFF
+        if k in skip or opcode in _NO_ID_OPERANDS:
+            continue
+        own = _result_id(inst)
+        for word in inst[1:_LITERALS_FROM.get(opcode, len(inst))]:
+            if word != own:
+                counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def strip(binary):
+    """The module without unused Function variables, their constants and
+    types, and without ``Int8`` where no 8-bit integer type remains."""
+    words = spirv.words(binary)
+    header = list(words[:5])
+    instructions = _instructions(words)
+    removed = set()
+    changed = True
+    while changed:
+        changed = False
+        uses = _uses(instructions, removed)
+        for k, inst in enumerate(instructions):
+            if k in removed:
+                continue
+            opcode = inst[0] & 0xFFFF
+            rid = _result_id(inst)
+            if rid is None or uses.get(rid):
+                continue
+            if opcode == _OP_VARIABLE and inst[3] != _FUNCTION_STORAGE:
+                continue
+            removed.add(k)
+            changed = True
+    gone = {_result_id(instructions[k]) for k in removed}
+    kept = [inst for k, inst in enumerate(instructions)
+            if k not in removed and not (
+                (inst[0] & 0xFFFF) in (_OP_NAME, _OP_DECORATE) and inst[1] in gone)]
+    if not any((i[0] & 0xFFFF) == _OP_TYPE_INT and i[2] == 8 for i in kept):
+        kept = [i for i in kept
+                if not ((i[0] & 0xFFFF) == _OP_CAPABILITY and i[1] == _INT8_CAPABILITY)]
+    flat = header + [w for inst in kept for w in inst]
+    return struct.pack(f"<{len(flat)}I", *flat)
