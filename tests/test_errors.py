@@ -117,3 +117,14 @@ def test_info_command_lists_devices():
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "[0]" in result.stdout and "float64:" in result.stdout
+
+
+def test_missing_driver_says_what_to_install(tmp_path):
+    code = "import numba_vulkan as nv; nv.list_devices()"
+    env = dict(__import__("os").environ, VK_ICD_FILENAMES=str(tmp_path / "none.json"),
+               VK_DRIVER_FILES=str(tmp_path / "none.json"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env)
+    assert result.returncode != 0
+    assert "DriverError" in result.stderr
+    assert "apt-get install libvulkan1 mesa-vulkan-drivers" in result.stderr

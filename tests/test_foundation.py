@@ -171,3 +171,30 @@ def test_device_listing_and_selection():
     assert nv.select_device(devices[0].name[:4]).info == devices[0]
     with pytest.raises(nv.DriverError, match="no Vulkan device matches"):
         nv.select_device("no such device 123")
+
+
+@nv.jit
+def mixed_scalars(flag, n, k, out_u, out_3d):
+    i = nv.global_id(0)
+    j = nv.global_id(1)
+    l = nv.global_id(2)
+    if i < out_3d.shape[0] and j < out_3d.shape[1] and l < out_3d.shape[2]:
+        if flag:
+            out_3d[i, j, l] = i * 100 + j * 10 + l + n
+        else:
+            out_3d[i, j, l] = -1
+        if j == 0 and l == 0:
+            out_u[i] = out_u[i] * k + 1
+
+
+def test_bool_uint32_and_3d_arrays(rng):
+    out_u = rng.integers(0, 1000, 6).astype(np.uint32)
+    out_3d = np.zeros((6, 5, 4), np.int64)
+    expected_u = out_u * np.uint32(3) + 1
+    mixed_scalars[(1, 1, 1), (8, 8, 4)](True, 7, np.uint32(3), out_u, out_3d)
+    i, j, l = np.indices(out_3d.shape)
+    np.testing.assert_array_equal(out_3d, i * 100 + j * 10 + l + 7)
+    np.testing.assert_array_equal(out_u, expected_u)
+    mixed_scalars[(1, 1, 1), (8, 8, 4)](False, 7, np.uint32(3), out_u, out_3d)
+    assert (out_3d == -1).all()
+    _check_modules(mixed_scalars)
