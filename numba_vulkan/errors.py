@@ -66,3 +66,32 @@ class DriverError(VulkanError):
 
 class LaunchError(VulkanError, ValueError):
     """A launch configuration or an argument cannot be used."""
+
+
+class AOTError(VulkanError):
+    """An ahead-of-time build, directory or lookup failed.
+
+    Raised at run time in strict mode (``NUMBA_VULKAN_AOT_STRICT=1``) when a
+    kernel is in no AOT directory, and by builds whose kernels fail.
+    """
+
+
+class ManifestError(AOTError):
+    """A manifest or an AOT command line is wrong.
+
+    Attributes:
+        path: The manifest file (as the user named it), or None.
+        line: The 1-based line of the problem, or None.
+        problem: What is wrong, without the location.
+    """
+
+    def __init__(self, problem, path=None, line=None):
+        self.path = path
+        self.line = line
+        self.problem = problem
+        where = f"{path}:{line}" if path is not None and line is not None else path
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+class AOTWarning(UserWarning):
+    """A kernel missing from every AOT directory, or an AOT entry that was rejected."""
