@@ -74,6 +74,19 @@ def aot_strict():
     return _flag("NUMBA_VULKAN_AOT_STRICT", False)
 
 
+def aot_record():
+    """File that each kernel compiled by JIT is appended to, or None.
+
+    ``python -m numba_vulkan.aot record`` sets it for the program it runs.
+    """
+    return _text("NUMBA_VULKAN_AOT_RECORD")
+
+
+def pipeline_cache():
+    """Whether the driver's compiled pipelines persist across processes."""
+    return _flag("NUMBA_VULKAN_PIPELINE_CACHE", True)
+
+
 def llc():
     """An ``llc`` program to use instead of llvmlite's SPIR-V backend, or None."""
     return _text("NUMBA_VULKAN_LLC")

@@ -12,7 +12,7 @@ import numpy as np
 from numba_vulkan import signature
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.errors import LaunchError
-from numba_vulkan.runtime import memory
+from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
 
@@ -47,7 +47,8 @@ class _Plan:
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
-        self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size)
+        self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
+                                 cache=pipeline_cache.for_device(device))
 
 
 class LaunchConfiguration:

@@ -1,6 +1,324 @@
-"""Finding kernels in shipped AOT directories at run time."""
+"""Finding kernels in shipped AOT directories at run time.
+
+The dispatcher asks :func:`find` before it compiles anything. The search
+path is the directories of ``NUMBA_VULKAN_AOT_PATH`` (in order), then those
+added with :func:`register` (in the order they were added). A kernel is
+found by its content key (:mod:`numba_vulkan.aot.codekey`), its argument
+types, its workgroup size and the profile that fits the target, so a hit
+runs no Numba typing or lowering and no LLVM: this module imports neither.
+
+A miss falls back to the JIT with one :class:`~numba_vulkan.errors.AOTWarning`
+per kernel, argument types and workgroup size, naming the manifest lines to
+add; with ``NUMBA_VULKAN_AOT_STRICT=1`` it raises
+:class:`~numba_vulkan.errors.AOTError` instead. A damaged index or a module
+whose SHA-256 does not match is never used.
+"""
+
+import importlib
+import importlib.resources
+import json
+import os
+import pathlib
+import sys
+import threading
+import warnings
+import weakref
+
+from numba_vulkan import config
+from numba_vulkan.aot import codekey, index
+from numba_vulkan.errors import AOTError, AOTWarning
+
+_lock = threading.RLock()
+_registered = []
+_env_directories = {}
+_warned = set()
+_keys = weakref.WeakKeyDictionary()
+_stats = {"hits": 0, "misses": 0, "rejected": 0, "fallbacks": 0}
+
+
+class Directory:
+    """One AOT directory on the search path, its index read on first use.
+
+    Attributes:
+        label: The directory as the user named it, for messages.
+    """
+
+    def __init__(self, label, root):
+        self.label = label
+        self.root = root
+        self._loaded = False
+        self._by_key = {}
+        self._by_kernel = {}
+
+    def _load(self):
+        self._loaded = True
+        try:
+            data = self.root.joinpath(index.INDEX).read_bytes()
+            parsed = index.parse(data, self.label)
+        except OSError as exc:
+            _warn_once(("index", self.label), f"AOT directory {self.label} cannot be read "
+                       f"({exc}); it is skipped")
+            return
+        except AOTError as exc:
+            _warn_once(("index", self.label), f"{exc}; the directory is skipped")
+            return
+        for entry in parsed["entries"]:
+            self._by_key.setdefault(entry["key"], []).append(entry)
+            self._by_kernel.setdefault(entry["kernel"], []).append(entry)
+
+    def entries(self, key):
+        """Entries built from code with this content key."""
+        if not self._loaded:
+            self._load()
+        return self._by_key.get(key, [])
+
+    def entries_named(self, kernel):
+        """Entries of a kernel (``module:qualname``), whatever code they were built from."""
+        if not self._loaded:
+            self._load()
+        return self._by_kernel.get(kernel, [])
+
+    def read(self, entry):
+        """The entry's module, checked against its digest; raises AOTError."""
+        try:
+            data = self.root.joinpath(entry["spirv"]).read_bytes()
+        except OSError as exc:
+            raise AOTError(f"{self.label}/{entry['spirv']} cannot be read: {exc}") from None
+        index.check_module(data, entry, self.label)
+        return data
+
+
+def register(location):
+    """Add an AOT directory to the lookup path.
+
+    Args:
+        location: A directory (``str`` or path), or a package (a module or
+            its dotted name) that carries one as package data: the package's
+            own directory if it holds ``index.json``, else its ``aot``
+            subdirectory. Packages are read with :mod:`importlib.resources`.
+
+    Returns:
+        The label under which the directory appears in messages and
+        :func:`stats`.
+
+    Raises:
+        AOTError: ``location`` is neither a directory holding ``index.json``
+            nor a package carrying one.
+    """
+    if isinstance(location, (str, os.PathLike)) and os.path.isdir(location):
+        path = pathlib.Path(os.path.abspath(location))
+        if not path.joinpath(index.INDEX).is_file():
+            raise AOTError(f"{os.fspath(location)} holds no {index.INDEX}: build it with "
+                           "python -m numba_vulkan.aot build MANIFEST")
+        directory = Directory(os.fspath(location), path)
+    else:
+        directory = _package_directory(location)
+    with _lock:
+        _registered.append(directory)
+    return directory.label
+
+
+def _package_directory(package):
+    name = package.__name__ if hasattr(package, "__name__") else str(package)
+    try:
+        root = importlib.resources.files(package)
+    except (ImportError, TypeError, ValueError) as exc:
+        raise AOTError(f"{name!r} is neither a directory nor an importable package: "
+                       f"{type(exc).__name__}: {exc}") from None
+    for candidate, label in ((root, name), (root.joinpath("aot"), f"{name}/aot")):
+        if candidate.joinpath(index.INDEX).is_file():
+            return Directory(label, candidate)
+    raise AOTError(f"package {name} carries no AOT directory: neither its data nor its "
+                   f"'aot' subdirectory holds {index.INDEX}")
+
+
+def unregister(label):
+    """Remove a directory added with :func:`register` (by the label it returned)."""
+    with _lock:
+        _registered[:] = [d for d in _registered if d.label != label]
+
+
+def directories():
+    """The search path: ``NUMBA_VULKAN_AOT_PATH`` first, then registered directories."""
+    out = []
+    with _lock:
+        for path in config.aot_path():
+            directory = _env_directories.get(path)
+            if directory is None:
+                directory = Directory(path, pathlib.Path(os.path.abspath(path)))
+                _env_directories[path] = directory
+            out.append(directory)
+        out.extend(_registered)
+    return out
+
+
+def stats():
+    """What the AOT lookup did in this process.
+
+    Returns:
+        A dict: ``hits`` (kernels found in an AOT directory), ``misses``
+        (kernels in none of them), ``rejected`` (entries refused because a
+        module or the index was damaged), ``fallbacks`` (kernels compiled by
+        the JIT after a miss or a rejection) and ``directories`` (the search
+        path).
+    """
+    with _lock:
+        out = dict(_stats)
+    out["directories"] = [d.label for d in directories()]
+    return out
+
+
+def kernel_name(dispatcher):
+    """``module:qualname`` of a kernel, as a manifest names it.
+
+    A kernel in a module run with ``python -m`` is named by the module's
+    import name rather than ``__main__``.
+    """
+    module = dispatcher.py_func.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+    return f"{module}:{dispatcher.__qualname__}"
+
+
+def _key(dispatcher):
+    """The content key of a kernel, computed once per kernel object."""
+    with _lock:
+        key = _keys.get(dispatcher)
+        if key is None:
+            try:
+                key = codekey.kernel_key(dispatcher)
+            except AOTError as exc:
+                key = exc
+            _keys[dispatcher] = key
+    if isinstance(key, AOTError):
+        raise key
+    return key
+
+
+def _device_features(target):
+    """Features of the current device if it is the one ``target`` describes.
+
+    Only looks: a compile for an explicit target must not open a device.
+    """
+    device = sys.modules.get("numba_vulkan.runtime.device")
+    current = getattr(device, "_current", None)
+    if current is not None and current.target == target:
+        return current.info.features
+    return None
+
+
+def _usable(entry, sig, threads, target, features):
+    """The rank of an entry for a launch (lower is better), or None."""
+    if tuple(entry["threads"]) != tuple(threads) or not index.abi_ok(entry):
+        return None
+    if entry["profile"] != index.profile_for(target):
+        return None
+    built = index.target_of(entry)
+    if built.vulkan > tuple(target.vulkan) or entry["push_size"] > target.max_push_constants:
+        return None
+    if features is not None and not set(entry["features"]) <= set(features):
+        return None
+    distance = index.signature_distance(tuple(sig), tuple(entry["signature"]))
+    if distance is None:
+        return None
+    return distance, tuple(-v for v in built.vulkan)
+
+
+def _manifest_lines(name, sig, threads):
+    lines = [f"  - function: {name}", f"    signatures: [\"{index.numba_signature(sig)}\"]"]
+    shape = list(threads)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape.pop()
+    if tuple(threads) != index.DEFAULT_THREADS:
+        lines.append(f"    threads: [{shape}]")
+    return "\n".join(lines)
+
+
+def _warn_once(token, message):
+    with _lock:
+        if token in _warned:
+            return
+        _warned.add(token)
+    warnings.warn(message, AOTWarning, stacklevel=2)
+
+
+def _record(name, sig, threads):
+    path = config.aot_record()
+    if not path:
+        return
+    line = json.dumps({"function": name, "signature": index.numba_signature(sig),
+                       "threads": list(threads)}, sort_keys=True)
+    with _lock, open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
 
 
 def find(dispatcher, sig, threads, target):
-    """The shipped :class:`~numba_vulkan.compiled.CompiledKernel` for a launch, or None."""
+    """The shipped :class:`~numba_vulkan.compiled.CompiledKernel` for a launch, or None.
+
+    Args:
+        dispatcher: The :class:`~numba_vulkan.dispatcher.VulkanDispatcher`.
+        sig: Argument types in text form.
+        threads: The workgroup size ``(x, y, z)``.
+        target: The :class:`~numba_vulkan.target.TargetDescription` of the device.
+
+    Raises:
+        AOTError: In strict mode, when no AOT directory has a usable entry.
+    """
+    search = directories()
+    strict = config.aot_strict()
+    name = kernel_name(dispatcher)
+    if not search and not strict:
+        _record(name, sig, threads)
+        return None
+    reasons = []
+    try:
+        key = _key(dispatcher)
+    except AOTError as exc:
+        key = None
+        reasons.append(str(exc))
+    if key is not None:
+        features = _device_features(target)
+        for directory in search:
+            ranked = []
+            for entry in directory.entries(key):
+                rank = _usable(entry, sig, threads, target, features)
+                if rank is not None:
+                    ranked.append((rank, entry["sha256"], entry))
+            for _, _, entry in sorted(ranked, key=lambda r: r[:2]):
+                try:
+                    kernel = index.compiled_kernel(entry, directory.read(entry))
+                except AOTError as exc:
+                    with _lock:
+                        _stats["rejected"] += 1
+                    _warn_once(("rejected", directory.label, entry["sha256"]),
+                               f"{exc}; the entry is not used")
+                    reasons.append(str(exc))
+                    continue
+                with _lock:
+                    _stats["hits"] += 1
+                return kernel
+            if not ranked and directory.entries_named(name) and not directory.entries(key):
+                reasons.append(f"{directory.label} has {name} built from other code: the "
+                               "kernel, a function it calls or a global it reads changed "
+                               "since the build; rebuild the directory")
+    with _lock:
+        _stats["misses"] += 1
+    _record(name, sig, threads)
+    where = ", ".join(d.label for d in search) or "no AOT directory is registered"
+    message = (f"{name} with argument types ({', '.join(sig)}), threads {tuple(threads)} "
+               f"and profile {index.profile_for(target)} is not in the AOT directories "
+               f"({where})")
+    if reasons:
+        message += ": " + "; ".join(reasons)
+    hint = ("\nTo ship it, add to the manifest's kernels:\n"
+            + _manifest_lines(name, sig, threads))
+    if strict:
+        raise AOTError(message + " (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)"
+                       + hint)
+    with _lock:
+        _stats["fallbacks"] += 1
+    _warn_once(("miss", name, tuple(sig), tuple(threads), index.profile_for(target)),
+               message + "; compiling it now." + hint)
     return None

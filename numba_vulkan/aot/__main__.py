@@ -1,0 +1,233 @@
+"""``python -m numba_vulkan.aot``: build, check and inspect AOT directories.
+
+Commands::
+
+    build MANIFEST [-o DIR] [-j N] [--quiet | --json]
+    verify DIR
+    list DIR
+    inspect DIR KERNEL [--signature S]
+    record -o MANIFEST -- COMMAND...
+
+Exit status: 0 on success, 1 when a kernel fails to build or a directory
+fails a check, 2 for a usage or manifest error (printed as
+``file:line: problem``, without a traceback).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from numba_vulkan.errors import AOTError, ManifestError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _error(message):
+    print(f"error: {message}", file=sys.stderr)
+
+
+class _Progress:
+    """A one-line progress bar on a terminal."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __call__(self, done, total, label):
+        width = 30
+        filled = width * done // max(total, 1)
+        line = f"\r[{'=' * filled}{' ' * (width - filled)}] {done}/{total} {label}"
+        self.stream.write(line[:100].ljust(100))
+        self.stream.flush()
+
+    def finish(self):
+        self.stream.write("\r" + " " * 100 + "\r")
+        self.stream.flush()
+
+
+def _size(n):
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+
+
+def build_command(args):
+    from numba_vulkan.aot import build
+    if args.jobs < 1:
+        _error(f"-j {args.jobs}: the number of jobs must be at least 1")
+        return EXIT_USAGE
+    bar = None
+    if not (args.quiet or args.json) and sys.stderr.isatty():
+        bar = _Progress(sys.stderr)
+    try:
+        result = build.build(args.manifest, args.output, args.jobs, bar)
+    finally:
+        if bar:
+            bar.finish()
+    for failure in result.failures:
+        _error(failure.describe(args.manifest))
+    if args.json:
+        print(json.dumps(result.summary(), indent=1, sort_keys=True))
+    elif not args.quiet or result.failures:
+        outcome = ("output unchanged" if result.failures
+                   else f"{_size(result.bytes)} in {os.path.relpath(result.output)}")
+        print(f"built {result.built}, reused {result.reused}, failed "
+              f"{len(result.failures)}: {outcome} ({result.seconds:.1f} s)",
+              file=sys.stderr if result.failures else sys.stdout)
+    return EXIT_FAILED if result.failures else EXIT_OK
+
+
+def _directory(path):
+    if not os.path.isdir(path):
+        raise ManifestError(f"{path} is not a directory")
+    return path
+
+
+def verify_command(args):
+    from numba_vulkan.aot import build
+    count, problems = build.verify(_directory(args.directory))
+    for problem in problems:
+        _error(problem)
+    if problems:
+        print(f"{args.directory}: {len(problems)} problem(s) in {count} entries",
+              file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{args.directory}: {count} entries, every module matches its digest and "
+          "passes spirv-val")
+    return EXIT_OK
+
+
+def _entries(directory):
+    from numba_vulkan.aot import index
+    with open(os.path.join(_directory(directory), index.INDEX), "rb") as f:
+        return index.parse(f.read(), directory)["entries"]
+
+
+def list_command(args):
+    entries = _entries(args.directory)
+    rows = [("KERNEL", "SIGNATURE", "THREADS", "PROFILE", "VULKAN", "BYTES", "SHA-256")]
+    for e in entries:
+        rows.append((e["kernel"], e["numba_signature"],
+                     "x".join(str(t) for t in e["threads"]), e["profile"], e["vulkan"],
+                     str(e["size"]), e["sha256"][:12]))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return EXIT_OK
+
+
+def _same_signature(wanted, entry):
+    compact = wanted.replace(" ", "")
+    return compact in (entry["numba_signature"].replace(" ", ""), ",".join(entry["signature"]))
+
+
+def inspect_command(args):
+    from numba_vulkan.aot import index
+    from numba_vulkan.codegen import validate
+    entries = [e for e in _entries(args.directory)
+               if args.kernel in (e["kernel"], e["kernel"].partition(":")[2])
+               and (args.signature is None or _same_signature(args.signature, e))]
+    if not entries:
+        names = sorted({e["kernel"] for e in _entries(args.directory)})
+        raise ManifestError(f"{args.directory} has no entry for {args.kernel}"
+                            + (f" with signature {args.signature}" if args.signature else "")
+                            + f"; kernels: {', '.join(names)}")
+    for e in entries:
+        with open(os.path.join(args.directory, e["spirv"]), "rb") as f:
+            data = f.read()
+        index.check_module(data, e, args.directory)
+        print(f"; {e['kernel']} {e['numba_signature']} threads {e['threads']} "
+              f"profile {e['profile']} ({e['spirv']})")
+        print(validate.disassemble(data))
+    return EXIT_OK
+
+
+def record_command(args):
+    from numba_vulkan.aot import manifest
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ManifestError("record needs a command to run: record -o MANIFEST -- COMMAND...")
+    fd, path = tempfile.mkstemp(prefix="numba-vulkan-record-", suffix=".jsonl")
+    os.close(fd)
+    try:
+        env = dict(os.environ, NUMBA_VULKAN_AOT_RECORD=path)
+        try:
+            status = subprocess.run(command, env=env).returncode
+        except OSError as exc:
+            raise ManifestError(f"cannot run {command[0]}: {exc.strerror or exc}") from None
+        records, seen = [], set()
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                ident = json.dumps(record, sort_keys=True)
+                if ident in seen:
+                    continue
+                seen.add(ident)
+                module, _, qualname = record["function"].partition(":")
+                if module == "__main__" or "<locals>" in qualname:
+                    _error(f"{record['function']} is not importable by name (a kernel of a "
+                           "script run as a file, or one defined inside a function); "
+                           "it is not recorded: run the script with python -m, and define "
+                           "kernels at module level")
+                    continue
+                records.append(record)
+    finally:
+        os.unlink(path)
+    added, dropped_comments = manifest.merge_records(args.output, records)
+    print(f"recorded {len(records)} kernel compile(s), {added} new, into {args.output}")
+    if dropped_comments:
+        print(f"note: {args.output} was rewritten without its comments", file=sys.stderr)
+    return EXIT_OK if status == 0 else EXIT_FAILED
+
+
+def parser():
+    """The command line parser."""
+    p = argparse.ArgumentParser(prog="python -m numba_vulkan.aot",
+                                description="Build, check and inspect ahead-of-time "
+                                            "directories of numba_vulkan kernels.")
+    sub = p.add_subparsers(dest="command_name", required=True)
+    b = sub.add_parser("build", help="compile every kernel of a manifest")
+    b.add_argument("manifest")
+    b.add_argument("-o", "--output", help="output directory (default: the manifest's)")
+    b.add_argument("-j", "--jobs", type=int, default=1, help="modules to compile at once")
+    quiet = b.add_mutually_exclusive_group()
+    quiet.add_argument("--quiet", action="store_true", help="print only errors")
+    quiet.add_argument("--json", action="store_true", help="print the summary as JSON")
+    b.set_defaults(run=build_command)
+    v = sub.add_parser("verify", help="recheck digests, format version and spirv-val")
+    v.add_argument("directory")
+    v.set_defaults(run=verify_command)
+    ls = sub.add_parser("list", help="list the entries of a directory")
+    ls.add_argument("directory")
+    ls.set_defaults(run=list_command)
+    i = sub.add_parser("inspect", help="disassemble a kernel's modules")
+    i.add_argument("directory")
+    i.add_argument("kernel", help="module:name, or the name alone")
+    i.add_argument("--signature", help="only this signature (as in the manifest)")
+    i.set_defaults(run=inspect_command)
+    r = sub.add_parser("record", help="run a program and add the kernels it compiled "
+                                      "to a manifest")
+    r.add_argument("-o", "--output", required=True, help="the manifest to write or extend")
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    r.set_defaults(run=record_command)
+    return p
+
+
+def main(argv=None):
+    """Run a command; returns the exit status."""
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ManifestError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except AOTError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

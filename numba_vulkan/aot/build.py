@@ -1,0 +1,394 @@
+"""Building a manifest into an AOT directory, and checking one.
+
+A build compiles every (kernel, signature, workgroup size, profile) of a
+manifest through the full pipeline, strips the debug instructions from each
+module (they hold Numba's per-process names, which would make two builds
+differ), runs ``spirv-val`` on it and writes the directory:
+
+* Incremental: an entry whose kernel code, argument types, workgroup size,
+  profile, options and compiler fingerprint are those of an entry of the
+  previous output is copied from it, not rebuilt.
+* Parallel: with ``jobs > 1`` modules compile in that many worker processes.
+* Atomic: the directory is written next to the output under a temporary
+  name and swapped in with renames; a build with any failure leaves the
+  previous output untouched.
+* Deterministic: entries are sorted, JSON keys are sorted, and nothing
+  records a path or a time, so two builds of the same sources are equal
+  byte for byte wherever the checkout lives.
+* Built without a Vulkan device: profiles, not the build machine, decide
+  the targets.
+"""
+
+import concurrent.futures
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from numba_vulkan import abi, spirv
+from numba_vulkan.aot import codekey, index, manifest as manifests
+from numba_vulkan.errors import AOTError, ManifestError, VulkanError
+
+#: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
+#: OpSourceContinued, OpSource, OpSourceExtension, OpName, OpMemberName,
+#: OpString, OpLine, OpNoLine, OpModuleProcessed.
+_DEBUG_OPCODES = frozenset({2, 3, 4, 5, 6, 7, 8, 317, 330})
+
+#: Changes whenever the build would produce other modules from the same inputs.
+_BUILD_VERSION = 1
+
+
+def strip_debug(binary):
+    """A SPIR-V module without its debug instructions (names, sources, lines).
+
+    They are optional, and they hold what differs between processes and
+    machines: Numba's per-process function numbers and module names.
+    """
+    words = spirv.words(binary)
+    out, i = list(words[:5]), 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0 or i + count > len(words):
+            raise ValueError("not a SPIR-V module: bad instruction length")
+        if opcode not in _DEBUG_OPCODES:
+            out.extend(words[i:i + count])
+        i += count
+    return struct.pack(f"<{len(out)}I", *out)
+
+
+@dataclass
+class Failure:
+    """A task that did not build.
+
+    Attributes:
+        task: The :class:`~numba_vulkan.aot.manifest.Task`.
+        message: Why, with the tool's output where there is one.
+    """
+
+    task: object
+    message: str
+
+    def describe(self, manifest_path):
+        t = self.task
+        return (f"{manifest_path}:{t.line}: {t.kernel} {t.numba_signature} threads "
+                f"{list(t.threads)} profile {t.profile.name}: {self.message}")
+
+
+@dataclass
+class Result:
+    """What a build did.
+
+    Attributes:
+        output: The output directory.
+        built: Modules compiled.
+        reused: Modules copied from the previous output.
+        failures: :class:`Failure` objects; the output is unchanged if any.
+        bytes: Total size of the modules.
+        seconds: Wall time.
+    """
+
+    output: str
+    built: int = 0
+    reused: int = 0
+    failures: list = field(default_factory=list)
+    bytes: int = 0
+    seconds: float = 0.0
+
+    def summary(self):
+        """The result as JSON-compatible data."""
+        return {"output": self.output, "built": self.built, "reused": self.reused,
+                "failed": len(self.failures), "bytes": self.bytes,
+                "seconds": round(self.seconds, 3),
+                "failures": [f.message for f in self.failures]}
+
+
+def _fingerprint():
+    from numba_vulkan import kernelcache
+    return kernelcache.fingerprint()
+
+
+def _build_key(key, task, fingerprint):
+    data = [_BUILD_VERSION, index.FORMAT_VERSION, abi.ABI_VERSION, key, list(task.signature),
+            list(task.threads), task.profile.target().key(), task.profile.name,
+            [list(o) for o in task.options], fingerprint]
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _previous(output):
+    """Entries of the previous output by build key, with their checked modules."""
+    out = {}
+    try:
+        with open(os.path.join(output, index.INDEX), "rb") as f:
+            previous = index.parse(f.read(), output)
+    except (OSError, AOTError):
+        return out
+    for entry in previous["entries"]:
+        try:
+            with open(os.path.join(output, entry["spirv"]), "rb") as f:
+                data = f.read()
+            index.check_module(data, entry, output)
+        except (OSError, AOTError):
+            continue
+        if "build_key" in entry:
+            out[entry["build_key"]] = (entry, data)
+    return out
+
+
+def _compile(module_name, qualname, sig, threads, target_key, options, target_env,
+             narrow):
+    """Compile one module; runs in the build process or in a worker.
+
+    Returns:
+        ``(spirv, metadata)`` or ``(None, message)``.
+    """
+    import importlib
+    from numba_vulkan.codegen import validate
+    from numba_vulkan.dispatcher import VulkanDispatcher
+    from numba_vulkan.target import TargetDescription
+    kernel = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        kernel = getattr(kernel, part)
+    vulkan, float64, int64, push = target_key
+    target = TargetDescription(tuple(vulkan), float64, int64, push)
+    try:
+        compiled = VulkanDispatcher(kernel.py_func, dict(options))._build(
+            tuple(sig), tuple(threads), target)
+        binary = strip_debug(compiled.spirv)
+        validate.validate(binary, target_env)
+    except VulkanError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    capabilities = spirv.capabilities(binary)
+    lacking = [c for c, feature in (("Float64", "float64"), ("Int64", "int64"))
+               if c in capabilities and not getattr(target, feature)]
+    if lacking:
+        return None, (f"the module uses {' and '.join(lacking)}, which profile "
+                      f"{'narrow' if narrow else 'full'} leaves out: the compiler did not "
+                      "narrow this kernel")
+    return binary, {"capabilities": capabilities,
+                    "params": [p.to_json() for p in compiled.params],
+                    "push_size": compiled.push_size, "abi_version": compiled.abi_version}
+
+
+def _worker_init(paths):
+    for path in reversed(paths):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+
+
+def _check_output(m, output, output_line):
+    """Refuse outputs that cannot be written or are not ours to replace."""
+    parent = os.path.dirname(output)
+    line = output_line if output == m.output else None
+    path = m.path if line is not None else None
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ManifestError(f"output {output} exists and is not a directory", path, line)
+    if (os.path.isdir(output) and os.listdir(output)
+            and not os.path.isfile(os.path.join(output, index.INDEX))):
+        raise ManifestError(f"output {output} is a directory that is not an AOT directory "
+                            f"(it has no {index.INDEX}); refusing to replace it", path, line)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        probe = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output)}.check-")
+        os.rmdir(probe)
+    except OSError as exc:
+        raise ManifestError(f"cannot write the output directory {output}: "
+                            f"{exc.strerror or exc}", path, line) from None
+
+
+def build(manifest_path, output=None, jobs=1, progress=None):
+    """Build a manifest into its output directory.
+
+    Args:
+        manifest_path: The manifest file.
+        output: The output directory, instead of the manifest's.
+        jobs: Worker processes compiling at once.
+        progress: Called as ``progress(done, total, label)`` after each module.
+
+    Returns:
+        A :class:`Result`. The output is replaced only if no module failed.
+
+    Raises:
+        ManifestError: The manifest is malformed, a kernel cannot be found,
+            or the output cannot be written.
+    """
+    start = time.perf_counter()
+    m = manifests.load(manifest_path)
+    output = os.path.abspath(output) if output else m.output
+    _check_output(m, output, m.output_line)
+    tasks, dispatchers = manifests.resolve(m)
+    result = Result(output)
+    keys = {}
+    for name, dispatcher in dispatchers.items():
+        try:
+            keys[name] = codekey.kernel_key(dispatcher)
+        except AOTError as exc:
+            keys[name] = exc
+    fingerprint = _fingerprint()
+    previous = _previous(output)
+    done, pending = {}, []
+    for task in tasks:
+        key = keys[task.kernel]
+        if isinstance(key, AOTError):
+            result.failures.append(Failure(task, str(key)))
+            continue
+        build_key = _build_key(key, task, fingerprint)
+        if build_key in previous:
+            done[task] = (previous[build_key][1], previous[build_key][0], True)
+        else:
+            pending.append((task, build_key))
+    total = len(tasks)
+    count = len(done) + len(result.failures)
+    if progress:
+        progress(count, total, "reused")
+    for task, outcome in _run(pending, dispatchers, m, jobs):
+        count += 1
+        if isinstance(outcome, str):
+            result.failures.append(Failure(task, outcome))
+        else:
+            done[task] = outcome
+        if progress:
+            progress(count, total, task.kernel)
+    if not result.failures:
+        build_keys = dict(pending)
+        entries, modules = [], {}
+        for task, (data, meta, reused) in done.items():
+            if reused:
+                result.reused += 1
+                entry = dict(meta)
+            else:
+                result.built += 1
+                entry = _entry(task, keys[task.kernel], data, meta, fingerprint,
+                               build_keys[task])
+            entries.append(entry)
+            modules[entry["spirv"]] = data
+        result.bytes = sum(len(d) for d in modules.values())
+        _write(m, output, entries, modules)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _run(pending, dispatchers, m, jobs):
+    """Compile pending tasks; yields ``(task, (spirv, metadata, False) or message)``."""
+    def arguments(task):
+        module_name, _, qualname = task.kernel.partition(":")
+        profile = task.profile
+        return (module_name, qualname, task.signature, task.threads,
+                profile.target().key(), task.options, profile.target_env, profile.narrow)
+
+    def outcome(value):
+        data, meta = value
+        return meta if data is None else (data, meta, False)
+
+    if jobs <= 1 or len(pending) <= 1:
+        for task, _ in pending:
+            yield task, outcome(_compile(*arguments(task)))
+        return
+    context = multiprocessing.get_context("spawn")
+    paths = [m.directory] + [p for p in sys.path if p]
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
+                                                initializer=_worker_init,
+                                                initargs=(paths,)) as pool:
+        futures = {pool.submit(_compile, *arguments(task)): task for task, _ in pending}
+        for future in concurrent.futures.as_completed(futures):
+            task = futures[future]
+            try:
+                yield task, outcome(future.result())
+            except Exception as exc:  # a worker died or raised outside the compile
+                yield task, f"the build worker failed: {type(exc).__name__}: {exc}"
+
+
+def _entry(task, key, data, meta, fingerprint, build_key):
+    target = task.profile.target()
+    sha = hashlib.sha256(data).hexdigest()
+    return {
+        "kernel": task.kernel, "key": key, "build_key": build_key,
+        "signature": list(task.signature), "numba_signature": task.numba_signature,
+        "threads": list(task.threads), "profile": task.profile.name,
+        "target": target.key(), "vulkan": "{}.{}".format(*target.vulkan),
+        "target_env": target.target_env,
+        "capabilities": meta["capabilities"], "features": index.features(meta["capabilities"]),
+        "spirv": index.module_path(sha), "sha256": sha, "size": len(data),
+        "params": meta["params"], "push_size": meta["push_size"],
+        "abi_version": meta["abi_version"], "options": dict(task.options),
+        "fingerprint": fingerprint,
+    }
+
+
+def _write(m, output, entries, modules):
+    """Write the directory under a temporary name, then swap it in."""
+    entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"]))
+    profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env}
+                for p in m.profiles]
+    data = {"format": index.FORMAT_VERSION, "abi_version": abi.ABI_VERSION,
+            "profiles": profiles, "entries": entries}
+    parent, name = os.path.split(output)
+    temporary = tempfile.mkdtemp(dir=parent, prefix=f".{name}.new-")
+    try:
+        os.chmod(temporary, 0o755)
+        os.mkdir(os.path.join(temporary, index.SPIRV_DIR))
+        for relative, blob in sorted(modules.items()):
+            with open(os.path.join(temporary, relative), "wb") as f:
+                f.write(blob)
+        with open(os.path.join(temporary, index.INDEX), "wb") as f:
+            f.write(index.dumps(data))
+        old = None
+        if os.path.exists(output):
+            old = tempfile.mkdtemp(dir=parent, prefix=f".{name}.old-")
+            os.rmdir(old)
+            os.rename(output, old)
+        try:
+            os.rename(temporary, output)
+        except OSError:
+            if old:
+                os.rename(old, output)
+            raise
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def verify(directory):
+    """Recheck an AOT directory: format version, every digest, spirv-val.
+
+    Returns:
+        ``(entries, problems)``: the number of entries and a list of
+        messages, empty when the directory is sound.
+    """
+    from numba_vulkan.codegen import validate
+    try:
+        with open(os.path.join(directory, index.INDEX), "rb") as f:
+            parsed = index.parse(f.read(), directory)
+    except OSError as exc:
+        return 0, [f"{directory}/{index.INDEX} cannot be read: {exc.strerror or exc}"]
+    except AOTError as exc:
+        return 0, [str(exc)]
+    problems, listed = [], set()
+    for entry in parsed["entries"]:
+        listed.add(entry["spirv"])
+        label = f"{entry['kernel']} {entry['numba_signature']} profile {entry['profile']}"
+        if not index.abi_ok(entry):
+            problems.append(f"{label}: built for ABI {entry['abi_version']}, this "
+                            f"numba_vulkan speaks {abi.ABI_VERSION}")
+        try:
+            with open(os.path.join(directory, entry["spirv"]), "rb") as f:
+                data = f.read()
+            index.check_module(data, entry, directory)
+            validate.validate(data, index.target_of(entry).target_env)
+        except OSError as exc:
+            problems.append(f"{label}: {directory}/{entry['spirv']} cannot be read: "
+                            f"{exc.strerror or exc}")
+        except (AOTError, VulkanError) as exc:
+            problems.append(f"{label}: {exc}")
+    spirv_dir = os.path.join(directory, index.SPIRV_DIR)
+    extra = sorted(set(f"{index.SPIRV_DIR}/{n}" for n in (
+        os.listdir(spirv_dir) if os.path.isdir(spirv_dir) else ())) - listed)
+    problems.extend(f"{directory}/{name} is not in the index" for name in extra)
+    return len(parsed["entries"]), problems

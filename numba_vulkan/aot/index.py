@@ -1,0 +1,190 @@
+"""The AOT directory format: the index, its entries, and reading their modules.
+
+An AOT directory holds ``index.json`` and the SPIR-V modules it lists under
+``spirv/``, each named by its SHA-256. Nothing else: no code, no pickle, no
+absolute path, no timestamp. The index::
+
+    {"format": 1, "abi_version": 1,
+     "profiles": [{"name": "full", "narrow": false, "target_env": "vulkan1.2"}, ...],
+     "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<codekey>", ...}, ...]}
+
+Each entry names the kernel (``module:qualname``), its content key (see
+:mod:`numba_vulkan.aot.codekey`), argument types in text form
+(:mod:`numba_vulkan.signature`) and as the manifest wrote them, the
+workgroup size, the profile and the target it was built for, the required
+Vulkan version, capabilities and device features, the module's file,
+SHA-256 and size, the binding interface (parameters, push constant size, ABI
+version), the options, and the compiler fingerprint it was built with.
+
+This module reads directories through :mod:`importlib.resources`-style
+objects (``joinpath``, ``read_bytes``), so a directory inside an installed
+package works as well as one on disk. It imports neither Numba nor Vulkan.
+"""
+
+import hashlib
+import json
+
+from numba_vulkan import abi, signature
+from numba_vulkan.compiled import CompiledKernel
+from numba_vulkan.dispatcher import FORALL_THREADS
+from numba_vulkan.errors import AOTError
+from numba_vulkan.target import TargetDescription
+
+#: Version of the directory format; readers refuse any other.
+FORMAT_VERSION = 1
+INDEX = "index.json"
+SPIRV_DIR = "spirv"
+
+#: Workgroup size of a manifest entry that names none: the one ``forall``
+#: launches use on any device that allows it.
+DEFAULT_THREADS = (FORALL_THREADS, 1, 1)
+
+#: The device feature (as in :class:`numba_vulkan.runtime.device.DeviceInfo`)
+#: each SPIR-V capability needs.
+CAPABILITY_FEATURES = {
+    "Float64": "float64", "Int64": "int64", "Int16": "int16", "Int8": "int8",
+    "StorageBuffer8BitAccess": "storage8", "UniformAndStorageBuffer8BitAccess": "storage8",
+    "StorageBuffer16BitAccess": "storage16",
+    "UniformAndStorageBuffer16BitAccess": "storage16",
+    "Int64Atomics": "int64_atomics", "AtomicFloat32AddEXT": "float32_atomic_add",
+}
+
+_ENTRY_FIELDS = {
+    "kernel": str, "key": str, "signature": list, "numba_signature": str, "threads": list,
+    "profile": str, "target": list, "vulkan": str, "capabilities": list, "features": list,
+    "spirv": str, "sha256": str, "size": int, "params": list, "push_size": int,
+    "abi_version": int, "options": dict, "fingerprint": str,
+}
+
+
+def profile_for(target):
+    """The profile a target runs: ``full`` with float64 and int64, else ``narrow``."""
+    return "full" if target.float64 and target.int64 else "narrow"
+
+
+def features(capabilities):
+    """Sorted device features a module with these capabilities needs."""
+    return sorted({CAPABILITY_FEATURES[c] for c in capabilities if c in CAPABILITY_FEATURES})
+
+
+def numba_signature(sig):
+    """A Numba signature string for argument types in text form.
+
+    ``("float32", "float32[1d,C]")`` becomes ``void(float32, float32[::1])``;
+    a layout-``A`` array is written ``float32[:]``.
+    """
+    parts = []
+    for text in sig:
+        kind, dtype, ndim, layout = signature.parse(text)
+        name = "boolean" if dtype == "bool" else dtype
+        if kind == "array":
+            dims = [":"] * ndim
+            if layout == "C":
+                dims[-1] = "::1"
+            name = f"{name}[{', '.join(dims)}]"
+        parts.append(name)
+    return f"void({', '.join(parts)})"
+
+
+def module_path(sha256):
+    """Where, relative to the directory, the module with this digest lives."""
+    return f"{SPIRV_DIR}/{sha256}.spv"
+
+
+def dumps(index):
+    """The index as bytes: sorted keys, ASCII, one layout for every build."""
+    return (json.dumps(index, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
+
+
+def parse(data, where):
+    """Read and check an index.
+
+    Args:
+        data: The bytes of ``index.json``.
+        where: The directory, for messages.
+
+    Returns:
+        The index as a dict.
+
+    Raises:
+        AOTError: The index is not JSON, is of another format version, or an
+            entry lacks a field or has one of the wrong type.
+    """
+    try:
+        index = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AOTError(f"{where}/{INDEX} is damaged: {exc}") from None
+    if not isinstance(index, dict) or not isinstance(index.get("entries"), list):
+        raise AOTError(f"{where}/{INDEX} is damaged: no list of entries")
+    if index.get("format") != FORMAT_VERSION:
+        raise AOTError(f"{where}/{INDEX} has format {index.get('format')!r}; this version "
+                       f"of numba_vulkan reads format {FORMAT_VERSION}: rebuild it")
+    for number, entry in enumerate(index["entries"]):
+        if not isinstance(entry, dict):
+            raise AOTError(f"{where}/{INDEX}: entry {number} is not an object")
+        for name, kind in _ENTRY_FIELDS.items():
+            if not isinstance(entry.get(name), kind):
+                raise AOTError(f"{where}/{INDEX}: entry {number} has no valid {name!r}")
+        if entry["spirv"] != module_path(entry["sha256"]):
+            raise AOTError(f"{where}/{INDEX}: entry {number} names module "
+                           f"{entry['spirv']!r}, not the one its digest gives")
+    return index
+
+
+def check_module(data, entry, where):
+    """Check a module's bytes against its entry; raise AOTError if they differ."""
+    if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise AOTError(f"{where}/{entry['spirv']} does not match its SHA-256 in the index "
+                       f"(kernel {entry['kernel']}): the directory was changed after the "
+                       "build; rebuild it")
+
+
+def target_of(entry):
+    """The :class:`TargetDescription` an entry was built for."""
+    vulkan, float64, int64, push = entry["target"]
+    return TargetDescription(tuple(vulkan), bool(float64), bool(int64), int(push))
+
+
+def compiled_kernel(entry, spirv):
+    """The :class:`CompiledKernel` of an entry and its checked module.
+
+    Raises:
+        AOTError: The entry's metadata is malformed or of another ABI.
+    """
+    meta = {
+        "name": entry["kernel"].partition(":")[2], "signature": entry["signature"],
+        "local_size": entry["threads"], "target": entry["target"],
+        "capabilities": entry["capabilities"], "params": entry["params"],
+        "push_size": entry["push_size"], "abi_version": entry["abi_version"],
+        "metadata": {"aot": {"kernel": entry["kernel"], "profile": entry["profile"],
+                             "sha256": entry["sha256"]}},
+    }
+    try:
+        return CompiledKernel.from_metadata(meta, spirv)
+    except (ValueError, TypeError) as exc:
+        raise AOTError(f"entry for {entry['kernel']} cannot be used: {exc}") from None
+
+
+def signature_distance(wanted, offered):
+    """How far an entry's argument types are from a launch's, or None if unusable.
+
+    A module compiled for a strided (``A``) array also runs a contiguous
+    (``C``) one, so a launch with a C array may use an A entry; the distance
+    counts such substitutions, and the closest entry wins.
+    """
+    if len(wanted) != len(offered):
+        return None
+    distance = 0
+    for want, have in zip(wanted, offered):
+        if want == have:
+            continue
+        if want.endswith(",C]") and have == want[:-3] + ",A]":
+            distance += 1
+            continue
+        return None
+    return distance
+
+
+def abi_ok(entry):
+    """Whether this runtime speaks the entry's binding interface."""
+    return entry["abi_version"] == abi.ABI_VERSION

@@ -1,0 +1,475 @@
+"""The manifest: which kernels an app ships, for which signatures and devices.
+
+A manifest is YAML (see ``docs/aot.md``)::
+
+    version: 1
+    output: aot                        # relative to the manifest
+    target_env: vulkan1.2              # what spirv-val checks against
+    profiles:
+      - name: full                     # 64-bit types as written
+      - name: narrow                   # float64/int64 narrowed
+        narrow: true
+    kernels:
+      - function: examples.saxpy:saxpy
+        signatures: ["void(float32, float32[::1], float32[::1])"]
+        threads: [[256]]               # optional; [[256]] by default
+        options: {fastmath: true}      # optional; over the nv.jit options
+        profiles: [full]               # optional; every profile by default
+
+:func:`load` checks the structure, :func:`resolve` imports the kernels and
+parses the signatures; both raise :class:`~numba_vulkan.errors.ManifestError`
+naming the file, the line and the problem. :func:`merge_records` adds what
+``record`` saw to a manifest.
+"""
+
+import difflib
+import importlib
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+import yaml
+
+from numba_vulkan.aot import index
+from numba_vulkan.errors import ManifestError
+from numba_vulkan.target import TargetDescription
+
+VERSION = 1
+DEFAULT_OUTPUT = "aot"
+DEFAULT_TARGET_ENV = "vulkan1.2"
+
+_TOP = ("version", "output", "target_env", "profiles", "kernels")
+_PROFILE = ("name", "narrow", "target_env")
+_KERNEL = ("function", "signatures", "threads", "options", "profiles")
+#: Options a manifest may set, and the values each takes.
+_OPTIONS = {"fastmath": (bool,), "error_model": ("numpy", "python"), "boundscheck": (bool,),
+            "inline": ("never", "always")}
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_FUNCTION = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A class of devices to build for.
+
+    Attributes:
+        name: Its name in the index.
+        narrow: Whether float64 and int64 are narrowed to 32 bits.
+        target_env: The Vulkan environment (``vulkan1.2``) to build and validate for.
+        line: Where the manifest defines it.
+    """
+
+    name: str
+    narrow: bool
+    target_env: str
+    line: int = 0
+
+    def target(self):
+        """The :class:`~numba_vulkan.target.TargetDescription` of the profile."""
+        return TargetDescription.from_env(self.target_env, narrow=self.narrow)
+
+
+@dataclass
+class KernelSpec:
+    """One ``kernels`` item, checked for structure but not resolved."""
+
+    function: str
+    line: int
+    signatures: list
+    threads: list
+    options: dict
+    profiles: list
+
+
+@dataclass
+class Manifest:
+    """A loaded manifest.
+
+    Attributes:
+        path: The file as the user named it (used in messages).
+        directory: The absolute directory that relative paths start from.
+        output: The absolute output directory.
+        output_line: The line of ``output`` (or 1 when it defaults).
+        target_env: The default Vulkan environment of profiles.
+        profiles: :class:`Profile` objects, in order.
+        kernels: :class:`KernelSpec` objects, in order.
+    """
+
+    path: str
+    directory: str
+    output: str
+    output_line: int
+    target_env: str
+    profiles: list
+    kernels: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One module to build: a kernel for one signature, workgroup size and profile.
+
+    Attributes:
+        kernel: ``module:qualname``.
+        numba_signature: The signature as the manifest wrote it.
+        signature: Argument types in text form.
+        threads: Workgroup size ``(x, y, z)``.
+        profile: The :class:`Profile`.
+        options: Options to compile with: the kernel's ``nv.jit`` options,
+            then the manifest's.
+        line: The manifest line of the signature.
+    """
+
+    kernel: str
+    numba_signature: str
+    signature: tuple
+    threads: tuple
+    profile: Profile
+    options: tuple
+    line: int
+
+
+class _Reader:
+    """Walks YAML nodes, raising errors that name the manifest file and line."""
+
+    def __init__(self, path):
+        self.path = path
+        self.constructor = yaml.constructor.SafeConstructor()
+
+    def error(self, node_or_line, problem):
+        line = node_or_line if isinstance(node_or_line, int) else node_or_line.start_mark.line + 1
+        return ManifestError(problem, self.path, line)
+
+    def mapping(self, node, where, known, required=()):
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, f"{where} must be a mapping of keys to values")
+        out = {}
+        for key_node, value_node in node.value:
+            key = self.scalar(key_node, f"a key of {where}")
+            if not isinstance(key, str):
+                raise self.error(key_node, f"{where}: key {key!r} is not a string")
+            if key in out:
+                raise self.error(key_node, f"{where}: key {key!r} appears twice (first at "
+                                           f"line {out[key][0].start_mark.line + 1})")
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.error(key_node, f"{where}: unknown key {key!r} (known keys: "
+                                           f"{', '.join(known)}){hint}")
+            out[key] = (key_node, value_node)
+        for key in required:
+            if key not in out:
+                raise self.error(node, f"{where}: missing key {key!r}")
+        return {k: v for k, (_, v) in out.items()}
+
+    def sequence(self, node, where):
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(node, f"{where} must be a list")
+        return node.value
+
+    def scalar(self, node, where, kinds=None):
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(node, f"{where} must be a single value, not a "
+                                   f"{'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
+        try:
+            value = self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise self.error(node, f"{where}: {exc}") from None
+        if kinds is not None and (not isinstance(value, kinds)
+                                  or isinstance(value, bool) and bool not in kinds):
+            names = " or ".join(k.__name__ for k in kinds).replace("str", "a string")
+            raise self.error(node, f"{where} must be {names}, not {value!r}")
+        return value
+
+    def plain(self, node):
+        return self.constructor.construct_object(node, deep=True)
+
+
+def load(path):
+    """Read and check a manifest's structure.
+
+    Args:
+        path: The manifest file.
+
+    Returns:
+        A :class:`Manifest`.
+
+    Raises:
+        ManifestError: The file cannot be read, is not YAML, or breaks the
+            schema: unknown or missing keys, values of the wrong kind,
+            duplicate profile names.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"cannot read the manifest: {exc}", path) from None
+    reader = _Reader(path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        raise ManifestError(f"not valid YAML: {f'{context}: ' if context else ''}{problem}",
+                            path, mark.line + 1 if mark else None) from None
+    if root is None:
+        raise ManifestError("the manifest is empty", path, 1)
+    top = reader.mapping(root, "the manifest", _TOP, required=("version", "kernels"))
+    version = reader.scalar(top["version"], "version", (int,))
+    if version != VERSION:
+        raise reader.error(top["version"], f"version {version} is not supported; "
+                                           f"this numba_vulkan reads version {VERSION}")
+    directory = os.path.dirname(os.path.abspath(path))
+    output, output_line = DEFAULT_OUTPUT, 1
+    if "output" in top:
+        output = reader.scalar(top["output"], "output", (str,))
+        output_line = top["output"].start_mark.line + 1
+        if not output.strip():
+            raise reader.error(top["output"], "output must name a directory")
+    target_env = DEFAULT_TARGET_ENV
+    if "target_env" in top:
+        target_env = _target_env(reader, top["target_env"], "target_env")
+    profiles = _profiles(reader, top.get("profiles"), target_env)
+    kernels = [_kernel(reader, node, k, {p.name for p in profiles})
+               for k, node in enumerate(reader.sequence(top["kernels"], "kernels"))]
+    if not kernels:
+        raise reader.error(top["kernels"], "kernels is empty: list at least one kernel")
+    return Manifest(path, directory, os.path.normpath(os.path.join(directory, output)),
+                    output_line, target_env, profiles, kernels)
+
+
+def _target_env(reader, node, where):
+    value = reader.scalar(node, where, (str,))
+    try:
+        TargetDescription.from_env(value)
+    except ValueError as exc:
+        raise reader.error(node, f"{where}: {exc}") from None
+    return value
+
+
+def _profiles(reader, node, target_env):
+    if node is None:
+        return [Profile("full", False, target_env, 1)]
+    profiles = []
+    items = reader.sequence(node, "profiles")
+    if not items:
+        raise reader.error(node, "profiles is empty: list at least one profile")
+    for k, item in enumerate(items):
+        where = f"profiles[{k}]"
+        fields = reader.mapping(item, where, _PROFILE, required=("name",))
+        name = reader.scalar(fields["name"], f"{where}.name", (str,))
+        if not _NAME.match(name):
+            raise reader.error(fields["name"], f"{where}.name {name!r}: use letters, digits, "
+                                               "'.', '_' and '-' only")
+        for other in profiles:
+            if other.name == name:
+                raise reader.error(fields["name"], f"profile {name!r} is defined twice "
+                                                   f"(first at line {other.line})")
+        narrow = (reader.scalar(fields["narrow"], f"{where}.narrow", (bool,))
+                  if "narrow" in fields else False)
+        env = (_target_env(reader, fields["target_env"], f"{where}.target_env")
+               if "target_env" in fields else target_env)
+        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1))
+    return profiles
+
+
+def _kernel(reader, node, k, profile_names):
+    where = f"kernels[{k}]"
+    fields = reader.mapping(node, where, _KERNEL, required=("function", "signatures"))
+    function = reader.scalar(fields["function"], f"{where}.function", (str,))
+    if not _FUNCTION.match(function):
+        raise reader.error(fields["function"], f"{where}.function {function!r} must be "
+                                               "'module:name', e.g. 'examples.saxpy:saxpy'")
+    signatures = []
+    items = reader.sequence(fields["signatures"], f"{where}.signatures")
+    if not items:
+        raise reader.error(fields["signatures"], f"{where}.signatures is empty")
+    for s, item in enumerate(items):
+        text = reader.scalar(item, f"{where}.signatures[{s}]", (str,))
+        signatures.append((text, item.start_mark.line + 1))
+    threads = [(index.DEFAULT_THREADS, node.start_mark.line + 1)]
+    if "threads" in fields:
+        items = reader.sequence(fields["threads"], f"{where}.threads")
+        if not items:
+            raise reader.error(fields["threads"], f"{where}.threads is empty")
+        threads = [(_shape(reader, item, f"{where}.threads[{t}]"), item.start_mark.line + 1)
+                   for t, item in enumerate(items)]
+    options = {}
+    if "options" in fields:
+        options = _options(reader, fields["options"], f"{where}.options")
+    profiles = None
+    if "profiles" in fields:
+        profiles = []
+        for p, item in enumerate(reader.sequence(fields["profiles"], f"{where}.profiles")):
+            name = reader.scalar(item, f"{where}.profiles[{p}]", (str,))
+            if name not in profile_names:
+                raise reader.error(item, f"{where}.profiles[{p}]: no profile named {name!r} "
+                                         f"(profiles: {', '.join(sorted(profile_names))})")
+            profiles.append(name)
+    return KernelSpec(function, node.start_mark.line + 1, signatures, threads, options,
+                      profiles)
+
+
+def _shape(reader, node, where):
+    if isinstance(node, yaml.ScalarNode):
+        values = [reader.scalar(node, where, (int,))]
+    else:
+        values = [reader.scalar(item, where, (int,))
+                  for item in reader.sequence(node, where)]
+    if not 1 <= len(values) <= 3 or any(v < 1 for v in values):
+        raise reader.error(node, f"{where}: a workgroup shape is 1 to 3 positive integers, "
+                                 f"such as [256] or [16, 16], not {values}")
+    return tuple(values) + (1,) * (3 - len(values))
+
+
+def _options(reader, node, where):
+    fields = reader.mapping(node, where, tuple(_OPTIONS))
+    out = {}
+    for name, value_node in fields.items():
+        value = reader.plain(value_node)
+        allowed = _OPTIONS[name]
+        ok = (isinstance(value, bool) if allowed == (bool,) else value in allowed)
+        if not ok:
+            expected = "true or false" if allowed == (bool,) else " or ".join(map(repr, allowed))
+            raise reader.error(value_node, f"{where}.{name} must be {expected}, not {value!r}")
+        out[name] = value
+    return out
+
+
+def _import(manifest, spec):
+    module_name, _, qualname = spec.function.partition(":")
+    if manifest.directory not in sys.path:
+        sys.path.insert(0, manifest.directory)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # whatever the module raises is the user's to see
+        raise ManifestError(f"cannot import module {module_name!r} of {spec.function}: "
+                            f"{type(exc).__name__}: {exc}", manifest.path, spec.line) from None
+    value = module
+    for part in qualname.split("."):
+        if not hasattr(value, part):
+            raise ManifestError(f"module {module_name!r} has no {qualname!r}",
+                                manifest.path, spec.line)
+        value = getattr(value, part)
+    from numba_vulkan.dispatcher import VulkanDispatcher
+    if not isinstance(value, VulkanDispatcher):
+        hint = (": decorate it with @nv.jit" if inspect.isfunction(value) else "")
+        raise ManifestError(f"{spec.function} is a {type(value).__name__}, not an @nv.jit "
+                            f"kernel{hint}", manifest.path, spec.line)
+    return value
+
+
+def _signature(manifest, spec, dispatcher, text, line):
+    from numba.core import sigutils, types
+    from numba_vulkan.compiler.compile import signature_text
+    try:
+        args, ret = sigutils.normalize_signature(text)
+    except Exception as exc:  # Numba reports a bad signature in many ways
+        raise ManifestError(f"bad signature {text!r}: {type(exc).__name__}: {exc}",
+                            manifest.path, line) from None
+    if ret not in (None, types.none, types.void):
+        raise ManifestError(f"signature {text!r} returns {ret}; kernels return nothing: "
+                            "write void(...)", manifest.path, line)
+    try:
+        sig = signature_text(args)
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(f"signature {text!r}: {exc}", manifest.path, line) from None
+    names = list(inspect.signature(dispatcher.py_func).parameters)
+    if len(names) != len(sig):
+        raise ManifestError(f"signature {text!r} has {len(sig)} argument(s); "
+                            f"{spec.function} takes {len(names)} ({', '.join(names)})",
+                            manifest.path, line)
+    return sig
+
+
+def resolve(manifest):
+    """Import every kernel and parse every signature of a manifest.
+
+    Returns:
+        ``(tasks, dispatchers)``: the :class:`Task` list in manifest order,
+        and the kernel object of each ``module:qualname``.
+
+    Raises:
+        ManifestError: A module does not import (with its error), a name is
+            not an ``nv.jit`` kernel, a signature is malformed or does not fit
+            the function, or two entries ask for the same module.
+    """
+    tasks, dispatchers, seen = [], {}, {}
+    for spec in manifest.kernels:
+        dispatcher = dispatchers.get(spec.function) or _import(manifest, spec)
+        dispatchers[spec.function] = dispatcher
+        options = dict(dispatcher.options)
+        options.pop("cache", None)
+        options.update(spec.options)
+        profiles = [p for p in manifest.profiles
+                    if spec.profiles is None or p.name in spec.profiles]
+        for text, line in spec.signatures:
+            sig = _signature(manifest, spec, dispatcher, text, line)
+            for threads, _ in spec.threads:
+                for profile in profiles:
+                    ident = (spec.function, sig, threads, profile.name)
+                    if ident in seen:
+                        raise ManifestError(
+                            f"duplicate entry: {spec.function} with signature {text!r}, "
+                            f"threads {list(threads)} and profile {profile.name} is already "
+                            f"listed at line {seen[ident]}", manifest.path, line)
+                    seen[ident] = line
+                    tasks.append(Task(spec.function, text, sig, threads, profile,
+                                      tuple(sorted(options.items())), line))
+    return tasks, dispatchers
+
+
+def merge_records(path, records):
+    """Add recorded kernels to a manifest, creating it if needed.
+
+    Args:
+        path: The manifest to write.
+        records: Dicts with ``function``, ``signature`` (a Numba signature
+            string) and ``threads`` (``[x, y, z]``).
+
+    Returns:
+        ``(added, dropped_comments)``: how many (signature, threads) pairs
+        were new, and whether the existing file had comments, which
+        rewriting it does not keep.
+
+    Raises:
+        ManifestError: The existing manifest is malformed.
+    """
+    if os.path.exists(path):
+        load(path)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        data = yaml.safe_load(text)
+        dropped_comments = "#" in text
+    else:
+        data = {"version": VERSION, "output": DEFAULT_OUTPUT, "target_env": DEFAULT_TARGET_ENV,
+                "profiles": [{"name": "full"}], "kernels": []}
+        dropped_comments = False
+    added = 0
+    for record in records:
+        entry = next((k for k in data["kernels"] if k["function"] == record["function"]), None)
+        if entry is None:
+            entry = {"function": record["function"], "signatures": []}
+            data["kernels"].append(entry)
+        shape = list(record["threads"])
+        while len(shape) > 1 and shape[-1] == 1:
+            shape.pop()
+        threads = entry.get("threads", [[index.DEFAULT_THREADS[0]]])
+        normal = [list(t) + [1] * (3 - len(t)) if isinstance(t, list) else [t, 1, 1]
+                  for t in threads]
+        new = False
+        if record["signature"] not in entry["signatures"]:
+            entry["signatures"].append(record["signature"])
+            new = True
+        if list(record["threads"]) not in normal:
+            threads = threads + [shape]
+            new = True
+        if threads != [[index.DEFAULT_THREADS[0]]]:
+            entry["threads"] = threads
+        added += new
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return added, dropped_comments

@@ -1,0 +1,198 @@
+"""The driver's pipeline cache, kept on disk per device.
+
+Creating a pipeline makes the driver compile SPIR-V into machine code, which
+can cost more than our own compile (close to a second for a math-heavy kernel
+on lavapipe). A ``VkPipelineCache`` lets the driver reuse that work; this
+module keeps one per device in ``pipelines/`` below
+:func:`numba_vulkan.libclc.cache_directory`, so only the first process on a
+machine pays it. ``NUMBA_VULKAN_PIPELINE_CACHE=0`` turns it off.
+
+A file is named after, and its header records, the device's vendor ID,
+device ID, driver version and pipeline-cache UUID, with the SHA-256 of the
+driver's data. A file that does not match the device in every field, or
+whose data is damaged, is discarded: drivers are not required to survive
+bad cache data, so it never reaches one. Files are written atomically (a
+temporary file in the same directory, then ``os.replace``); a failed write
+costs only the next process's time.
+"""
+
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+import weakref
+
+from numba_vulkan import config, libclc
+from numba_vulkan.runtime import vk
+
+#: Our header: magic, format, vendor ID, device ID, driver version,
+#: pipeline-cache UUID, size and SHA-256 of the driver's data.
+_HEADER = struct.Struct("<4sIIII16sQ32s")
+_MAGIC = b"NVPC"
+_FORMAT = 1
+#: The header every driver puts first in its data (VK_PIPELINE_CACHE_HEADER_VERSION_ONE).
+_VK_HEADER = struct.Struct("<IIII16s")
+_VK_HEADER_VERSION_ONE = 1
+
+_lock = threading.Lock()
+_caches = weakref.WeakKeyDictionary()
+
+
+def directory():
+    """Where pipeline caches are kept."""
+    return os.path.join(libclc.cache_directory(), "pipelines")
+
+
+def _identity(info):
+    return (info.vendor_id, info.device_id, info.driver_version,
+            bytes.fromhex(info.pipeline_cache_uuid or "00" * 16))
+
+
+def file_name(info):
+    """The file of a device's cache, from its identity."""
+    vendor, device, driver, uuid = _identity(info)
+    return f"{vendor:08x}-{device:08x}-{driver:08x}-{uuid.hex()}.bin"
+
+
+def pack(info, data):
+    """Cache data with our header, as written to disk."""
+    vendor, device, driver, uuid = _identity(info)
+    return _HEADER.pack(_MAGIC, _FORMAT, vendor, device, driver, uuid, len(data),
+                        hashlib.sha256(data).digest()) + data
+
+
+def unpack(info, blob):
+    """The driver's data in a file's contents, or None if it does not fit the device.
+
+    Checks our header against the device and the data's digest, then the
+    driver's own header against the device's vendor, device and UUID.
+    """
+    if len(blob) < _HEADER.size:
+        return None
+    magic, fmt, vendor, device, driver, uuid, size, digest = _HEADER.unpack_from(blob)
+    data = blob[_HEADER.size:]
+    if (magic, fmt) != (_MAGIC, _FORMAT) or (vendor, device, driver, uuid) != _identity(info):
+        return None
+    if size != len(data) or hashlib.sha256(data).digest() != digest:
+        return None
+    if len(data) < _VK_HEADER.size:
+        return None
+    header_size, version, vk_vendor, vk_device, vk_uuid = _VK_HEADER.unpack_from(data)
+    if (header_size < _VK_HEADER.size or header_size > len(data)
+            or version != _VK_HEADER_VERSION_ONE or vk_vendor != info.vendor_id
+            or vk_device != info.device_id or vk_uuid != uuid):
+        return None
+    return data
+
+
+class PipelineCache:
+    """A ``VkPipelineCache`` for one device, loaded from and saved to a file.
+
+    Pass it to :class:`~numba_vulkan.runtime.pipeline.Pipeline`, which calls
+    :meth:`changed` after creating a pipeline with it.
+
+    Attributes:
+        handle: The ``VkPipelineCache``.
+        path: The file it persists to, or None for a cache kept in memory.
+    """
+
+    def __init__(self, device, path=None):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        self.device = device
+        self.path = path
+        self._lock = threading.Lock()
+        initial = self._read() if path else None
+        out = vk.new("VkPipelineCache[1]")
+        result = None
+        if initial:
+            buffer = ffi.new("char[]", initial)
+            info = vk.new("VkPipelineCacheCreateInfo*", {
+                "sType": v.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                "initialDataSize": len(initial), "pInitialData": buffer})
+            result = lib.vkCreatePipelineCache(device.handle, info, ffi.NULL, out)
+        if result != 0:
+            # No data, or data the driver refused: start empty.
+            initial = None
+            info = vk.new("VkPipelineCacheCreateInfo*", {
+                "sType": v.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
+            vk.check(lib.vkCreatePipelineCache(device.handle, info, ffi.NULL, out),
+                     "vkCreatePipelineCache")
+        self.handle = out[0]
+        self._saved = hashlib.sha256(initial or b"").digest()
+        self._finalizer = weakref.finalize(self, PipelineCache._release, device, self.handle)
+
+    @staticmethod
+    def _release(device, handle):
+        v = vk.module()
+        v.lib.vkDestroyPipelineCache(device.handle, handle, v.ffi.NULL)
+
+    def _read(self):
+        try:
+            with open(self.path, "rb") as f:
+                blob = f.read()
+        except OSError:
+            return None
+        data = unpack(self.device.info, blob)
+        if data is None:
+            self._discard()
+        return data
+
+    def _discard(self):
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    def data(self):
+        """What the driver holds in the cache now."""
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        size = ffi.new("size_t*")
+        vk.check(lib.vkGetPipelineCacheData(self.device.handle, self.handle, size, ffi.NULL),
+                 "vkGetPipelineCacheData")
+        buffer = ffi.new("char[]", size[0])
+        vk.check(lib.vkGetPipelineCacheData(self.device.handle, self.handle, size, buffer),
+                 "vkGetPipelineCacheData", allowed=(0, v.VK_INCOMPLETE))
+        return bytes(ffi.buffer(buffer, size[0]))
+
+    def changed(self):
+        """Save the cache if the driver added to it (a pipeline was just created)."""
+        if self.path is None:
+            return
+        with self._lock:
+            data = self.data()
+            digest = hashlib.sha256(data).digest()
+            if digest == self._saved:
+                return
+            try:
+                _write_atomically(self.path, pack(self.device.info, data))
+            except OSError:
+                return
+            self._saved = digest
+
+
+def _write_atomically(path, blob):
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".bin")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def for_device(device):
+    """The device's pipeline cache, made on first use; None if turned off."""
+    if not config.pipeline_cache():
+        return None
+    with _lock:
+        cache = _caches.get(device)
+        if cache is None:
+            cache = PipelineCache(device, os.path.join(directory(), file_name(device.info)))
+            _caches[device] = cache
+        return cache
