@@ -1,0 +1,1 @@
+"""Benchmarks of numba_vulkan against numba-cuda, the CPU and the hardware (see README.md)."""

@@ -1,0 +1,505 @@
+"""Every benchmark on every available backend, in one process.
+
+    python benchmarks/run.py [--quick] [--out DIR] [--backends numba_vulkan,numba_cuda,cpu,ceiling]
+                             [--only saxpy,matmul,...] [--label NAME] [--no-cold]
+
+Backends: numba_vulkan on device arrays; numba-cuda running the same kernel
+source (where CUDA is available); ``numba.njit(parallel=True)`` loops
+(where it is not); and a ceiling (torch or cupy copies, the GPU's fp32
+rate, pinned-memory copies; host copies on a CPU Vulkan device). A backend
+that is missing is skipped with a note, and a benchmark that fails on one
+backend is reported and the run goes on.
+
+Prints a table and writes ``DIR/LABEL.json`` (rewritten after each
+benchmark, so a crash keeps what was measured) and ``DIR/LABEL.png``.
+See benchmarks/README.md for what is measured and how.
+"""
+
+import argparse
+import datetime
+import faulthandler
+import gc
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import backends as bk  # noqa: E402
+from benchmarks import measure, report, suite  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ALL_BACKENDS = ("numba_vulkan", "numba_cuda", "cpu", "ceiling")
+TRANSFERS = ("copy_h2d", "copy_d2h", "copy_numpy_arg")
+COLD_TIMEOUT = 300
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_const", const="quick", dest="sizes",
+                        help="small sizes (the default on a CPU Vulkan device)")
+    parser.add_argument("--sizes", choices=suite.SIZES,
+                        help="problem sizes: full (GPU), quick (lavapipe), tiny (smoke test)")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"),
+                        help="directory for the JSON and the chart")
+    parser.add_argument("--label", help="file name stem (default: from the device)")
+    parser.add_argument("--backends", help=f"comma-separated subset of {','.join(ALL_BACKENDS)}")
+    parser.add_argument("--only", help="comma-separated benchmark names "
+                        f"({','.join(b.name for b in suite.BENCHMARKS)},transfers)")
+    parser.add_argument("--no-cold", action="store_true", help="skip the first-call timings")
+    parser.add_argument("--cold-compile", metavar="BENCHMARK", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def failure(exc, backend, stage):
+    """A result entry for an exception, and its traceback on stderr."""
+    traceback.print_exception(exc, file=sys.stderr)
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    text = f"{type(exc).__name__}: {' | '.join(lines[:4])}"[:500]
+    compile_error = stage == "compile" and _is_compile_error(exc)
+    status = "unsupported" if compile_error else "failed"
+    note = f"not supported yet: {text}" if compile_error else text
+    return {"status": status, "stage": stage, "note": note}
+
+
+def _is_compile_error(exc):
+    # Typing reports an unknown kernel API (nv.shared before it exists) as a
+    # plain AttributeError; only the runtime's errors mean something else.
+    names = {c.__name__ for c in type(exc).__mro__}
+    return not names & {"DriverError", "LaunchError", "MemoryError", "OSError"}
+
+
+# --- one benchmark on one backend --------------------------------------------
+
+def run_on(backend, bench, size, host, plan, entry):
+    """Compile, check and time ``bench`` on ``backend``; a result entry."""
+    groups, threads = bench.grid(size)
+    try:
+        kernel = backend.make(bench)
+        arrays = {k: backend.to_device(v) if isinstance(v, np.ndarray) else v
+                  for k, v in host.items()}
+        args = [arrays[name] for name in bench.arguments()]
+        start = time.perf_counter()
+        backend.launch(kernel, groups, threads, args)
+        backend.synchronize()
+        first = time.perf_counter() - start
+    except Exception as exc:
+        return failure(exc, backend.name, "compile")
+    result = {"status": "ok", "first_call_in_process": first,
+              "grid": {"groups": list(groups), "threads": list(threads)}}
+    try:
+        outputs = {name: backend.to_host(arrays[name]) for name in bench.outputs()}
+        bench.check(host, outputs)
+        if entry["work"] is None:
+            entry["work"] = bench.work(size, host, outputs)
+    except AssertionError as exc:
+        result.update(status="wrong", note=" ".join(str(exc).split())[:500])
+    except Exception as exc:
+        return failure(exc, backend.name, "check")
+
+    def run():
+        backend.launch(kernel, groups, threads, args)
+
+    latency = bench.kind == "latency"
+    warmup = plan["tiny_warmup"] if latency else plan["warmup"]
+    repeat = plan["tiny_repeat"] if latency else plan["repeat"]
+    try:
+        walls = measure.wall_times(run, backend.synchronize, warmup, repeat, plan["budget"])
+        result["wall"] = measure.summary(walls)
+        if backend.has_kernel_times:
+            count = min(len(walls), 200 if latency else 30)
+            result["kernel"] = measure.summary(backend.kernel_times(run, count))
+    except Exception as exc:
+        return failure(exc, backend.name, "timing")
+    return result
+
+
+def ceiling_for(bench, entry, ceiling, copy_bandwidth, device_name, plan):
+    """The ceiling's time for a benchmark, or None where there is none."""
+    work = entry["work"] or {}
+    if bench.kind == "memory" and copy_bandwidth and work.get("bytes"):
+        return {"time": work["bytes"] / copy_bandwidth,
+                "source": f"{ceiling.source} device copy at {copy_bandwidth / 1e9:.0f} GB/s"}
+    if bench.kind == "compute" and work.get("flops"):
+        peak = bk.datasheet_peak(device_name, bench.real)
+        out = {}
+        if peak:
+            out = {"time": work["flops"] / peak,
+                   "source": f"datasheet {bench.real} rate {peak / 1e12:.0f} TFLOP/s"}
+        if bench.name == "matmul" and ceiling is not None:
+            seconds = ceiling.matmul_time(entry["size_value"])
+            if seconds:
+                out["library_time"] = seconds
+                out["library_source"] = f"{ceiling.source}.matmul float32 (TF32 off)"
+        return out or None
+    if bench.kind == "latency" and ceiling is not None:
+        times = ceiling.tiny_times(plan)
+        if times:
+            stats = measure.summary(times)
+            return {"time": stats["median"], "wall": stats,
+                    "source": f"{ceiling.source}: add_ on 1024 floats + synchronize"}
+    return None
+
+
+def ratios(entry):
+    res = entry["results"]
+    vk, cuda, cpu = res.get("numba_vulkan"), res.get("numba_cuda"), res.get("cpu")
+    ceiling = (res.get("ceiling") or {}).get("time")
+    out = {}
+    for which in ("wall", "kernel"):
+        t_vk, t_cuda = report.time_of(vk, which), report.time_of(cuda, which)
+        if t_vk and t_cuda:
+            out.setdefault("vulkan_vs_cuda", {})[which] = t_vk / t_cuda
+        if ceiling and t_vk:
+            out.setdefault("vulkan_of_ceiling", {})[which] = ceiling / t_vk
+        if ceiling and t_cuda:
+            out.setdefault("cuda_of_ceiling", {})[which] = ceiling / t_cuda
+    t_vk, t_cpu = report.time_of(vk), report.time_of(cpu)
+    if t_vk and t_cpu:
+        out["vulkan_vs_cpu"] = {"wall": t_vk / t_cpu}
+    return out
+
+
+def run_benchmark(bench, sizes, kernel_backends, ceiling, copy_bandwidth, device_name, plan):
+    size = bench.sizes[sizes]
+    host = bench.inputs(size, np.random.default_rng(1234))
+    entry = {"size": bench.describe(size), "size_value": size, "kind": bench.kind,
+             "work": None, "results": {}}
+    for name, backend in kernel_backends.items():
+        print(f"  {bench.name} on {name} ...", flush=True)
+        entry["results"][name] = run_on(backend, bench, size, host, plan, entry)
+        gc.collect()
+    if ceiling is not None or bench.kind == "compute":
+        try:
+            found = ceiling_for(bench, entry, ceiling, copy_bandwidth, device_name, plan)
+        except Exception as exc:
+            found = failure(exc, "ceiling", "ceiling")
+        if found:
+            entry["results"]["ceiling"] = found
+    entry["ratios"] = ratios(entry)
+    return entry
+
+
+def run_transfers(sizes, kernel_backends, ceiling, plan):
+    """Host<->device copies on each backend that has them, and the ceiling's."""
+    nbytes = suite.TRANSFER_BYTES[sizes]
+    label = f"{nbytes // 2 ** 20} MiB"
+    entries = {name: {"size": label, "size_value": nbytes, "kind": "transfer",
+                      "work": {"bytes": nbytes * (2 if name == "copy_numpy_arg" else 1)},
+                      "results": {}} for name in TRANSFERS}
+    repeat = min(plan["repeat"], 20)
+    for backend_name, backend in kernel_backends.items():
+        print(f"  transfers on {backend_name} ...", flush=True)
+        try:
+            copies = backend.transfers(nbytes)
+        except Exception as exc:
+            for name in TRANSFERS:
+                entries[name]["results"][backend_name] = failure(exc, backend_name, "compile")
+            continue
+        for name, (run, check) in copies.items():
+            result = {"status": "ok"}
+            try:
+                run()
+                backend.synchronize()
+                if not check():
+                    result.update(status="wrong", note="copied data differ")
+                walls = measure.wall_times(run, backend.synchronize, plan["warmup"], repeat,
+                                           plan["budget"])
+                result["wall"] = measure.summary(walls)
+            except Exception as exc:
+                result = failure(exc, backend_name, "timing")
+            entries[name]["results"][backend_name] = result
+        del copies
+        gc.collect()
+    if ceiling is not None:
+        try:
+            copies = ceiling.transfers(nbytes)
+        except Exception as exc:
+            copies = {}
+            print(f"  ceiling transfers failed: {exc}", file=sys.stderr)
+        for name, run in copies.items():
+            walls = measure.wall_times(run, ceiling.synchronize, plan["warmup"], repeat,
+                                       plan["budget"])
+            stats = measure.summary(walls)
+            entries[name]["results"]["ceiling"] = {
+                "time": stats["median"], "wall": stats,
+                "source": f"{ceiling.source} {'pinned ' if ceiling.source != bk.HostCeiling.source else ''}copies"}
+        del copies
+        gc.collect()
+    for entry in entries.values():
+        entry["ratios"] = ratios(entry)
+    return entries
+
+
+# --- first-call (cold compile) times, one fresh process each -----------------
+
+def cold_compile(names, backend_names):
+    """First-call time of each kernel on each backend, each in a fresh process."""
+    out = {}
+    for name in names:
+        out[name] = {}
+        for backend in backend_names:
+            print(f"  first call of {name} on {backend} ...", flush=True)
+            out[name][backend] = _cold_one(name, backend)
+    return out
+
+
+def _cold_one(name, backend):
+    with tempfile.TemporaryDirectory(prefix="nv-bench-cold-") as cache:
+        # Every cache a compile could hit is off or empty: numba_vulkan's own,
+        # the CUDA driver's PTX cache, NVIDIA's and Mesa's shader caches.
+        env = dict(os.environ, NUMBA_VULKAN_CACHE="0", NUMBA_VULKAN_CACHE_DIR=cache,
+                   CUDA_CACHE_DISABLE="1", __GL_SHADER_DISK_CACHE="0",
+                   MESA_SHADER_CACHE_DISABLE="true", NUMBA_CACHE_DIR=cache)
+        command = [sys.executable, os.path.abspath(__file__), "--cold-compile", name,
+                   "--backend", backend]
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                                  timeout=COLD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return {"status": "failed", "note": f"timed out after {COLD_TIMEOUT} s"}
+        elapsed = time.perf_counter() - start
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("COLD "):
+            entry = json.loads(line[5:])
+            entry["process"] = elapsed
+            return entry
+    tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
+    return {"status": "failed", "note": f"exit status {proc.returncode}: {tail}"[:500]}
+
+
+def cold_child(args):
+    """Inside the fresh process: time the first launch (compile included)."""
+    bench = suite.by_name()[args.cold_compile]
+    size = bench.sizes["tiny"]
+    backend = bk.KERNEL_BACKENDS[args.backend]()
+    host = bench.inputs(size, np.random.default_rng(1))
+    arrays = {k: backend.to_device(v) if isinstance(v, np.ndarray) else v
+              for k, v in host.items()}
+    args_ = [arrays[name] for name in bench.arguments()]
+    groups, threads = bench.grid(size)
+    backend.synchronize()
+    entry = {"status": "ok"}
+    try:
+        start = time.perf_counter()
+        kernel = backend.make(bench)
+        backend.launch(kernel, groups, threads, args_)
+        backend.synchronize()
+        entry["first_call"] = time.perf_counter() - start
+        start = time.perf_counter()
+        backend.launch(kernel, groups, threads, args_)
+        backend.synchronize()
+        entry["second_call"] = time.perf_counter() - start
+    except Exception as exc:
+        entry = failure(exc, args.backend, "compile")
+    print("COLD " + json.dumps(entry), flush=True)
+    return 0
+
+
+# --- the whole run -------------------------------------------------------------
+
+def environment():
+    import llvmlite
+    import numba
+    env = {"python": platform.python_version(), "platform": platform.platform(),
+           "machine": platform.machine(), "cpus": os.cpu_count(), "numpy": np.__version__,
+           "numba": numba.__version__, "llvmlite": llvmlite.__version__,
+           "numba_vulkan_commit": _git_commit()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            env["cpu"] = next(line.split(":", 1)[1].strip() for line in f
+                              if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return env
+
+
+def _git_commit():
+    try:
+        root = os.path.dirname(HERE)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+        return (commit + ("+changes" if dirty.strip() else "")) or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _label(device_name):
+    name = (device_name or "unknown").lower()
+    if "llvmpipe" in name:
+        return "lavapipe"
+    for key in bk.DATASHEET_PEAKS:
+        if key.lower() in name:
+            return key.lower()
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_")[:40]
+
+
+def start_backends(wanted, results):
+    """The kernel backends that start here, and the Vulkan device (or None)."""
+    started = {}
+    notes = results["backends"]
+    cuda_ok, cuda_note = bk.cuda_status()
+    for name in ("numba_vulkan", "numba_cuda", "cpu"):
+        if name not in wanted:
+            continue
+        if name == "numba_cuda" and not cuda_ok:
+            notes[name] = {"available": False, "note": cuda_note}
+            continue
+        try:
+            backend = bk.KERNEL_BACKENDS[name]()
+            results["environment"][name] = backend.environment()
+            started[name] = backend
+            notes[name] = {"available": True}
+        except Exception as exc:
+            traceback.print_exc()
+            notes[name] = {"available": False, "note": f"{type(exc).__name__}: {exc}"}
+    return started
+
+
+def default_backends():
+    cuda_ok, _ = bk.cuda_status()
+    if cuda_ok:
+        return ["numba_vulkan", "numba_cuda", "ceiling"]
+    return ["numba_vulkan", "cpu", "ceiling"]
+
+
+def evaluate_targets(results):
+    """Issue 6's targets, where this run measured what they need."""
+    if not results["backends"].get("numba_cuda", {}).get("available"):
+        return [{"what": "issue 6 targets compare with numba-cuda on the GPU",
+                 "value": "not this run", "met": None}]
+    benches = results["benchmarks"]
+    targets = []
+
+    def ratio(name, key):
+        return (benches.get(name, {}).get("ratios", {}).get(key) or {}).get("wall")
+
+    value = ratio("saxpy", "vulkan_of_ceiling")
+    targets.append({"what": "saxpy >= 85% of copy bandwidth (launch + wait)",
+                    "value": f"{value:.0%}" if value else "-",
+                    "met": None if value is None else value >= 0.85})
+    for name, entry in benches.items():
+        if entry["kind"] in ("memory", "compute", "latency"):
+            value = ratio(name, "vulkan_vs_cuda")
+            targets.append({"what": f"{name} <= 1.1x numba-cuda",
+                            "value": f"{value:.2f}x" if value else "-",
+                            "met": None if value is None else value <= 1.1})
+    tiny = benches.get("tiny", {}).get("results", {})
+    vk, cuda = report.time_of(tiny.get("numba_vulkan")), report.time_of(tiny.get("numba_cuda"))
+    targets.append({"what": "tiny launch + synchronize <= 25 us and <= numba-cuda",
+                    "value": (f"{vk * 1e6:.1f} us vs {cuda * 1e6:.1f} us"
+                              if vk and cuda else "-"),
+                    "met": None if not (vk and cuda) else vk <= 25e-6 and vk <= cuda})
+    for name in TRANSFERS:
+        value = ratio(name, "vulkan_of_ceiling")
+        targets.append({"what": f"{name} >= 50% of torch pinned copies",
+                        "value": f"{value:.0%}" if value else "-",
+                        "met": None if value is None else value >= 0.5})
+    return targets
+
+
+def main(argv=None):
+    args = parse(argv)
+    if args.cold_compile:
+        return cold_child(args)
+    faulthandler.enable()
+    warnings.filterwarnings("ignore", message=".*(Grid size|Host array used|under-utilization).*")
+    wanted = args.backends.split(",") if args.backends else default_backends()
+    unknown = set(wanted) - set(ALL_BACKENDS)
+    if unknown:
+        sys.exit(f"unknown backend(s) {sorted(unknown)}; choose from {ALL_BACKENDS}")
+    names = [b.name for b in suite.BENCHMARKS] + ["transfers"]
+    only = args.only.split(",") if args.only else names
+    if set(only) - set(names):
+        sys.exit(f"unknown benchmark(s) {sorted(set(only) - set(names))}; choose from {names}")
+
+    results = {"schema": 1, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"), "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "sizes": None, "environment": environment(), "backends": {}, "benchmarks": {},
+        "cold_compile": {}, "targets": []}
+    print("starting backends ...", flush=True)
+    kernel_backends = start_backends(wanted, results)
+    vulkan = kernel_backends.get("numba_vulkan")
+    vulkan_is_cpu = vulkan is not None and vulkan.is_cpu
+    sizes = args.sizes or ("quick" if vulkan_is_cpu or vulkan is None and
+                           "numba_cuda" not in kernel_backends else "full")
+    results["sizes"] = sizes
+    plan = measure.PLANS[sizes]
+    results["timing"] = dict(plan, note="each timed launch is followed by a synchronize; "
+                             "'wall' is launch + wait on the host clock, 'kernel' is device "
+                             "time (Vulkan timestamp queries, CUDA events)")
+
+    ceiling, copy_bandwidth = None, None
+    if "ceiling" in wanted:
+        ceiling, notes = bk.make_ceiling(vulkan_is_cpu)
+        results["backends"]["ceiling"] = {"available": ceiling is not None,
+                                          "note": "; ".join(notes) or None}
+        if ceiling is not None:
+            results["environment"]["ceiling"] = ceiling.environment()
+            try:
+                copy_bytes = 2 ** 30 if sizes == "full" else 2 ** 26
+                copy_bandwidth = ceiling.copy_bandwidth(copy_bytes)
+                results["environment"]["ceiling"]["copy_bandwidth"] = copy_bandwidth
+            except Exception as exc:
+                traceback.print_exc()
+                results["backends"]["ceiling"]["note"] = f"copy bandwidth failed: {exc}"
+    device_name = (results["environment"].get("numba_cuda", {}).get("device")
+                   or results["environment"].get("numba_vulkan", {}).get("device"))
+    label = args.label or _label(results["environment"].get("numba_vulkan", {}).get("device")
+                                 or device_name)
+    os.makedirs(args.out, exist_ok=True)
+    json_path = os.path.join(args.out, f"{label}.json")
+    print(f"sizes: {sizes}; backends: {', '.join(kernel_backends) or 'none'}"
+          f"{'; ceiling: ' + ceiling.source if ceiling else ''}", flush=True)
+
+    for bench in suite.BENCHMARKS:
+        if bench.name not in only:
+            continue
+        results["benchmarks"][bench.name] = run_benchmark(
+            bench, sizes, kernel_backends, ceiling, copy_bandwidth, device_name, plan)
+        report.write_json(results, json_path)
+    if "transfers" in only:
+        results["benchmarks"].update(run_transfers(sizes, kernel_backends, ceiling, plan))
+        report.write_json(results, json_path)
+
+    cold_backends = [b for b in kernel_backends]
+    if not args.no_cold and cold_backends:
+        kernels = [b.name for b in suite.BENCHMARKS if b.name in only]
+        results["cold_compile"] = cold_compile(kernels, cold_backends)
+    results["targets"] = evaluate_targets(results)
+    report.write_json(results, json_path)
+    chart_path = os.path.join(args.out, f"{label}.png")
+    chart_problem = report.chart(results, chart_path)
+
+    print()
+    print(f"numba_vulkan benchmarks on {device_name} ({sizes} sizes); "
+          "times are medians, wall = launch + synchronize, kernel = device time")
+    print(report.table(results))
+    print()
+    print(report.cold_table(results))
+    print("\ntargets (issue 6):")
+    print(report.targets_text(results))
+    problems = report.problems_text(results)
+    if problems:
+        print("\nnot measured or not right:")
+        print(problems)
+    print(f"\nwrote {json_path}")
+    print(chart_problem or f"wrote {chart_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

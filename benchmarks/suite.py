@@ -1,0 +1,531 @@
+"""The benchmarks: each kernel written once, with its inputs, checks and work.
+
+A kernel is Python source text in numba_vulkan's style (``nv.global_id``,
+``nv.shared.array``, ``nv.barrier``, ``nv.atomic.add``); the backends turn
+it into a numba_vulkan kernel as it is and into a numba-cuda kernel by
+rewriting only those calls (:mod:`benchmarks.backends`). ``real`` stands
+for the benchmark's float type, so one Mandelbrot source serves float32
+and float64. The CPU backend runs a loop form of the same logic under
+``numba.njit(parallel=True)``; the backend binds ``real`` in it too.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from numba import prange
+
+#: Problem sizes: "full" is the GPU run of issue 6, "quick" fits lavapipe on
+#: two cores in a few minutes, "tiny" is a smoke test (and small enough for
+#: numba's CUDA simulator).
+SIZES = ("full", "quick", "tiny")
+
+
+@dataclass
+class Benchmark:
+    """One kernel benchmark.
+
+    Attributes:
+        name: Identifier used in the JSON and on the command line.
+        kind: ``memory`` (bound by bandwidth), ``compute`` (bound by
+            arithmetic) or ``latency`` (bound by launch overhead).
+        source: The kernel as source text; the function named ``name``'s
+            kernel is the one defined in it.
+        cpu: The loop form for ``numba.njit(parallel=True)``, same arguments.
+        ndim: Dimensions of the launch grid.
+        sizes: Problem size per entry of :data:`SIZES`.
+        real: The float type ``real`` stands for in the source.
+    """
+
+    name: str
+    kind: str
+    source: str
+    cpu: object
+    ndim: int
+    sizes: dict
+    real: str = "float32"
+    threads: tuple = (256,)
+
+    @property
+    def function(self):
+        """Name of the function the source defines."""
+        return re.search(r"^def (\w+)", self.source, re.M).group(1)
+
+    def describe(self, size):
+        """A short human description of the problem at ``size``."""
+        raise NotImplementedError
+
+    def inputs(self, size, rng):
+        """Host arrays (and scalars) by argument name."""
+        raise NotImplementedError
+
+    def arguments(self):
+        """Argument names in the kernel's order."""
+        raise NotImplementedError
+
+    def outputs(self):
+        """Names of the arrays the kernel writes."""
+        raise NotImplementedError
+
+    def grid(self, size):
+        """``(groups, threads)`` of the launch, as tuples."""
+        threads = self.threads
+        extent = self.extent(size)
+        groups = tuple(-(-e // t) for e, t in zip(extent, threads))
+        return groups, threads
+
+    def extent(self, size):
+        """Invocations needed along each launch axis."""
+        raise NotImplementedError
+
+    def check(self, inputs, results):
+        """Raise AssertionError unless ``results`` (host arrays) are right."""
+        raise NotImplementedError
+
+    def work(self, size, inputs, results):
+        """``{"bytes": ..., "flops": ...}`` one launch moves and computes."""
+        raise NotImplementedError
+
+
+def _pow2(n):
+    k = int(round(math.log2(n)))
+    return f"2^{k}" if 2 ** k == n else str(n)
+
+
+# --- saxpy -------------------------------------------------------------------
+
+SAXPY = """
+def saxpy(a, x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        y[i] = a * x[i] + y[i]
+"""
+
+
+def saxpy_cpu(a, x, y):
+    for i in prange(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+class Saxpy(Benchmark):
+    def describe(self, size):
+        return f"{_pow2(size)} float32"
+
+    def inputs(self, size, rng):
+        return {"a": np.float32(2.0), "x": rng.random(size, dtype=np.float32),
+                "y": rng.random(size, dtype=np.float32)}
+
+    def arguments(self):
+        return ("a", "x", "y")
+
+    def outputs(self):
+        return ("y",)
+
+    def extent(self, size):
+        return (size,)
+
+    def check(self, inputs, results):
+        expected = inputs["a"] * inputs["x"] + inputs["y"]
+        np.testing.assert_allclose(results["y"], expected, rtol=1e-6)
+
+    def work(self, size, inputs, results):
+        return {"bytes": 3 * 4 * size, "flops": 2 * size}
+
+
+# --- sum reduction -------------------------------------------------------------
+
+REDUCE = """
+def reduce_sum(x, out):
+    partial = nv.shared.array(256, float32)
+    tid = nv.local_id(0)
+    i = nv.global_id(0)
+    value = float32(0.0)
+    if i < x.shape[0]:
+        value = x[i]
+    partial[tid] = value
+    nv.barrier()
+    step = 128
+    while step > 0:
+        if tid < step:
+            partial[tid] += partial[tid + step]
+        nv.barrier()
+        step //= 2
+    if tid == 0:
+        nv.atomic.add(out, 0, partial[0])
+"""
+
+
+def reduce_cpu(x, out):
+    total = np.float32(0.0)
+    for i in prange(x.shape[0]):
+        total += x[i]
+    out[0] += total
+
+
+class Reduce(Benchmark):
+    def describe(self, size):
+        return f"{_pow2(size)} float32"
+
+    def inputs(self, size, rng):
+        return {"x": rng.random(size, dtype=np.float32), "out": np.zeros(1, np.float32)}
+
+    def arguments(self):
+        return ("x", "out")
+
+    def outputs(self):
+        return ("out",)
+
+    def extent(self, size):
+        return (size,)
+
+    def check(self, inputs, results):
+        expected = np.sum(inputs["x"], dtype=np.float64)
+        np.testing.assert_allclose(results["out"][0], expected, rtol=1e-3)
+
+    def work(self, size, inputs, results):
+        return {"bytes": 4 * size, "flops": size}
+
+
+# --- tiled matrix product -----------------------------------------------------------
+
+MATMUL = """
+def matmul(a, b, c):
+    ta = nv.shared.array((16, 16), float32)
+    tb = nv.shared.array((16, 16), float32)
+    tx = nv.local_id(0)
+    ty = nv.local_id(1)
+    col = nv.global_id(0)
+    row = nv.global_id(1)
+    n = a.shape[1]
+    acc = float32(0.0)
+    for tile in range((n + 15) // 16):
+        k = tile * 16 + tx
+        if row < a.shape[0] and k < n:
+            ta[ty, tx] = a[row, k]
+        else:
+            ta[ty, tx] = float32(0.0)
+        k = tile * 16 + ty
+        if col < b.shape[1] and k < n:
+            tb[ty, tx] = b[k, col]
+        else:
+            tb[ty, tx] = float32(0.0)
+        nv.barrier()
+        for j in range(16):
+            acc += ta[ty, j] * tb[j, tx]
+        nv.barrier()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+"""
+
+
+def matmul_cpu(a, b, c):
+    n = a.shape[1]
+    for row in prange(a.shape[0]):
+        for col in range(b.shape[1]):
+            c[row, col] = 0.0
+        for k in range(n):
+            value = a[row, k]
+            for col in range(b.shape[1]):
+                c[row, col] += value * b[k, col]
+
+
+class Matmul(Benchmark):
+    def describe(self, size):
+        return f"{size}x{size} float32"
+
+    def inputs(self, size, rng):
+        return {"a": rng.random((size, size), dtype=np.float32),
+                "b": rng.random((size, size), dtype=np.float32),
+                "c": np.zeros((size, size), np.float32)}
+
+    def arguments(self):
+        return ("a", "b", "c")
+
+    def outputs(self):
+        return ("c",)
+
+    def extent(self, size):
+        return (size, size)
+
+    def check(self, inputs, results):
+        size = inputs["a"].shape[0]
+        rows = np.unique(np.linspace(0, size - 1, 32).astype(int))
+        expected = inputs["a"][rows].astype(np.float64) @ inputs["b"].astype(np.float64)
+        np.testing.assert_allclose(results["c"][rows], expected, rtol=1e-4)
+
+    def work(self, size, inputs, results):
+        return {"bytes": 3 * 4 * size * size, "flops": 2 * size ** 3}
+
+
+# --- Mandelbrot ---------------------------------------------------------------
+
+MANDELBROT = """
+def mandelbrot(counts, x0, y0, step, max_iter):
+    col = nv.global_id(0)
+    row = nv.global_id(1)
+    if row < counts.shape[0] and col < counts.shape[1]:
+        cr = x0 + real(col) * step
+        ci = y0 + real(row) * step
+        zr = real(0.0)
+        zi = real(0.0)
+        n = 0
+        while n < max_iter:
+            zr2 = zr * zr
+            zi2 = zi * zi
+            if zr2 + zi2 > real(4.0):
+                break
+            zi = real(2.0) * zr * zi + ci
+            zr = zr2 - zi2 + cr
+            n += 1
+        counts[row, col] = n
+"""
+
+
+def mandelbrot_cpu(counts, x0, y0, step, max_iter):
+    for row in prange(counts.shape[0]):
+        ci = y0 + real(row) * step
+        for col in range(counts.shape[1]):
+            cr = x0 + real(col) * step
+            zr = real(0.0)
+            zi = real(0.0)
+            n = 0
+            while n < max_iter:
+                zr2 = zr * zr
+                zi2 = zi * zi
+                if zr2 + zi2 > real(4.0):
+                    break
+                zi = real(2.0) * zr * zi + ci
+                zr = zr2 - zi2 + cr
+                n += 1
+            counts[row, col] = n
+
+
+#: Arithmetic operations per Mandelbrot iteration (3 multiplies, 2 adds for
+#: the test, 2 multiplies and 1 add for z's update, less the shared terms).
+MANDELBROT_FLOPS = 8
+MAX_ITER = 256
+
+
+class Mandelbrot(Benchmark):
+    def describe(self, size):
+        return f"{size}x{size} {self.real}, {MAX_ITER} iter"
+
+    def inputs(self, size, rng):
+        real = np.dtype(self.real).type
+        return {"counts": np.zeros((size, size), np.int32), "x0": real(-2.0),
+                "y0": real(-1.25), "step": real(2.5 / size), "max_iter": np.int32(MAX_ITER)}
+
+    def arguments(self):
+        return ("counts", "x0", "y0", "step", "max_iter")
+
+    def outputs(self):
+        return ("counts",)
+
+    def extent(self, size):
+        return (size, size)
+
+    def check(self, inputs, results):
+        counts = inputs["counts"]
+        rows = np.unique(np.linspace(0, counts.shape[0] - 1, 32).astype(int))
+        expected = mandelbrot_rows(rows, counts.shape[1], inputs["x0"], inputs["y0"],
+                                   inputs["step"], int(inputs["max_iter"]))
+        got = results["counts"][rows]
+        # Points next to the set's edge may escape an iteration earlier or
+        # later when a compiler contracts a*b+c into a fused multiply-add.
+        mismatch = np.mean(got != expected)
+        limit = 0.02 if self.real == "float32" else 0.005
+        assert mismatch <= limit, (f"{mismatch:.2%} of sampled pixels differ from NumPy's "
+                                   f"(allowed {limit:.1%})")
+
+    def work(self, size, inputs, results):
+        iterations = int(np.sum(results["counts"], dtype=np.int64))
+        return {"bytes": 4 * size * size, "flops": MANDELBROT_FLOPS * iterations,
+                "iterations": iterations}
+
+
+def mandelbrot_rows(rows, width, x0, y0, step, max_iter):
+    """Escape counts of the given rows, computed by NumPy in x0's float type."""
+    real = type(x0)
+    cr = (x0 + np.arange(width).astype(real) * step)[None, :].repeat(len(rows), 0)
+    ci = (y0 + np.asarray(rows).astype(real) * step)[:, None].repeat(width, 1)
+    zr = np.zeros_like(cr)
+    zi = np.zeros_like(cr)
+    counts = np.zeros(cr.shape, np.int32)
+    active = np.ones(cr.shape, bool)
+    for _ in range(max_iter):
+        zr2 = zr * zr
+        zi2 = zi * zi
+        active &= ~(zr2 + zi2 > real(4.0))
+        if not active.any():
+            break
+        new_zi = real(2.0) * zr * zi + ci
+        new_zr = zr2 - zi2 + cr
+        zr = np.where(active, new_zr, zr)
+        zi = np.where(active, new_zi, zi)
+        counts += active
+    return counts
+
+
+# --- 5-point stencil ---------------------------------------------------------------
+
+STENCIL = """
+def stencil(a, b):
+    col = nv.global_id(0)
+    row = nv.global_id(1)
+    if row >= 1 and row < a.shape[0] - 1 and col >= 1 and col < a.shape[1] - 1:
+        b[row, col] = float32(0.2) * (a[row, col] + a[row - 1, col] + a[row + 1, col]
+                                      + a[row, col - 1] + a[row, col + 1])
+"""
+
+
+def stencil_cpu(a, b):
+    for row in prange(1, a.shape[0] - 1):
+        for col in range(1, a.shape[1] - 1):
+            b[row, col] = np.float32(0.2) * (a[row, col] + a[row - 1, col] + a[row + 1, col]
+                                             + a[row, col - 1] + a[row, col + 1])
+
+
+class Stencil(Benchmark):
+    def describe(self, size):
+        return f"{size}x{size} float32"
+
+    def inputs(self, size, rng):
+        return {"a": rng.random((size, size), dtype=np.float32),
+                "b": np.zeros((size, size), np.float32)}
+
+    def arguments(self):
+        return ("a", "b")
+
+    def outputs(self):
+        return ("b",)
+
+    def extent(self, size):
+        return (size, size)
+
+    def check(self, inputs, results):
+        a = inputs["a"]
+        expected = np.zeros_like(a)
+        expected[1:-1, 1:-1] = np.float32(0.2) * (a[1:-1, 1:-1] + a[:-2, 1:-1] + a[2:, 1:-1]
+                                                  + a[1:-1, :-2] + a[1:-1, 2:])
+        np.testing.assert_allclose(results["b"], expected, rtol=1e-6, atol=1e-7)
+
+    def work(self, size, inputs, results):
+        return {"bytes": 2 * 4 * size * size, "flops": 5 * size * size}
+
+
+# --- histogram ---------------------------------------------------------------
+
+HISTOGRAM = """
+def histogram(data, bins):
+    i = nv.global_id(0)
+    if i < data.shape[0]:
+        nv.atomic.add(bins, data[i], 1)
+"""
+
+
+def histogram_cpu(data, bins):
+    chunks = 64
+    per_chunk = np.zeros((chunks, bins.shape[0]), np.int32)
+    step = (data.shape[0] + chunks - 1) // chunks
+    for c in prange(chunks):
+        for i in range(c * step, min(data.shape[0], (c + 1) * step)):
+            per_chunk[c, data[i]] += 1
+    for c in range(chunks):
+        for b in range(bins.shape[0]):
+            bins[b] += per_chunk[c, b]
+
+
+class Histogram(Benchmark):
+    def describe(self, size):
+        return f"{_pow2(size)} int32, 256 bins"
+
+    def inputs(self, size, rng):
+        return {"data": rng.integers(0, 256, size, dtype=np.int32),
+                "bins": np.zeros(256, np.int32)}
+
+    def arguments(self):
+        return ("data", "bins")
+
+    def outputs(self):
+        return ("bins",)
+
+    def extent(self, size):
+        return (size,)
+
+    def check(self, inputs, results):
+        expected = np.bincount(inputs["data"], minlength=256).astype(np.int32)
+        np.testing.assert_array_equal(results["bins"], expected)
+
+    def work(self, size, inputs, results):
+        return {"bytes": 4 * size, "flops": 0}
+
+
+# --- tiny launch ---------------------------------------------------------------
+
+TINY = """
+def tiny(x):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        x[i] = x[i] + float32(1.0)
+"""
+
+
+def tiny_cpu(x):
+    for i in prange(x.shape[0]):
+        x[i] = x[i] + np.float32(1.0)
+
+
+class Tiny(Benchmark):
+    def describe(self, size):
+        return f"{size} float32: launch + synchronize"
+
+    def inputs(self, size, rng):
+        return {"x": rng.random(size, dtype=np.float32)}
+
+    def arguments(self):
+        return ("x",)
+
+    def outputs(self):
+        return ("x",)
+
+    def extent(self, size):
+        return (size,)
+
+    def check(self, inputs, results):
+        np.testing.assert_array_equal(results["x"], inputs["x"] + np.float32(1.0))
+
+    def work(self, size, inputs, results):
+        return {"bytes": 2 * 4 * size, "flops": size}
+
+
+def _mib(n):
+    return n * 2 ** 20
+
+
+BENCHMARKS = [
+    Saxpy("saxpy", "memory", SAXPY, saxpy_cpu, 1,
+          {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
+    Reduce("reduce_sum", "memory", REDUCE, reduce_cpu, 1,
+           {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
+    Matmul("matmul", "compute", MATMUL, matmul_cpu, 2,
+           {"full": 4096, "quick": 256, "tiny": 32}, threads=(16, 16)),
+    Mandelbrot("mandelbrot_f32", "compute", MANDELBROT, mandelbrot_cpu, 2,
+               {"full": 4096, "quick": 256, "tiny": 32}, real="float32", threads=(16, 16)),
+    Mandelbrot("mandelbrot_f64", "compute", MANDELBROT, mandelbrot_cpu, 2,
+               {"full": 4096, "quick": 256, "tiny": 32}, real="float64", threads=(16, 16)),
+    Stencil("stencil", "memory", STENCIL, stencil_cpu, 2,
+            {"full": 8192, "quick": 1024, "tiny": 32}, threads=(32, 8)),
+    Histogram("histogram", "memory", HISTOGRAM, histogram_cpu, 1,
+              {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
+    Tiny("tiny", "latency", TINY, tiny_cpu, 1,
+         {"full": 1024, "quick": 1024, "tiny": 1024}),
+]
+
+#: Bytes of each host<->device copy.
+TRANSFER_BYTES = {"full": _mib(256), "quick": _mib(16), "tiny": _mib(1)}
+
+
+def by_name():
+    """The benchmarks by name."""
+    return {b.name: b for b in BENCHMARKS}
