@@ -1,4 +1,5 @@
-"""``python -m numba_vulkan info``: the Vulkan devices and what they support."""
+"""``python -m numba_vulkan info``: the Vulkan devices and what they support;
+``python -m numba_vulkan cache``: the on-disk kernel cache."""
 
 import argparse
 import sys
@@ -26,9 +27,14 @@ def info():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["cache"]:
+        from numba_vulkan import kernelcache
+        return kernelcache.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m numba_vulkan")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="list Vulkan devices and the features that matter")
+    sub.add_parser("cache", help="show or clear the on-disk kernel cache (cache --help)")
     args = parser.parse_args(argv)
     if args.command == "info":
         return info()

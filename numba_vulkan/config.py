@@ -63,6 +63,25 @@ def debug_cache():
     return _flag("NUMBA_VULKAN_DEBUG_CACHE", False)
 
 
+#: Numba settings that cannot change how Numba lowers a kernel.
+_NUMBA_HARMLESS = frozenset({
+    "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_CACHE_DIR", "NUMBA_DEBUG_CACHE",
+    "NUMBA_COLOR_SCHEME", "NUMBA_HIGHLIGHT_DUMPS", "NUMBA_DISABLE_PERFORMANCE_WARNINGS",
+    "NUMBA_WARNINGS", "NUMBA_SHOW_HELP", "NUMBA_DEVELOPER_MODE", "NUMBA_FULL_TRACEBACKS",
+})
+
+
+def numba_settings():
+    """Numba's own ``NUMBA_*`` settings that may change how it lowers a kernel.
+
+    Not a setting of this package: the kernel cache's ``functions/`` tier,
+    which skips Numba, keys on them, because Numba would read them.
+    """
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith("NUMBA_") and not k.startswith("NUMBA_VULKAN_")
+            and k not in _NUMBA_HARMLESS}
+
+
 def aot_path():
     """Directories of ahead-of-time builds to search, in order."""
     value = _text("NUMBA_VULKAN_AOT_PATH", "")

@@ -9,7 +9,7 @@ there is none does it look further, and only a compile imports Numba.
 import threading
 import numpy as np
 
-from numba_vulkan import signature
+from numba_vulkan import config, kernelcache, signature
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.errors import LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
@@ -126,15 +126,24 @@ class VulkanDispatcher:
         return self._compile(signature_text(sig), _dim3(threads, "threads"), target)
 
     def _compile(self, sig, threads, target):
-        """Find or make the kernel: shipped AOT directories first, then a compile."""
+        """Find or make the kernel: shipped AOT directories first, then the
+        ``functions/`` tier of the kernel cache (``cache=True`` only), then a
+        compile."""
         key = (sig, threads, target)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
                 from numba_vulkan.aot import lookup
                 compiled = lookup.find(self, sig, threads, target)
+                name = None
+                if compiled is None and self.options.get("cache"):
+                    name = kernelcache.function_key(self.py_func, self.options, sig, threads,
+                                                    target)
+                    compiled = kernelcache.load_compiled(
+                        name, sig, threads, target, f"{self.__qualname__}({', '.join(sig)})")
                 if compiled is None:
                     compiled = self._build(sig, threads, target)
+                    kernelcache.store_compiled(name, compiled, config.validate())
                 self._compiled[key] = compiled
             return compiled
 
@@ -144,8 +153,15 @@ class VulkanDispatcher:
         kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
                                    self.options)
         bindings = [p.storage for p in kernel_ir.params if p.kind == "array"]
-        module = pipeline.build(kernel_ir.modules, bindings, threads, target,
-                                name=self.__qualname__)
+        # The kernels/ tier: Numba ran, codegen is skipped on a hit.
+        label = f"{self.__qualname__}({', '.join(sig)})"
+        name = kernelcache.module_key(kernel_ir.modules, bindings, threads, target,
+                                      self.options)
+        module = kernelcache.load_module(name, label)
+        if module is None:
+            module = pipeline.build(kernel_ir.modules, bindings, threads, target,
+                                    name=self.__qualname__)
+            kernelcache.store_module(name, module, label)
         return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,
                               module.llvm_ir, module.capabilities, kernel_ir.params,
                               kernel_ir.push_size)

@@ -1,0 +1,896 @@
+"""On-disk cache of compiled kernels.
+
+Turning a kernel's LLVM IR into SPIR-V (linking libclc, optimising,
+restructuring, running the backend) is the larger part of compiling it. The
+result depends only on the IR that Numba's lowering produces and on this
+package, so it is stored under a hash of both and reused by later processes.
+Numba's own pipeline still runs every time, which is what makes the cache
+safe: a change to a kernel, to a function it calls or to a global it reads
+changes the IR and therefore the hash.
+
+Entries live in ``kernels/`` below :func:`numba_vulkan.libclc.cache_directory`
+and can be deleted at any time. Setting ``NUMBA_VULKAN_CACHE=0`` turns the
+cache off.
+
+Kernels compiled with ``@nv.jit(cache=True)`` are stored whole as well, in
+``functions/``, which skips Numba's pipeline too. They are found by their
+bytecode, the timestamps of their source files and those of the ``@nv.jit``
+functions they call, as with Numba's ``cache=True``; see
+:meth:`numba_vulkan.dispatcher.VulkanDispatcher.compile`.
+
+An entry is one file, ``NAME.entry``: a line naming the format and its
+version, a line of JSON (the key, the metadata, the size and SHA-256 of the
+SPIR-V and of the IR, and a checksum of the line itself), then the raw
+SPIR-V, then the LLVM IR text the backend compiled. One file, because LLVM's
+backend does not give the same bytes twice for the same IR: separate files
+written by two processes at once could pair one's metadata with the other's
+module. The file is written to a temporary file in the same directory and
+moved into place with :func:`os.replace`. Reading an entry parses JSON and
+compares hashes, nothing else; anything that does not check out is a miss.
+
+Run ``python -m numba_vulkan cache info`` to see the cache's size and
+entries, and ``python -m numba_vulkan cache clear`` to empty it.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+import types
+import uuid
+from collections import namedtuple
+
+from numba_vulkan import abi, config, libclc
+
+#: The environment variable that turns the cache off when set to 0.
+ENV_VAR = "NUMBA_VULKAN_CACHE"
+
+#: Version of the entry format; part of every key, so a new format never
+#: reads an old entry.
+FORMAT_VERSION = 1
+
+#: The two tiers: directory names below the cache directory.
+TIERS = ("kernels", "functions")
+
+_NAME = re.compile(r"^[0-9a-f]{64}$")
+_SPIRV_MAGIC = b"\x03\x02\x23\x07"
+_MAGIC_PREFIX = b"numba_vulkan cache entry "
+_MAGIC = _MAGIC_PREFIX + b"%d\n" % FORMAT_VERSION
+#: Suffix of entry files.
+SUFFIX = ".entry"
+#: Entries larger than this are not read (a damaged size field must not
+#: make a lookup read gigabytes).
+_MAX_FILE = 256 << 20
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+#: Top-level packages whose functions a kernel may name without their code
+#: being stamped: their versions (or this package's source) are in the keys.
+_LIBRARIES = frozenset({"numpy", "numba", "numba_vulkan", "llvmlite", "math", "cmath",
+                        "operator", "builtins"})
+#: Most functions a kernel may reach through its globals before it is
+#: deemed too entangled to cache whole.
+_MAX_FUNCTIONS = 256
+
+_lock = threading.Lock()
+_counters = {tier: {"hits": 0, "misses": 0, "rejected": 0, "stores": 0, "store_failures": 0,
+                    "uncacheable": 0} for tier in TIERS}
+_digests = {}
+
+
+# Settings and the fingerprint ---------------------------------------------
+
+
+def enabled():
+    """Whether kernels are cached on disk.
+
+    Returns:
+        bool: False when ``NUMBA_VULKAN_CACHE`` is ``0``.
+    """
+    return config.cache_enabled()
+
+
+def _file_digest(path):
+    """SHA-256 of a file's content, remembered while its size and mtime stay."""
+    st = os.stat(path)
+    stamp = ("file", path, st.st_size, st.st_mtime_ns)
+    digest = _digests.get(stamp)
+    if digest is None:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digest = _digests[stamp] = h.hexdigest()
+    return digest
+
+
+def _tree_digest(directory):
+    """Hash of every file below ``directory`` except compiled bytecode."""
+    files = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        files.extend(os.path.join(root, n) for n in sorted(names)
+                     if not n.endswith((".pyc", ".pyo")))
+    h = hashlib.sha256()
+    for path in files:
+        h.update(os.path.relpath(path, directory).encode() + b"\0")
+        h.update(_file_digest(path).encode())
+    return h.hexdigest()
+
+
+def _package_part():
+    return "package:" + _tree_digest(_PACKAGE_DIR)
+
+
+def _llvmlite_part():
+    # The version pins LLVM's for llvmlite's own builds; the library's size
+    # and mtime catch one rebuilt against another LLVM. llvmlite.binding is
+    # not imported: that loads LLVM, which a cache hit must not need.
+    import llvmlite
+    library = ""
+    directory = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("libllvmlite"):
+            st = os.stat(os.path.join(directory, name))
+            library += f"{name}:{st.st_size}:{st.st_mtime_ns}"
+    return f"llvmlite:{llvmlite.__version__}:{library}"
+
+
+def _libclc_part():
+    path_in_use = getattr(libclc, "path_in_use", None)
+    path = path_in_use() if path_in_use is not None else None
+    if not path:
+        return "libclc:none"
+    return f"libclc:{os.path.abspath(path)}:{_file_digest(path)}"
+
+
+def _llc_part():
+    llc = config.llc()
+    if not llc:
+        return "llc:none"
+    path = shutil.which(llc)
+    if path is None:
+        return f"llc:missing:{llc}"
+    # Hashing a whole LLVM tool each process costs more than it is worth;
+    # a replaced binary changes its size or modification time.
+    path = os.path.realpath(path)
+    st = os.stat(path)
+    return f"llc:{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def fingerprint():
+    """Hash of everything besides a kernel's IR that shapes its SPIR-V.
+
+    That is the source of this package, the version of llvmlite (and with it
+    of LLVM), the libclc file in use, and the ``llc`` program if one replaces
+    llvmlite's backend.
+
+    Returns:
+        str: A hexadecimal digest.
+    """
+    parts = [f"format:{FORMAT_VERSION}", _package_part(), _llvmlite_part(), _libclc_part(),
+             _llc_part()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+# Keys of the kernels/ tier -------------------------------------------------
+
+_MODULE_ID = re.compile(r"^(; ModuleID = .*|source_filename = .*)$\n?", re.MULTILINE)
+_MANGLED = re.compile(r"_ZN(?=\d)")
+_UID_TAG = re.compile(r"^v\d+$")
+_CONST = re.compile(r'@(?:"(\.const\.[^"]*)"|(\.const\.[-\w$.]*))')
+
+
+def _renumber_uids(text):
+    """Numba's mangled names carry an ABI tag ``v<N>`` from a per-process
+    counter: number those in order of appearance instead."""
+    numbers = {}
+    out, pos = [], 0
+    for m in _MANGLED.finditer(text):
+        if m.start() < pos:
+            continue
+        i = m.end()
+        while i < len(text) and text[i].isdigit():
+            j = i
+            while j < len(text) and text[j].isdigit():
+                j += 1
+            i = j + int(text[i:j])
+        out.append(text[pos:i])
+        pos = i
+        while i < len(text) and text[i] == "B" and i + 1 < len(text) and text[i + 1].isdigit():
+            j = i + 1
+            while j < len(text) and text[j].isdigit():
+                j += 1
+            end = j + int(text[i + 1:j])
+            tag = text[j:end]
+            if _UID_TAG.match(tag):
+                tag = "v%d" % numbers.setdefault(tag, len(numbers))
+            out.append(f"B{len(tag)}{tag}")
+            i = pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _renumber_constants(text):
+    names = {}
+
+    def canonical(m):
+        name = m.group(1) or m.group(2)
+        return '@".const#%d"' % names.setdefault(name, len(names))
+
+    return _CONST.sub(canonical, text)
+
+
+def normalise(source):
+    """Remove what differs between processes from unoptimised LLVM IR.
+
+    Args:
+        source (str): The IR of all modules of a kernel.
+
+    Returns:
+        str: The IR with Numba's per-process function counters renumbered in
+        order of appearance and module names removed; constant arrays
+        (``.const.*`` globals) are numbered in order of appearance too.
+    """
+    return _renumber_constants(_renumber_uids(_MODULE_ID.sub("", source)))
+
+
+def _json_default(value):
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    raise TypeError(f"cache key setting of type {type(value).__name__} is not data: {value!r}")
+
+
+def _settings_text(settings):
+    return json.dumps(list(settings), sort_keys=True, separators=(",", ":"),
+                      default=_json_default)
+
+
+def _digest(tier, parts, settings):
+    h = hashlib.sha256(f"{tier}\0{FORMAT_VERSION}\0{fingerprint()}\0".encode())
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    h.update(_settings_text(settings).encode())
+    return h.hexdigest()
+
+
+def key(source, *settings):
+    """Name of the cache entry for a kernel.
+
+    The digest covers :func:`fingerprint` as well, so a change to this
+    package or its tools never finds an old entry.
+
+    Args:
+        source (str): Unoptimised LLVM IR of all modules of the kernel,
+            after :func:`normalise` and with constant arrays numbered
+            canonically.
+        *settings: Everything else that affects code generation, such as the
+            narrowing mode (JSON-compatible values).
+
+    Returns:
+        str: A hexadecimal digest.
+    """
+    return _digest("kernels", [source.encode()], settings)
+
+
+# Keys of the functions/ tier -----------------------------------------------
+
+
+def _describe_code(code):
+    consts = []
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            consts.append(_describe_code(const))
+        elif isinstance(const, frozenset):
+            # A set literal's order depends on string hashing, which differs
+            # between processes.
+            consts.append("frozenset" + repr(sorted(map(repr, const))))
+        else:
+            consts.append(type(const).__name__ + ":" + repr(const))
+    return repr((code.co_qualname, code.co_argcount, code.co_posonlyargcount,
+                 code.co_kwonlyargcount, code.co_flags, code.co_firstlineno,
+                 code.co_code.hex(), consts, code.co_names, code.co_varnames,
+                 code.co_freevars, code.co_cellvars))
+
+
+def source_stamp(function):
+    """What identifies a Python function's code across processes.
+
+    Args:
+        function (function): A Python function.
+
+    Returns:
+        bytes or None: Its bytecode with the name, size and modification
+        time of its source file, or None if it has no source file (it was
+        defined interactively or with ``exec``), and cannot be cached.
+    """
+    code = getattr(function, "__code__", None)
+    if code is None or code.co_filename.startswith("<"):
+        return None
+    try:
+        path = os.path.realpath(code.co_filename)
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return "\0".join([path, str(st.st_size), str(st.st_mtime_ns),
+                      getattr(function, "__qualname__", code.co_qualname),
+                      _describe_code(code)]).encode()
+
+
+class _Uncacheable(Exception):
+    """A kernel reads something its stamps cannot describe."""
+
+
+def _code_names(code):
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names.extend(_code_names(const))
+    return names
+
+
+def _options_text(value):
+    options = getattr(value, "options", None)
+    if not isinstance(options, dict):
+        options = getattr(value, "targetoptions", None)
+    if not isinstance(options, dict):
+        return "{}"
+    return repr(sorted((str(k), repr(v)) for k, v in options.items() if k != "cache"))
+
+
+def _is_library(value):
+    module = getattr(value, "__module__", None) or ""
+    return module.split(".")[0] in _LIBRARIES
+
+
+class _Stamper:
+    """Collects the stamps of a kernel and of what it reads, recursively."""
+
+    def __init__(self):
+        self.stamps = []
+        self.seen = set()
+
+    def function(self, function, options="{}"):
+        if id(function) in self.seen:
+            return
+        self.seen.add(id(function))
+        if len(self.seen) > _MAX_FUNCTIONS:
+            raise _Uncacheable(f"it reaches more than {_MAX_FUNCTIONS} functions")
+        stamp = source_stamp(function)
+        if stamp is None:
+            raise _Uncacheable(f"{function.__qualname__} has no source file")
+        # The kernel's stamp comes first, then those of its callees.
+        index = len(self.stamps)
+        self.stamps.append(None)
+        values = []
+        code = function.__code__
+        names = _code_names(code)
+        scope = function.__globals__
+        for name in dict.fromkeys(names):
+            if name in scope:
+                values.append((name, self.value(scope[name], names)))
+        for name, cell in zip(code.co_freevars, function.__closure__ or ()):
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                continue
+            values.append((name, self.value(contents, names)))
+        values.append(("defaults", self.value(function.__defaults__, names)))
+        self.stamps[index] = (stamp + b"\0" + options.encode() + b"\0"
+                              + repr(values).encode())
+
+    def value(self, value, names):
+        """A stable description of a global or closure value; recurses into
+        the functions it is or holds."""
+        import numpy as np
+        if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+            return f"{type(value).__name__}:{value!r}"
+        if isinstance(value, tuple):
+            return "(" + ",".join(self.value(v, names) for v in value) + ")"
+        if isinstance(value, np.ndarray):
+            data = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
+            return f"ndarray:{value.dtype.str}:{value.shape}:{data}"
+        if isinstance(value, np.generic):
+            return f"{value.dtype.str}:{value.tobytes().hex()}"
+        if isinstance(value, np.dtype):
+            return f"dtype:{value.str}"
+        if isinstance(value, types.ModuleType):
+            jitted = []
+            for name in names:
+                attr = value.__dict__.get(name)
+                if callable(getattr(attr, "py_func", None)):
+                    self.function(attr.py_func, _options_text(attr))
+                    jitted.append(name)
+            return f"module:{value.__name__}:{jitted}"
+        py_func = getattr(value, "py_func", None)
+        if isinstance(py_func, types.FunctionType):
+            self.function(py_func, _options_text(value))
+            return f"jit:{py_func.__module__}.{py_func.__qualname__}"
+        if isinstance(value, types.FunctionType):
+            if _is_library(value):
+                return f"library:{value.__module__}.{value.__qualname__}"
+            self.function(value)
+            return f"function:{value.__module__}.{value.__qualname__}"
+        if isinstance(value, (type, types.BuiltinFunctionType)):
+            return f"{type(value).__name__}:{value.__module__}.{value.__qualname__}"
+        if type(value).__module__.split(".")[0] == "numba":
+            # Numba types (float32, ...) print as themselves.
+            return f"numba:{type(value).__name__}:{value}"
+        raise _Uncacheable(f"it reads a global of type {type(value).__qualname__}")
+
+
+def dependency_stamps(function):
+    """:func:`source_stamp` of a kernel and of every function it reaches.
+
+    Functions are found through the names its code uses: globals and
+    closure variables that are jitted functions (``@nv.jit``, ``@numba.njit``)
+    or plain Python functions, and jitted functions reached as attributes of
+    a module it names, recursively. The values of the other globals it reads
+    (numbers, arrays, ...) are part of the stamps, as Numba freezes them into
+    the code.
+
+    Args:
+        function (function): The kernel's Python function.
+
+    Returns:
+        list of bytes or None: The stamps, or None if something the kernel
+        reads cannot be described (then it is not cached whole).
+    """
+    stamper = _Stamper()
+    try:
+        stamper.function(function)
+    except _Uncacheable as exc:
+        _log("functions", "uncacheable", getattr(function, "__qualname__", "?"), str(exc))
+        _count("functions", "uncacheable")
+        return None
+    return stamper.stamps
+
+
+def kernel_key(stamps, *settings):
+    """Name of the cache entry for a compiled kernel.
+
+    Args:
+        stamps (list of bytes): :func:`source_stamp` of the kernel and of
+            every function it calls.
+        *settings: Argument types, grid, narrowing mode and options
+            (JSON-compatible values).
+
+    Returns:
+        str: A hexadecimal digest.
+    """
+    return _digest("functions", list(stamps), settings)
+
+
+# Entries -------------------------------------------------------------------
+
+
+def _count(tier, what):
+    with _lock:
+        _counters[tier][what] += 1
+
+
+def stats():
+    """Lookups and stores of this process, per tier.
+
+    Returns:
+        dict: ``{tier: {"hits", "misses", "rejected", "stores",
+        "store_failures", "uncacheable"}}``; ``rejected`` counts entries
+        found but damaged or not matching, ``uncacheable`` kernels that
+        could not be keyed.
+    """
+    with _lock:
+        return {tier: dict(counts) for tier, counts in _counters.items()}
+
+
+def reset_stats():
+    """Set every counter of :func:`stats` to zero."""
+    with _lock:
+        for counts in _counters.values():
+            for what in counts:
+                counts[what] = 0
+
+
+def _log(tier, outcome, name, detail=""):
+    if config.debug_cache():
+        line = f"numba_vulkan cache: {tier} {outcome} {name}"
+        sys.stderr.write(line + (f" ({detail})" if detail else "") + "\n")
+
+
+def tier_directory(tier):
+    """The directory of a tier's entries (not created)."""
+    return os.path.join(config.cache_dir(), tier)
+
+
+def _checksum(record):
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
+def _entry_path(tier, name):
+    return os.path.join(tier_directory(tier), name + SUFFIX)
+
+
+def _blob(data, pos, record):
+    """The blob at ``pos`` that ``record`` (size and hash) describes."""
+    if not isinstance(record, dict) or not isinstance(record.get("size"), int):
+        raise ValueError("malformed header")
+    blob = data[pos:pos + record["size"]]
+    if len(blob) != record["size"] or record.get("sha256") != hashlib.sha256(blob).hexdigest():
+        raise ValueError("content does not match its hash")
+    return blob
+
+
+def _read_entry(tier, name):
+    """The entry as stored, or raise (OSError, ValueError) why not."""
+    with open(_entry_path(tier, name), "rb") as f:
+        if os.fstat(f.fileno()).st_size > _MAX_FILE:
+            raise ValueError("file too large")
+        data = f.read()
+    if not data.startswith(_MAGIC_PREFIX):
+        raise ValueError("not a cache entry")
+    if not data.startswith(_MAGIC):
+        raise ValueError("entry of another format version")
+    end = data.find(b"\n", len(_MAGIC))
+    if end < 0:
+        raise ValueError("truncated header")
+    record = json.loads(data[len(_MAGIC):end])
+    if not isinstance(record, dict):
+        raise ValueError("malformed header")
+    if record.get("format") != FORMAT_VERSION:
+        raise ValueError(f"format {record.get('format')!r}, expected {FORMAT_VERSION}")
+    if record.get("tier") != tier or record.get("key") != name:
+        raise ValueError("entry of another kernel")
+    if record.get("checksum") != _checksum(record):
+        raise ValueError("header does not match its checksum")
+    metadata = record.get("metadata")
+    if not isinstance(metadata, dict):
+        raise ValueError("no metadata")
+    spirv = _blob(data, end + 1, record.get("spirv"))
+    ir_bytes = _blob(data, end + 1 + len(spirv), record.get("llvm_ir"))
+    if end + 1 + len(spirv) + len(ir_bytes) != len(data):
+        raise ValueError("trailing data")
+    if len(spirv) < 20 or len(spirv) % 4 or spirv[:4] != _SPIRV_MAGIC:
+        raise ValueError("not a SPIR-V module")
+    entry = dict(metadata)
+    entry["spirv"] = spirv
+    entry["llvm_ir"] = ir_bytes.decode("utf-8")
+    return entry
+
+
+def _lookup(tier, name, label=None, check=None):
+    """Read an entry, count and log the lookup; None on any failure."""
+    label = label or name
+    if not isinstance(name, str) or not _NAME.match(name):
+        _count(tier, "misses")
+        _log(tier, "miss", label, "not an entry name")
+        return None
+    try:
+        entry = _read_entry(tier, name)
+        if check is not None:
+            check(entry)
+    except FileNotFoundError:
+        _count(tier, "misses")
+        _log(tier, "miss", label, name[:16])
+        return None
+    except (OSError, ValueError, TypeError, KeyError, UnicodeError, RecursionError) as exc:
+        _count(tier, "rejected")
+        _log(tier, "rejected", label, f"{name[:16]}: {exc}")
+        return None
+    _count(tier, "hits")
+    _log(tier, "hit", label, name[:16])
+    return entry
+
+
+def _write_atomic(path, data):
+    # Not tempfile.mkstemp: its files are private to the user, and a cache
+    # directory may be shared; os.open with 0o666 honours the umask.
+    temporary = os.path.join(os.path.dirname(path), f".tmp-{uuid.uuid4().hex}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if os.path.isdir(path) and not os.path.islink(path):
+            # A directory where an entry file belongs would refuse every
+            # later store under this name.
+            shutil.rmtree(path, ignore_errors=True)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _write_entry(tier, name, entry):
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{name!r} is not a cache entry name")
+    spirv, llvm_ir = entry["spirv"], entry["llvm_ir"]
+    if not isinstance(spirv, (bytes, bytearray)) or not isinstance(llvm_ir, str):
+        raise TypeError("a cache entry needs spirv (bytes) and llvm_ir (str)")
+    spirv, ir_bytes = bytes(spirv), llvm_ir.encode("utf-8")
+    metadata = {k: v for k, v in entry.items() if k not in ("spirv", "llvm_ir")}
+    record = {
+        "format": FORMAT_VERSION, "tier": tier, "key": name, "created": time.time(),
+        "spirv": {"size": len(spirv), "sha256": hashlib.sha256(spirv).hexdigest()},
+        "llvm_ir": {"size": len(ir_bytes), "sha256": hashlib.sha256(ir_bytes).hexdigest()},
+        "metadata": metadata,
+    }
+    # Serialising first raises on metadata that is not data, a caller's bug,
+    # before anything is written.
+    json.dumps(record)
+    record["checksum"] = _checksum(record)
+    header = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    try:
+        directory = os.path.join(libclc.cache_directory(), tier)
+        os.makedirs(directory, exist_ok=True)
+        _write_atomic(os.path.join(directory, name + SUFFIX),
+                      b"".join([_MAGIC, header, b"\n", spirv, ir_bytes]))
+    except OSError as exc:
+        _count(tier, "store_failures")
+        _log(tier, "store failed", name[:16], str(exc))
+        return False
+    _count(tier, "stores")
+    return True
+
+
+def load(name):
+    """Read an entry.
+
+    Args:
+        name (str): Name of the entry, from :func:`key`.
+
+    Returns:
+        dict or None: The entry as passed to :func:`store`, or None if there
+        is none or it is damaged.
+    """
+    return _lookup("kernels", name)
+
+
+def store(name, entry):
+    """Write an entry; failures to write are ignored.
+
+    Args:
+        name (str): Name of the entry, from :func:`key`.
+        entry (dict): ``spirv`` (bytes), ``llvm_ir`` (str) and any
+            JSON-serialisable metadata.
+    """
+    _write_entry("kernels", name, entry)
+
+
+def _check_kernel(entry):
+    from numba_vulkan.compiled import CompiledKernel
+    CompiledKernel.from_metadata(entry["kernel"], entry["spirv"], entry["llvm_ir"])
+
+
+def load_kernel(name):
+    """Read a cached kernel.
+
+    Args:
+        name (str): From :func:`kernel_key`.
+
+    Returns:
+        dict or None: As passed to :func:`store_kernel`, or None if there is
+        none or it cannot be read.
+    """
+    return _lookup("functions", name, check=_check_kernel)
+
+
+def store_kernel(name, entry):
+    """Write a cached kernel; failures to write are ignored.
+
+    Args:
+        name (str): From :func:`kernel_key`.
+        entry (dict): The compiled kernel and what it needs from the
+            compiling process: ``spirv`` (bytes), ``llvm_ir`` (str), ``kernel``
+            (:meth:`CompiledKernel.to_metadata`) and any JSON-serialisable
+            metadata.
+    """
+    _write_entry("functions", name, entry)
+
+
+# What the dispatcher calls --------------------------------------------------
+
+#: A module found in the ``kernels/`` tier.
+CachedModule = namedtuple("CachedModule", "spirv llvm_ir capabilities")
+
+
+def _options(options):
+    return {str(k): v for k, v in sorted((options or {}).items()) if k != "cache"}
+
+
+def module_key(modules, bindings, local_size, target, options):
+    """The ``kernels/`` name of a kernel's module, or None if caching is off.
+
+    Args:
+        modules: IR text of the kernel's modules, as Numba lowered them.
+        bindings: Storage dtype of each descriptor binding.
+        local_size: Workgroup size ``(x, y, z)``.
+        target: The :class:`~numba_vulkan.target.TargetDescription`.
+        options: The kernel's ``nv.jit`` options.
+    """
+    if not enabled():
+        return None
+    source = normalise("\n; ----\n".join(modules))
+    return key(source, target.key(), list(local_size), list(bindings), _options(options),
+               abi.ABI_VERSION)
+
+
+def _check_module(entry):
+    capabilities = entry["capabilities"]
+    if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
+        raise ValueError("malformed capabilities")
+    if config.validate() and entry.get("validated") is not True:
+        # Validation is on but this module never went through spirv-val.
+        raise ValueError("not validated")
+
+
+def load_module(name, label):
+    """The :class:`CachedModule` stored under ``name``, or None.
+
+    None as well while ``NUMBA_VULKAN_DUMP`` is set: dumping asks for the
+    code generator to run."""
+    if name is None or config.dump_dir():
+        return None
+    entry = _lookup("kernels", name, label, _check_module)
+    if entry is None:
+        return None
+    return CachedModule(entry["spirv"], entry["llvm_ir"], entry["capabilities"])
+
+
+def store_module(name, module, label):
+    """Store a module built by :func:`numba_vulkan.codegen.pipeline.build`."""
+    if name is None:
+        return
+    store(name, {"spirv": module.spirv, "llvm_ir": module.llvm_ir,
+                 "capabilities": list(module.capabilities), "kernel": label,
+                 "validated": config.validate()})
+
+
+def _versions():
+    """Versions that shape Numba's lowering, read without importing Numba."""
+    cached = _digests.get("versions")
+    if cached is None:
+        from importlib import metadata
+        import numpy
+        try:
+            numba_version = metadata.version("numba")
+        except metadata.PackageNotFoundError:
+            numba_version = "unknown"
+        cached = _digests["versions"] = [numba_version, numpy.__version__,
+                                         sys.implementation.cache_tag]
+    return cached
+
+
+def function_key(function, options, sig, local_size, target):
+    """The ``functions/`` name of a ``cache=True`` kernel, or None if caching is
+    off or the kernel cannot be keyed (see :func:`dependency_stamps`)."""
+    if not enabled():
+        return None
+    stamps = dependency_stamps(function)
+    if stamps is None:
+        return None
+    return kernel_key(stamps, list(sig), list(local_size), target.key(), _options(options),
+                      abi.ABI_VERSION, _versions(), config.numba_settings())
+
+
+def load_compiled(name, sig, local_size, target, label):
+    """The :class:`~numba_vulkan.compiled.CompiledKernel` stored under ``name``
+    for exactly this signature, workgroup size and target, or None (also while
+    ``NUMBA_VULKAN_DUMP`` is set)."""
+    if name is None or config.dump_dir():
+        return None
+    from numba_vulkan.compiled import CompiledKernel
+
+    def check(entry):
+        kernel = CompiledKernel.from_metadata(entry["kernel"], entry["spirv"], entry["llvm_ir"])
+        if (kernel.signature != tuple(sig) or kernel.local_size != tuple(local_size)
+                or kernel.target != target):
+            raise ValueError("entry of another signature, workgroup size or target")
+        if config.validate() and entry.get("validated") is not True:
+            raise ValueError("not validated")
+        entry["compiled"] = kernel
+
+    entry = _lookup("functions", name, label, check)
+    return None if entry is None else entry["compiled"]
+
+
+def store_compiled(name, kernel, validated):
+    """Store a compiled kernel in the ``functions/`` tier.
+
+    Args:
+        name: From :func:`function_key`; nothing is stored if None.
+        kernel: The :class:`~numba_vulkan.compiled.CompiledKernel`.
+        validated: Whether its module went through spirv-val.
+    """
+    if name is None:
+        return
+    store_kernel(name, {"spirv": kernel.spirv, "llvm_ir": kernel.llvm_ir,
+                        "kernel": kernel.to_metadata(), "validated": bool(validated)})
+
+
+# The command ---------------------------------------------------------------
+
+
+def _entries(tier):
+    directory = tier_directory(tier)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(os.path.join(directory, n) for n in names)
+
+
+def _size(path):
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
+def info(verbose=False, out=None):
+    """Print the cache's location, and per tier its entries and size."""
+    out = out or sys.stdout
+    print(f"cache directory: {config.cache_dir()}"
+          + ("" if enabled() else f" (off: {ENV_VAR}=0)"), file=out)
+    for tier in TIERS:
+        paths = _entries(tier)
+        names = [os.path.basename(p)[:-len(SUFFIX)] for p in paths if p.endswith(SUFFIX)]
+        size = sum(_size(p) for p in paths)
+        print(f"{tier}/: {len(names)} entries, {size / 1e6:.2f} MB", file=out)
+        if not verbose:
+            continue
+        for name in names:
+            entry = _lookup(tier, name)
+            if entry is None:
+                print(f"  {name[:16]}  damaged (will be rebuilt)", file=out)
+                continue
+            kernel = entry.get("kernel")
+            if isinstance(kernel, dict):
+                kernel = f"{kernel.get('name')}({', '.join(kernel.get('signature', []))})"
+            print(f"  {name[:16]}  {len(entry['spirv']):>8} bytes  {kernel}", file=out)
+    return 0
+
+
+def clear(tiers=TIERS):
+    """Delete every entry of the given tiers; returns how many files went."""
+    removed = 0
+    for tier in tiers:
+        for path in _entries(tier):
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def main(argv=None):
+    """``python -m numba_vulkan cache {info,clear}``."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m numba_vulkan cache",
+                                     description="Show or clear the on-disk kernel cache.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("info", help="location, entries and size of each tier")
+    show.add_argument("-v", "--verbose", action="store_true", help="list every entry")
+    empty = sub.add_parser("clear", help="delete the cached kernels")
+    empty.add_argument("--tier", choices=TIERS, help="only this tier (default: both)")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        return info(args.verbose)
+    try:
+        removed = clear((args.tier,) if args.tier else TIERS)
+    except OSError as exc:
+        print(f"cannot clear the cache: {exc}", file=sys.stderr)
+        return 1
+    print(f"removed {removed} files from {config.cache_dir()}")
+    return 0
