@@ -2,6 +2,7 @@
 
     python benchmarks/run.py [--quick] [--out DIR] [--backends numba_vulkan,numba_cuda,cpu,ceiling]
                              [--only saxpy,matmul,...] [--label NAME] [--no-cold]
+    python benchmarks/run.py --markdown benchmarks/results/h200.json
 
 Backends: numba_vulkan on device arrays; numba-cuda running the same kernel
 source (where CUDA is available); ``numba.njit(parallel=True)`` loops
@@ -41,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ALL_BACKENDS = ("numba_vulkan", "numba_cuda", "cpu", "ceiling")
 TRANSFERS = ("copy_h2d", "copy_d2h", "copy_numpy_arg")
 COLD_TIMEOUT = 300
+STARTED = time.perf_counter()
 
 
 def parse(argv):
@@ -56,6 +58,8 @@ def parse(argv):
     parser.add_argument("--only", help="comma-separated benchmark names "
                         f"({','.join(b.name for b in suite.BENCHMARKS)},transfers)")
     parser.add_argument("--no-cold", action="store_true", help="skip the first-call timings")
+    parser.add_argument("--markdown", metavar="JSON",
+                        help="print the README's Markdown table of a results file and exit")
     parser.add_argument("--cold-compile", metavar="BENCHMARK", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -176,7 +180,7 @@ def run_benchmark(bench, sizes, kernel_backends, ceiling, copy_bandwidth, device
     entry = {"size": bench.describe(size), "size_value": size, "kind": bench.kind,
              "work": None, "results": {}}
     for name, backend in kernel_backends.items():
-        print(f"  {bench.name} on {name} ...", flush=True)
+        print(f"  {bench.name} on {name} ({time.perf_counter() - STARTED:.0f} s) ...", flush=True)
         entry["results"][name] = run_on(backend, bench, size, host, plan, entry)
         gc.collect()
     if ceiling is not None or bench.kind == "compute":
@@ -258,7 +262,8 @@ def _cold_one(name, backend):
     with tempfile.TemporaryDirectory(prefix="nv-bench-cold-") as cache:
         # Every cache a compile could hit is off or empty: numba_vulkan's own,
         # the CUDA driver's PTX cache, NVIDIA's and Mesa's shader caches.
-        env = dict(os.environ, NUMBA_VULKAN_CACHE="0", NUMBA_VULKAN_CACHE_DIR=cache,
+        env = dict(os.environ, NUMBA_VULKAN_CACHE="0", NUMBA_VULKAN_PIPELINE_CACHE="0",
+                   NUMBA_VULKAN_CACHE_DIR=cache,
                    CUDA_CACHE_DISABLE="1", __GL_SHADER_DISK_CACHE="0",
                    MESA_SHADER_CACHE_DISABLE="true", NUMBA_CACHE_DIR=cache)
         command = [sys.executable, os.path.abspath(__file__), "--cold-compile", name,
@@ -415,6 +420,10 @@ def main(argv=None):
     args = parse(argv)
     if args.cold_compile:
         return cold_child(args)
+    if args.markdown:
+        with open(args.markdown) as f:
+            print(report.markdown_table(json.load(f)))
+        return 0
     faulthandler.enable()
     warnings.filterwarnings("ignore", message=".*(Grid size|Host array used|under-utilization).*")
     wanted = args.backends.split(",") if args.backends else default_backends()
