@@ -1,8 +1,73 @@
-"""Finding libclc, LLVM's OpenCL C math library, and the package's cache directory."""
+"""libclc, LLVM's OpenCL C math library, prepared for the Vulkan target; and
+the package's cache directory.
 
+Kernels get their math functions (``sin``, ``pow``, ``lgamma``, ...) from
+libclc rather than from the driver: Vulkan's GLSL.std.450 built-ins are only
+required to be accurate to a few thousand ULP and some drivers use that
+freedom. libclc's ``nvptx64--.bc`` is generic LLVM IR apart from a few
+details, which :func:`prepare` removes once per libclc file:
+
+* Only the math entry points in :data:`ENTRY_POINTS` and what they call are
+  kept.
+* Constant tables move from address space 4 (CUDA constant memory) to 10
+  (SPIR-V ``Private``, where the logical SPIR-V target keeps module-level
+  data), and each becomes a flat array of the scalar type the code reads it
+  as (``PIBITS_TBL`` is bytes read as 64-bit words), so that
+  :mod:`numba_vulkan.codegen.logical` can address it by element index.
+* NVPTX attributes (``target-features``, which would stop inlining) and
+  metadata are dropped.
+
+The prepared library is stored below :func:`cache_directory` as LLVM IR text
+with a JSON record holding its SHA-256; a record that does not match its
+text is a damaged entry and is prepared again. ``NUMBA_VULKAN_LIBCLC`` names
+the libclc file to use; :func:`path_in_use` tells which one is used, for
+cache keys.
+"""
+
+import glob
+import hashlib
+import json
 import os
+import re
+import struct
+import tempfile
+import threading
 
 from numba_vulkan import config
+from numba_vulkan.errors import CompilerError
+
+#: Version of the preparation; part of the prepared file's name.
+FORMAT = 1
+
+#: libclc file names, most preferred first.
+_FILE_NAMES = ("nvptx64--.bc",)
+_SEARCH_DIRS = ("/usr/lib/clc", "/usr/share/clc", "/usr/local/lib/clc",
+                "/usr/lib/llvm-*/lib/clc", "/usr/lib/llvm-*/share/clc")
+
+_UNARY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+          "asinh", "acosh", "atanh", "exp", "exp2", "expm1", "log", "log2", "log10",
+          "log1p", "erf", "erfc", "lgamma", "tgamma", "cbrt", "sqrt")
+_BINARY = ("pow", "atan2", "hypot", "nextafter", "fmod", "remainder")
+
+
+def mangled(name, *args):
+    """The Itanium-mangled OpenCL name of a libclc function.
+
+    Args:
+        name: The OpenCL C name, such as ``"sin"``.
+        args: Mangling codes of the parameters: ``f`` float, ``d`` double,
+            ``i`` int, ``Pi`` / ``Pf`` / ``Pd`` (generic) pointers.
+    """
+    return f"_Z{len(name)}{name}{''.join(args)}"
+
+
+#: Every libclc function numba_vulkan may link, by mangled name.
+ENTRY_POINTS = frozenset(
+    [mangled(n, s) for n in _UNARY for s in "fd"]
+    + [mangled(n, s, s) for n in _BINARY for s in "fd"]
+    + [mangled("ldexp", s, "i") for s in "fd"]
+    + [mangled("frexp", s, "Pi") for s in "fd"]
+    + [mangled("modf", s, "P" + s) for s in "fd"])
 
 
 def cache_directory():
@@ -14,3 +79,374 @@ def cache_directory():
     path = config.cache_dir()
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def path_in_use():
+    """Absolute path of the libclc bitcode file that kernels link from.
+
+    ``NUMBA_VULKAN_LIBCLC`` if set, else the first ``nvptx64--.bc`` found in
+    the usual install locations, else None.
+    """
+    explicit = config.libclc()
+    if explicit:
+        return os.path.abspath(explicit)
+    for pattern in _SEARCH_DIRS:
+        for directory in sorted(glob.glob(pattern), reverse=True):
+            for name in _FILE_NAMES:
+                path = os.path.join(directory, name)
+                if os.path.isfile(path):
+                    return path
+    return None
+
+
+# The prepared library ---------------------------------------------------------
+
+_GLOBAL_NAME = r'@(?:"[^"]*"|[-a-zA-Z$._0-9]+)'
+_REFERENCE = re.compile(_GLOBAL_NAME)
+_DEFINE = re.compile(rf"^define [^@]*({_GLOBAL_NAME})\(")
+_DECLARE = re.compile(rf"^declare [^@]*({_GLOBAL_NAME})\(")
+_GLOBAL = re.compile(rf"^({_GLOBAL_NAME}) = ")
+
+
+class Library:
+    """A prepared libclc: its definitions, and how to pick the ones a kernel needs.
+
+    Attributes:
+        path: The libclc file it was prepared from.
+        text: The prepared module as LLVM IR text.
+    """
+
+    def __init__(self, path, text):
+        self.path = path
+        self.text = text
+        self._items = {}
+        self._deps = {}
+        self._split(text)
+
+    def _split(self, text):
+        lines = text.splitlines()
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            m = _DEFINE.match(line)
+            if m:
+                end = i
+                while lines[end] != "}":
+                    end += 1
+                body = "\n".join(lines[i:end + 1])
+                self._add(m.group(1), body, body[len(line):])
+                i = end + 1
+                continue
+            m = _DECLARE.match(line) or _GLOBAL.match(line)
+            if m:
+                self._add(m.group(1), line, line[m.end(1):])
+            i += 1
+
+    def _add(self, name, text, rest):
+        self._items[name[1:]] = text
+        self._deps[name[1:]] = {r[1:] for r in _REFERENCE.findall(rest)} - {name[1:]}
+
+    def defines(self, name):
+        """Whether the library defines the function ``name`` (mangled)."""
+        text = self._items.get(name)
+        return text is not None and text.startswith("define ")
+
+    def module(self, names):
+        """IR text of a module defining ``names`` and everything they use."""
+        todo, seen = list(names), set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            if name not in self._items:
+                raise CompilerError(f"libclc ({self.path}) does not define {name}")
+            seen.add(name)
+            todo.extend(self._deps[name])
+        order = {name: k for k, name in enumerate(self._items)}
+        return "\n\n".join(self._items[n] for n in sorted(seen, key=order.get)) + "\n"
+
+
+_lock = threading.Lock()
+_loaded = {}
+
+
+def library():
+    """The prepared libclc for :func:`path_in_use`, prepared on first use.
+
+    Raises:
+        CompilerError: No libclc was found, or it cannot be prepared.
+    """
+    path = path_in_use()
+    if path is None:
+        raise CompilerError("libclc was not found: install it (Debian: apt-get install "
+                            "libclc-22) or set NUMBA_VULKAN_LIBCLC to its nvptx64--.bc")
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise CompilerError(f"cannot read libclc file {path}: {exc}") from None
+    identity = json.dumps([FORMAT, path, stat.st_size, stat.st_mtime_ns, sorted(ENTRY_POINTS)])
+    stem = hashlib.sha256(identity.encode()).hexdigest()[:20]
+    with _lock:
+        lib = _loaded.get(stem)
+        if lib is None:
+            lib = _loaded[stem] = _load_or_prepare(path, stem)
+        return lib
+
+
+def _prepared_paths(stem):
+    directory = os.path.join(cache_directory(), "libclc")
+    os.makedirs(directory, exist_ok=True)
+    base = os.path.join(directory, f"prepared-{stem}")
+    return base + ".ll", base + ".json"
+
+
+def _load_or_prepare(path, stem):
+    text_path, record_path = _prepared_paths(stem)
+    text = _load(path, text_path, record_path)
+    if text is None:
+        text = prepare(path)
+        record = {"format": FORMAT, "source": path,
+                  "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        _write_atomically(text_path, text.encode())
+        _write_atomically(record_path, json.dumps(record, indent=1).encode())
+    return Library(path, text)
+
+
+def _load(path, text_path, record_path):
+    """The prepared text if both files exist and agree, else None."""
+    try:
+        with open(record_path, "rb") as f:
+            record = json.loads(f.read())
+        with open(text_path, "rb") as f:
+            data = f.read()
+        if (record.get("format") != FORMAT or record.get("source") != path
+                or record.get("sha256") != hashlib.sha256(data).hexdigest()):
+            return None
+        return data.decode()
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+        return None
+
+
+def _write_atomically(path, data):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# Preparation ------------------------------------------------------------------
+
+def prepare(path):
+    """Prepare the libclc bitcode file ``path``; return the module as IR text.
+
+    Raises:
+        CompilerError: The file is not libclc bitcode LLVM can read, or lacks
+            one of :data:`ENTRY_POINTS`.
+    """
+    import llvmlite.binding as llvm
+    from numba_vulkan.codegen.optimize import initialise, target_machine
+    initialise()
+    try:
+        with open(path, "rb") as f:
+            module = llvm.parse_bitcode(f.read())
+    except (OSError, RuntimeError) as exc:
+        raise CompilerError(f"cannot read libclc bitcode {path}: {exc}") from None
+    defined = {fn.name for fn in module.functions if not fn.is_declaration}
+    missing = sorted(ENTRY_POINTS - defined)
+    if missing:
+        raise CompilerError(f"libclc file {path} lacks {', '.join(missing)}")
+    for fn in module.functions:
+        if not fn.is_declaration and fn.name not in ENTRY_POINTS:
+            fn.linkage = "internal"
+    for gv in module.global_variables:
+        if not gv.is_declaration:
+            gv.linkage = "internal"
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_global_dead_code_eliminate_pass()
+    pm.add_strip_dead_prototype_pass()
+    tm = target_machine("spirv1.5-unknown-vulkan1.2-compute")
+    pm.run(module, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options()))
+    text = _clean(str(module))
+    text = _retype_tables(text)
+    try:
+        llvm.parse_assembly(text).verify()
+    except RuntimeError as exc:
+        raise CompilerError(f"preparing libclc {path} produced invalid IR: {exc}") from None
+    return text
+
+
+_ATTRIBUTE_REF = re.compile(r" #\d+(?=\s|$| \{)")
+_METADATA_ATTACHMENT = re.compile(r",\s*![-\w.]+ !\d+")
+
+
+def _clean(text):
+    """Keep definitions, declarations and globals, without NVPTX attributes,
+    metadata, or CUDA's constant address space."""
+    out = []
+    for line in text.splitlines():
+        if not line or line[0] in ";!" or line.startswith(
+                ("target ", "source_filename", "attributes ")):
+            continue
+        line = _ATTRIBUTE_REF.sub("", line)
+        line = _METADATA_ATTACHMENT.sub("", line)
+        out.append(line.replace("addrspace(4)", "addrspace(10)"))
+    return "\n".join(out) + "\n"
+
+
+_TABLE = re.compile(rf"^({_GLOBAL_NAME}) = (internal unnamed_addr addrspace\(10\) constant) "
+                    r"(\[\d+ x [^\]]+\]) (.*)$")
+_SCALARS = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "float": "<f",
+            "double": "<d"}
+
+
+def _retype_tables(text):
+    """Make each constant table a flat array of the one scalar type it is read as."""
+    reads = _table_reads(text)
+    out = []
+    for line in text.splitlines():
+        m = _TABLE.match(line)
+        kinds = reads.get(m.group(1)) if m else None
+        if m and kinds and len(kinds) == 1:
+            scalar = next(iter(kinds))
+            data = _constant_bytes(m.group(3), m.group(4))
+            line = f"{m.group(1)} = {m.group(2)} {_constant_text(scalar, data)}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _table_reads(text):
+    """For each table, the set of scalar types that loads from it read."""
+    reads = {}
+    derived = {}
+    pointer = re.compile(r"ptr addrspace\(10\) (" + _GLOBAL_NAME + r"|%[-\w.]+)")
+    for line in text.splitlines():
+        if line.startswith("define "):
+            derived = {}
+            continue
+        m = re.match(r"\s*(%[-\w.]+) = (getelementptr|phi|select)\b(.*)$", line)
+        if m:
+            for base in pointer.findall(m.group(3)):
+                table = base if base.startswith("@") else derived.get(base)
+                if table:
+                    derived[m.group(1)] = table
+            continue
+        m = re.match(r"\s*%[-\w.]+ = load (\S+), ptr addrspace\(10\) (\S+?),", line)
+        if m:
+            base = m.group(2)
+            table = base if base.startswith("@") else derived.get(base)
+            if table:
+                reads.setdefault(table, set()).add(m.group(1))
+    return reads
+
+
+def _parse_constant(text, pos=0):
+    """Parse ``type value`` at ``pos``; return ``(leaves, end)`` where leaves is
+    a list of ``(scalar type, literal)``."""
+    ty, pos = _parse_type(text, pos)
+    return _parse_value(ty, text, pos)
+
+
+def _skip(text, pos):
+    while pos < len(text) and text[pos] == " ":
+        pos += 1
+    return pos
+
+
+def _parse_type(text, pos):
+    pos = _skip(text, pos)
+    if text[pos] in "[<":
+        close = "]" if text[pos] == "[" else ">"
+        depth, end = 0, pos
+        while True:
+            if text[end] in "[<":
+                depth += 1
+            elif text[end] in "]>":
+                depth -= 1
+                if depth == 0:
+                    break
+            end += 1
+        assert text[end] == close
+        return text[pos:end + 1], end + 1
+    end = pos
+    while end < len(text) and text[end] not in " ,]>":
+        end += 1
+    return text[pos:end], end
+
+
+def _aggregate(ty):
+    m = re.fullmatch(r"[\[<](\d+) x (.*)[\]>]", ty)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def _parse_value(ty, text, pos):
+    pos = _skip(text, pos)
+    aggregate = _aggregate(ty)
+    if text.startswith("zeroinitializer", pos):
+        return _zeros(ty), pos + len("zeroinitializer")
+    if aggregate is None:
+        end = pos
+        while end < len(text) and text[end] not in " ,]>":
+            end += 1
+        return [(ty, text[pos:end])], end
+    count, element = aggregate
+    if text[pos] == "c":
+        end = text.index('"', pos + 2)
+        raw = re.sub(rb"\\([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]),
+                     text[pos + 2:end].encode("latin-1"))
+        return [("i8", str(b)) for b in raw], end + 1
+    pos += 1
+    leaves = []
+    for k in range(count):
+        pos = _skip(text, pos)
+        if k:
+            assert text[pos] == ","
+            pos = _skip(text, pos + 1)
+        items, pos = _parse_constant(text, pos)
+        leaves += items
+    pos = _skip(text, pos)
+    return leaves, pos + 1
+
+
+def _zeros(ty):
+    aggregate = _aggregate(ty)
+    if aggregate is None:
+        return [(ty, "0")]
+    count, element = aggregate
+    return _zeros(element) * count
+
+
+def _literal_value(ty, literal):
+    if ty in ("float", "double"):
+        if literal.startswith("0x"):
+            return struct.unpack("<d", bytes.fromhex(literal[2:])[::-1])[0]
+        return float(literal)
+    return int(literal)
+
+
+def _constant_bytes(ty, value):
+    leaves, _ = _parse_value(ty, value, 0)
+    out = bytearray()
+    for scalar, literal in leaves:
+        number = _literal_value(scalar, literal)
+        if scalar not in ("float", "double"):
+            number &= (1 << (8 * struct.calcsize(_SCALARS[scalar]))) - 1
+            out += number.to_bytes(struct.calcsize(_SCALARS[scalar]), "little")
+        else:
+            out += struct.pack(_SCALARS[scalar], number)
+    return bytes(out)
+
+
+def _constant_text(scalar, data):
+    size = struct.calcsize(_SCALARS[scalar])
+    data = data + bytes(-len(data) % size)
+    values = struct.unpack(f"<{len(data) // size}{_SCALARS[scalar][1]}", data)
+    if scalar in ("float", "double"):
+        items = [f"{scalar} 0x{struct.pack('>d', v).hex().upper()}" for v in values]
+    else:
+        items = [f"{scalar} {v}" for v in values]
+    return f"[{len(values)} x {scalar}] [{', '.join(items)}]"

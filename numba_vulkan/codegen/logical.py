@@ -1,13 +1,15 @@
 """Rewrite optimised LLVM IR for SPIR-V's logical addressing model.
 
 Numba computes addresses the way a CPU does: an array's data pointer plus a
-byte offset. Vulkan shaders have no such pointers; an access names a buffer
-and an element index. After inlining and optimisation every address in a
-kernel is one of the buffer bases (the ``__nv.buffer.K`` markers) plus an
-offset, so this pass tracks, for each pointer value, which buffer it points
-into and its byte offset as an i64, and turns each load and store into an
-access to element ``offset / itemsize`` of that buffer. It also replaces the
-push constant and workgroup size markers.
+byte offset. Vulkan shaders have no such pointers; an access names an object
+(a storage buffer or a module-level array variable) and an element index.
+After inlining and optimisation every address in a kernel is the base of one
+object plus an offset: a buffer base (the ``__nv.buffer.K`` markers) or a
+global array (such as libclc's constant tables). This pass tracks, for each
+pointer value, which object it points into and its byte offset as an i64,
+and turns each load and store into an access to element
+``offset / itemsize`` of that object. It also replaces the push constant and
+workgroup size markers.
 
 The pass works on the text of a single-function module, as the optimiser
 prints it. Anything it cannot prove safe (a pointer that may point into two
@@ -118,10 +120,32 @@ def _value(operand):
     return operand.rsplit(None, 1)[-1]
 
 
+@dataclass(frozen=True)
+class _Global:
+    """A module-level array variable that the kernel addresses.
+
+    Attributes:
+        name: Its ``@name``.
+        addrspace: Its LLVM address space.
+        shape: Extents of its nested array type, outermost first.
+        elem: The LLVM scalar type of its elements.
+    """
+
+    name: str
+    addrspace: int
+    shape: tuple
+    elem: str
+
+
 @dataclass
 class _Pointer:
-    buffer: int
+    #: The object pointed into: a buffer's binding (int) or a :class:`_Global`.
+    object: object
     offset: str
+
+
+_GLOBAL_DEF = re.compile(r'^(@(?:"[^"]*"|[-a-zA-Z$._0-9]+)) = ([^\[]*?)'
+                         r'(?:addrspace\((\d+)\) )?(?:global|constant) (\[.*?\]) ')
 
 
 class _Rewriter:
@@ -131,12 +155,30 @@ class _Rewriter:
         self.counter = 0
         self.pointers = {}
         self.used_buffers = set()
+        self.used_globals = set()
         named = {}
         for line in self.lines:
             m = re.match(rf"^({_LOCAL}) = type (.*)$", line)
             if m:
                 named[m.group(1)] = m.group(2)
         self.types = _Types(named)
+        self.globals = self._find_globals()
+
+    def _find_globals(self):
+        """Module-level variables that are (nested) arrays of one scalar type."""
+        found = {}
+        for line in self.lines:
+            m = _GLOBAL_DEF.match(line)
+            if not m or "external" in m.group(2):
+                continue
+            shape, ty = [], self.types.parse(m.group(4))
+            while ty[0] == "array":
+                shape.append(ty[1])
+                ty = ty[2]
+            if ty[0] == "scalar" and ty[1] != "ptr" and shape:
+                found[m.group(1)] = _Global(m.group(1), int(m.group(3) or 0), tuple(shape),
+                                            ty[1])
+        return found
 
     def fresh(self):
         self.counter += 1
@@ -178,7 +220,7 @@ class _Rewriter:
             return int(call.group(1))
         if rhs.startswith("getelementptr"):
             operands = split_top(self._strip_gep(rhs))
-            return self._buffer_of(_value(operands[1]))
+            return self._object_of(_value(operands[1]))
         if rhs.startswith("phi ptr"):
             incoming = re.findall(r"\[\s*([^,\]]+),", rhs)
             return self._common_buffer(incoming, rhs)
@@ -189,7 +231,7 @@ class _Rewriter:
         return None
 
     def _common_buffer(self, values, rhs):
-        found = {self._buffer_of(v) for v in values}
+        found = {self._object_of(v) for v in values}
         found.discard(None)
         if not found:
             return None
@@ -197,9 +239,11 @@ class _Rewriter:
             raise UnsupportedError(f"a pointer may point into two different arrays: {rhs}")
         return found.pop()
 
-    def _buffer_of(self, value):
+    def _object_of(self, value):
+        if value in self.globals:
+            return self.globals[value]
         pointer = self.pointers.get(value)
-        return None if pointer is None else pointer.buffer
+        return None if pointer is None else pointer.object
 
     @staticmethod
     def _strip_gep(rhs):
@@ -236,7 +280,7 @@ class _Rewriter:
             return self.rewrite_load(name, rhs, line)
         if rhs.startswith("store ") and not rhs.startswith("store atomic"):
             return self.rewrite_store(rhs, line)
-        for pointer in self.pointers:
+        for pointer in [*self.pointers, *self.globals]:
             if re.search(re.escape(pointer) + r"(?![-\w.$])", rhs):
                 raise UnsupportedError(
                     f"a pointer into an array is used in a way Vulkan cannot express: {line.strip()}")
@@ -246,7 +290,7 @@ class _Rewriter:
         pointer = self.pointers[name]
         if rhs.startswith("getelementptr") or "call ptr @" in rhs:
             if "call ptr @" in rhs:
-                self.used_buffers.add(pointer.buffer)
+                self.used_buffers.add(pointer.object)
                 return [f"  {pointer.offset} = add i64 0, 0"]
             return self.gep_offset(pointer, rhs)
         if rhs.startswith("phi"):
@@ -262,6 +306,8 @@ class _Rewriter:
     def offset_of(self, value):
         if value in self.pointers:
             return self.pointers[value].offset
+        if value in self.globals:
+            return "0"
         if value in ("poison", "undef", "null"):
             return "0"
         raise UnsupportedError(f"pointer {value} does not point into a known array")
@@ -307,8 +353,13 @@ class _Rewriter:
         return lines
 
     def element_pointer(self, value, access_type, line):
+        if value in self.globals:
+            return self.global_element_pointer(self.globals[value], "0", access_type, line)
         pointer = self.pointers[value]
-        storage = self.bindings[pointer.buffer]
+        if isinstance(pointer.object, _Global):
+            return self.global_element_pointer(pointer.object, pointer.offset, access_type,
+                                               line)
+        storage = self.bindings[pointer.object]
         elem, _ = ELEMENT_TYPES[storage]
         size = _SCALAR_SIZES[elem]
         if access_type != elem:
@@ -316,33 +367,63 @@ class _Rewriter:
             if acc != size or access_type == "ptr":
                 raise UnsupportedError(
                     f"an access of {access_type} into an array of {storage}: {line.strip()}")
-        self.used_buffers.add(pointer.buffer)
+        self.used_buffers.add(pointer.object)
         index, index32, ptr = self.fresh(), self.fresh(), self.fresh()
         shift = size.bit_length() - 1
         return ptr, [
             f"  {index} = ashr exact i64 {pointer.offset}, {shift}",
             f"  {index32} = trunc i64 {index} to i32",
-            f"  {ptr} = call ptr addrspace(11) @{self.getpointer_name(pointer.buffer)}"
-            f"({self.handle_type(pointer.buffer)} %nv.handle.{pointer.buffer}, i32 {index32})",
-        ], elem
+            f"  {ptr} = call ptr addrspace(11) @{self.getpointer_name(pointer.object)}"
+            f"({self.handle_type(pointer.object)} %nv.handle.{pointer.object}, i32 {index32})",
+        ], elem, 11
+
+    def global_element_pointer(self, obj, offset, access_type, line):
+        """A pointer to the element at byte ``offset`` of a global array: one
+        index per dimension, as SPIR-V's OpAccessChain needs."""
+        size = _SCALAR_SIZES[obj.elem]
+        if access_type != obj.elem:
+            acc = self.types.size_align(self.types.parse(access_type))[0]
+            if acc != size or access_type == "ptr":
+                raise UnsupportedError(
+                    f"an access of {access_type} into an array of {obj.elem}: {line.strip()}")
+        lines, flat = [], self.fresh()
+        lines.append(f"  {flat} = ashr exact i64 {offset}, {size.bit_length() - 1}")
+        indices = []
+        for k, extent in enumerate(obj.shape):
+            stride = 1
+            for inner in obj.shape[k + 1:]:
+                stride *= inner
+            index, index32 = self.fresh(), self.fresh()
+            lines.append(f"  {index} = udiv i64 {flat}, {stride}")
+            if k:
+                wrapped = self.fresh()
+                lines.append(f"  {wrapped} = urem i64 {index}, {extent}")
+                index = wrapped
+            lines.append(f"  {index32} = trunc i64 {index} to i32")
+            indices.append(f"i32 {index32}")
+        self.used_globals.add(obj)
+        ptr = self.fresh()
+        lines.append(f"  {ptr} = call ptr addrspace({obj.addrspace}) @{_element_marker(obj)}("
+                     f"ptr addrspace({obj.addrspace}) {obj.name}, {', '.join(indices)})")
+        return ptr, lines, obj.elem, obj.addrspace
 
     def rewrite_load(self, name, rhs, line):
         operands = split_top(rhs[len("load "):])
         volatile = operands[0].startswith("volatile ")
         ty = operands[0].removeprefix("volatile ")
         target = _value(operands[1])
-        if target not in self.pointers:
+        if target not in self.pointers and target not in self.globals:
             return [line]
-        ptr, lines, elem = self.element_pointer(target, ty, line)
+        ptr, lines, elem, space = self.element_pointer(target, ty, line)
         rest = ", ".join(operands[2:])
         rest = (", " + rest) if rest else ""
         vol = "volatile " if volatile else ""
         if elem != ty:
             raw = self.fresh()
-            lines.append(f"  {raw} = load {vol}{elem}, ptr addrspace(11) {ptr}{rest}")
+            lines.append(f"  {raw} = load {vol}{elem}, ptr addrspace({space}) {ptr}{rest}")
             lines.append(f"  {name} = bitcast {elem} {raw} to {ty}")
         else:
-            lines.append(f"  {name} = load {vol}{ty}, ptr addrspace(11) {ptr}{rest}")
+            lines.append(f"  {name} = load {vol}{ty}, ptr addrspace({space}) {ptr}{rest}")
         return lines
 
     def rewrite_store(self, rhs, line):
@@ -351,11 +432,11 @@ class _Rewriter:
         first = operands[0].removeprefix("volatile ")
         ty, value = first.rsplit(None, 1)
         target = _value(operands[1])
-        if target not in self.pointers:
-            if value in self.pointers:
+        if target not in self.pointers and target not in self.globals:
+            if value in self.pointers or value in self.globals:
                 raise UnsupportedError(f"a pointer into an array is stored to memory: {line.strip()}")
             return [line]
-        ptr, lines, elem = self.element_pointer(target, ty, line)
+        ptr, lines, elem, space = self.element_pointer(target, ty, line)
         rest = ", ".join(operands[2:])
         rest = (", " + rest) if rest else ""
         vol = "volatile " if volatile else ""
@@ -363,7 +444,7 @@ class _Rewriter:
             raw = self.fresh()
             lines.append(f"  {raw} = bitcast {ty} {value} to {elem}")
             value, ty = raw, elem
-        lines.append(f"  store {vol}{ty} {value}, ptr addrspace(11) {ptr}{rest}")
+        lines.append(f"  store {vol}{ty} {value}, ptr addrspace({space}) {ptr}{rest}")
         return lines
 
     # Declarations ------------------------------------------------------------
@@ -390,6 +471,11 @@ class _Rewriter:
 
     def declarations(self):
         lines, declared = [], set()
+        for marker, space, rank in sorted({(_element_marker(g), g.addrspace, len(g.shape))
+                                           for g in self.used_globals}):
+            params = ", ".join([f"ptr addrspace({space})"] + ["i32"] * rank)
+            lines.append(f"declare ptr addrspace({space}) @{marker}({params}) "
+                         "memory(none) nounwind")
         for binding in sorted(self.used_buffers):
             # The backend merges resources of the same name: give each its own.
             label = f"b{binding}"
@@ -406,6 +492,10 @@ class _Rewriter:
                 f"declare ptr addrspace(11) @{self.getpointer_name(binding)}({handle}, i32)",
             ]
         return lines
+
+
+def _element_marker(obj):
+    return f"{markers.ELEMENT}{obj.addrspace}.{len(obj.shape)}"
 
 
 def rewrite(text, bindings):
@@ -425,7 +515,20 @@ _PUSH_CALL = re.compile(
     rf"^(\s*{_LOCAL}) = (?:tail )?call (\S+) @{re.escape(markers.PUSH)}\S+\(i32 (\d+)\)\s*$")
 _LOCAL_SIZE_CALL = re.compile(
     rf"^(\s*{_LOCAL}) = (?:tail )?call i32 @{re.escape(markers.LOCAL_SIZE)}\(i32 (\d)\)\s*$")
-_MARKERS = (markers.BUFFER, markers.PUSH, markers.LOCAL_SIZE)
+_ELEMENT_CALL = re.compile(
+    rf"^(\s*{_LOCAL}) = (?:tail )?call ptr addrspace\((\d+)\) @{re.escape(markers.ELEMENT)}"
+    r"[\d.]+\(ptr addrspace\(\d+\) (@[^,]+), (.*)\)\s*$")
+_MARKERS = (markers.BUFFER, markers.PUSH, markers.LOCAL_SIZE, markers.ELEMENT)
+
+
+def _global_array_types(text):
+    """LLVM type of each global array variable of a module, by name."""
+    types = {}
+    for line in text.splitlines():
+        m = _GLOBAL_DEF.match(line)
+        if m:
+            types[m.group(1)] = m.group(4)
+    return types
 
 
 def _push_layout(text):
@@ -455,8 +558,15 @@ def lower_markers(text, local_size):
     accesses into byte-offset expressions that the backend cannot lower.
     """
     layout, index = _push_layout(text)
+    arrays = _global_array_types(text)
     out, counter = [], 0
     for line in text.splitlines():
+        m = _ELEMENT_CALL.match(line)
+        if m:
+            name, space, array, indices = m.groups()
+            out.append(f"{name} = getelementptr inbounds {arrays[array]}, "
+                       f"ptr addrspace({space}) {array}, i32 0, {indices}")
+            continue
         m = _PUSH_CALL.match(line)
         if m:
             counter += 1
@@ -469,7 +579,8 @@ def lower_markers(text, local_size):
         if m:
             out.append(f"{m.group(1)} = add i32 {local_size[int(m.group(2))]}, 0")
             continue
-        if line.startswith("declare") and any(f"@{p}" in line for p in _MARKERS):
+        if line.startswith("declare") and any(re.search(f'@"?{re.escape(p)}', line)
+                                              for p in _MARKERS):
             continue
         if line.startswith("define ") and f"@{_ENTRY_NAME}(" in line:
             if not line.rstrip().endswith("{"):

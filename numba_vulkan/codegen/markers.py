@@ -16,6 +16,12 @@ BUFFER = "__nv.buffer."
 PUSH = "__nv.push."
 #: ``i32 @__nv.local_size(i32 axis)``: the workgroup size along an axis.
 LOCAL_SIZE = "__nv.local_size"
+#: ``ptr addrspace(A) @__nv.element.A.R(ptr addrspace(A) @G, i32 i, ...)``:
+#: element ``(i, ...)`` of the rank-R global array ``@G``. Emitted by
+#: logical.py, replaced by a ``getelementptr`` after the last optimisation,
+#: which would otherwise fold it back into a byte offset that the backend
+#: cannot lower.
+ELEMENT = "__nv.element."
 
 _PUSH_TYPES = {"i8": ir.IntType(8), "i16": ir.IntType(16), "i32": ir.IntType(32),
                "i64": ir.IntType(64), "float": ir.FloatType(), "double": ir.DoubleType()}

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 
 from numba_vulkan import config, spirv
-from numba_vulkan.codegen import backend, logical, optimize, strip, validate, workarounds
+from numba_vulkan.codegen import (backend, legalize, libclc_link, logical, optimize, strip,
+                                   validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -45,13 +46,14 @@ def build(sources, bindings, local_size, target, name="kernel"):
     """
     with _llvm_lock:
         tm = optimize.target_machine(target.triple)
-        module = optimize.link(sources, target.triple, DATA_LAYOUT)
+        module = optimize.link(libclc_link.link(sources), target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm)
         text = logical.rewrite(str(module), bindings)
         module = optimize.link([text], target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm, speed=2)
         final = logical.lower_markers(str(module), tuple(local_size))
         final = workarounds.signed_remainder(final)
+        final = legalize.legalize(final)
     binary = strip.strip(backend.emit(final, target.triple))
     _dump(name, final, binary)
     if config.validate():

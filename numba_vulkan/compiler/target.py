@@ -117,7 +117,10 @@ class VulkanTargetContext(BaseContext):
     """Lowering for the Vulkan target: Numba's CPU lowering without the CPython
     and NRT parts, plus the kernel API."""
 
-    implement_powi_as_math_call = True
+    # Numba's CPU lowering of ``float ** float`` calls llvm.pow; codegen maps
+    # that to libclc. (True would route it through math.pow, which the CPU
+    # lowering implements as ``**`` again.)
+    implement_powi_as_math_call = False
     strict_alignment = True
     allow_dynamic_globals = False
 
@@ -161,6 +164,11 @@ class VulkanTargetContext(BaseContext):
         self.install_registry(mathimpl.registry)
         self.install_registry(npyimpl.registry)
         self.install_registry(stubs.lowering_registry)
+
+    def get_ufunc_info(self, ufunc_key):
+        """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""
+        from numba.np import ufunc_db
+        return ufunc_db.get_ufunc_info(ufunc_key)
 
     def get_executable(self, func, fndesc, env):
         raise NotImplementedError("Vulkan functions are not callable from the host")

@@ -1,0 +1,294 @@
+"""Expand LLVM operations that the SPIR-V backend cannot lower for Vulkan.
+
+libclc's math and LLVM's optimiser use a few operations that LLVM 22's
+SPIR-V backend either cannot select for a shader (``llvm.ctlz``,
+``llvm.copysign.f64``, ``llvm.maximumnum``) or turns into instructions that
+only OpenCL kernels may use (``fcmp ord`` and ``fcmp uno`` become
+``OpOrdered`` / ``OpUnordered``, which need the ``Kernel`` capability).
+Vulkan also allows bit counting on 32-bit integers only, and the backend
+cannot load a float from an integer array (or the reverse), which LLVM's
+optimiser produces from a load followed by a bitcast. This pass rewrites
+each such instruction of the final IR into plain integer and float
+operations with the same result. It runs after the last optimisation, so
+LLVM cannot fold the expansions back.
+"""
+
+import re
+import struct
+
+from numba_vulkan.codegen.logical import split_top
+
+_FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
+
+_FCMP = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = fcmp (?:[a-z]+ )*(?P<pred>ord|uno) "
+                   r"(?P<ty>half|float|double) (?P<a>[^,]+), (?P<b>\S+)\s*$")
+_SELECT = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = select (?:[a-z]+ )*i1 (?P<cond>[^,]+), "
+                     r"(?P<ty>float|double) (?P<a>[-+0-9.eEx][^,]*), (?P=ty) (?P<b>[-+0-9.eEx]\S*)"
+                     r"\s*$")
+_CALL = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = (?:tail |notail |musttail )?call "
+                   r"(?:[a-z]+(?:\([^)]*\))? )*(?P<ret>\S+) @llvm\.(?P<op>ctlz|cttz|ctpop|copysign|"
+                   r"maximumnum|minimumnum|sadd\.sat|ssub\.sat|uadd\.sat|usub\.sat)\.(?P<suffix>[\w.]+)\((?P<args>.*)\)[^)]*$")
+
+
+class _Emitter:
+    """Builds the replacement lines of one instruction with fresh names."""
+
+    def __init__(self, indent, stem):
+        self.indent = indent
+        self.stem = stem
+        self.counter = 0
+        self.lines = []
+
+    def __call__(self, expression, name=None):
+        if name is None:
+            self.counter += 1
+            name = f"{self.stem}.{self.counter}"
+        self.lines.append(f"{self.indent}{name} = {expression}")
+        return name
+
+    # Bit counts ------------------------------------------------------------
+
+    def ctpop(self, bits, x):
+        if bits == 32:
+            return self(f"call i32 @llvm.ctpop.i32(i32 {x})")
+        if bits < 32:
+            return self(f"call i32 @llvm.ctpop.i32(i32 {self(f'zext i{bits} {x} to i32')})")
+        lo, hi = self.halves(x)
+        return self(f"add i32 {self.ctpop(32, lo)}, {self.ctpop(32, hi)}")
+
+    def halves(self, x):
+        lo = self(f"trunc i64 {x} to i32")
+        hi = self(f"trunc i64 {self(f'lshr i64 {x}, 32')} to i32")
+        return lo, hi
+
+    def ctlz32(self, x):
+        for shift in (1, 2, 4, 8, 16):
+            x = self(f"or i32 {x}, {self(f'lshr i32 {x}, {shift}')}")
+        return self.ctpop(32, self(f"xor i32 {x}, -1"))
+
+    def ctlz(self, bits, x):
+        """Leading zeros of an i``bits`` value, as an i32 (``bits`` for zero)."""
+        if bits == 32:
+            return self.ctlz32(x)
+        if bits < 32:
+            count = self.ctlz32(self(f"zext i{bits} {x} to i32"))
+            return self(f"sub i32 {count}, {32 - bits}")
+        lo, hi = self.halves(x)
+        high_zero = self(f"icmp eq i32 {hi}, 0")
+        low = self(f"add i32 {self.ctlz32(lo)}, 32")
+        return self(f"select i1 {high_zero}, i32 {low}, i32 {self.ctlz32(hi)}")
+
+    def cttz(self, bits, x):
+        """Trailing zeros of an i``bits`` value, as an i32 (``bits`` for zero)."""
+        below = self(f"and i{bits} {self(f'xor i{bits} {x}, -1')}, "
+                     f"{self(f'add i{bits} {x}, -1')}")
+        return self.ctpop(bits, below)
+
+    def widen(self, bits, value32, result):
+        if bits == 32:
+            return self(f"add i32 {value32}, 0", result)
+        op = "zext" if bits > 32 else "trunc"
+        return self(f"{op} i32 {value32} to i{bits}", result)
+
+
+def _int_bits(ty):
+    m = re.fullmatch(r"i(\d+)", ty)
+    return int(m.group(1)) if m else None
+
+
+def _is_nan_constant(operand):
+    """Whether a constant operand is a NaN (LLVM prints NaNs in hex)."""
+    if not operand.startswith("0x"):
+        return False
+    digits = operand[2:]
+    if digits[:1] in "KLMH":  # x87, fp128, ppc128 and half spellings
+        return False
+    bits = int(digits, 16)
+    return (bits >> 52) & 0x7FF == 0x7FF and bits & ((1 << 52) - 1) != 0
+
+
+def _expand_fcmp(m, stem):
+    # Constant operands are decided here: the backend cannot select a
+    # comparison of two constants.
+    emit = _Emitter(m.group("indent"), stem)
+    ty, result = m.group("ty"), m.group("result")
+    ordered = m.group("pred") == "ord"
+    tests, known_nan = [], False
+    for operand in (m.group("a").strip(), m.group("b").strip()):
+        if operand.startswith("%"):
+            tests.append(emit(f"fcmp {'oeq' if ordered else 'une'} {ty} {operand}, {operand}"))
+        else:
+            known_nan = known_nan or _is_nan_constant(operand)
+    if known_nan or not tests:
+        answer = ("false" if ordered else "true") if known_nan else ("true" if ordered else "false")
+        emit(f"select i1 {answer}, i1 true, i1 false", result)
+    elif len(tests) == 1:
+        emit(f"select i1 {tests[0]}, i1 true, i1 false", result)
+    else:
+        emit(f"{'and' if ordered else 'or'} i1 {tests[0]}, {tests[1]}", result)
+    return emit.lines
+
+
+def _expand_call(m, stem):
+    op, ret, result = m.group("op"), m.group("ret"), m.group("result")
+    args = [arg.rsplit(None, 1)[-1] for arg in split_top(m.group("args"))]
+    emit = _Emitter(m.group("indent"), stem)
+    bits = _int_bits(ret)
+    if op.endswith(".sat") and bits is not None:
+        return _expand_saturating(emit, op[:4], bits, args, result)
+    if op in ("ctlz", "cttz", "ctpop"):
+        if bits is None or (op == "ctpop" and bits <= 32):
+            return None
+        count = getattr(emit, op)(bits, args[0])
+        emit.widen(bits, count, result)
+        return emit.lines
+    if ret not in _FLOAT_BITS:
+        return None
+    width = _FLOAT_BITS[ret]
+    ity = f"i{width}"
+    a = emit(f"bitcast {ret} {args[0]} to {ity}")
+    b = emit(f"bitcast {ret} {args[1]} to {ity}")
+    if op == "copysign":
+        sign = 1 << (width - 1)
+        magnitude = emit(f"and {ity} {a}, {sign - 1}")
+        signbit = emit(f"and {ity} {b}, {-sign}")
+        bits_out = emit(f"or {ity} {magnitude}, {signbit}")
+        emit(f"bitcast {ity} {bits_out} to {ret}", result)
+        return emit.lines
+    # maximumnum / minimumnum: a NaN operand yields the other one, and +0 is
+    # larger than -0 (so equal operands combine their bits with and / or).
+    x, y = args
+    greater = "ogt" if op == "maximumnum" else "olt"
+    smaller = "olt" if op == "maximumnum" else "ogt"
+    combine = "and" if op == "maximumnum" else "or"
+    equal = emit(f"bitcast {ity} {emit(f'{combine} {ity} {a}, {b}')} to {ret}")
+    pick_y = emit(f"select i1 {emit(f'fcmp {smaller} {ret} {x}, {y}')}, {ret} {y}, "
+                  f"{ret} {equal}")
+    pick_x = emit(f"select i1 {emit(f'fcmp {greater} {ret} {x}, {y}')}, {ret} {x}, "
+                  f"{ret} {pick_y}")
+    y_nan = emit(f"select i1 {emit(f'fcmp une {ret} {y}, {y}')}, {ret} {x}, {ret} {pick_x}")
+    emit(f"select i1 {emit(f'fcmp une {ret} {x}, {x}')}, {ret} {y}, {ret} {y_nan}", result)
+    return emit.lines
+
+
+_ELEMENT_POINTER = re.compile(
+    r"^\s*(%\S+) = (?:tail )?(?:call ptr addrspace\(11\) @llvm\.spv\.resource\.getpointer\."
+    r"p11\.tspirv\.VulkanBuffer_a0(\w+?)_|getelementptr inbounds \[(?:\d+ x )+(\w+)\]+, )")
+_MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f16": "half",
+            "f32": "float", "f64": "double"}
+_LOAD = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = load (?P<vol>volatile )?(?P<ty>[^,]+), "
+                   r"(?P<pty>ptr addrspace\(\d+\)) (?P<ptr>%[^,\s]+)(?P<rest>.*)$")
+_STORE = re.compile(r"^(?P<indent>\s*)store (?P<vol>volatile )?(?P<ty>\S+) (?P<value>[^,]+), "
+                    r"(?P<pty>ptr addrspace\(\d+\)) (?P<ptr>%[^,\s]+)(?P<rest>.*)$")
+
+
+def _element_types(text):
+    """The element type of each pointer made from a buffer handle or a global
+    array element, by value name."""
+    found = {}
+    for line in text.splitlines():
+        m = _ELEMENT_POINTER.match(line)
+        if m:
+            found[m.group(1)] = _MANGLED.get(m.group(2)) if m.group(2) else m.group(3)
+    return found
+
+
+def _retype_access(line, elements, stem):
+    """A load or store of another type than its element's, as an access of the
+    element type and a bitcast (the backend cannot cast the pointer)."""
+    for pattern in (_LOAD, _STORE):
+        m = pattern.match(line)
+        if not m:
+            continue
+        elem = elements.get(m.group("ptr"))
+        ty = m.group("ty").strip()
+        if elem is None or elem == ty:
+            return None
+        vol = m.group("vol") or ""
+        indent = m.group("indent")
+        where = f"{m.group('pty')} {m.group('ptr')}{m.group('rest')}"
+        if pattern is _LOAD:
+            return [f"{indent}{stem} = load {vol}{elem}, {where}",
+                    f"{indent}{m.group('result')} = bitcast {elem} {stem} to {ty}"]
+        return [f"{indent}{stem} = bitcast {ty} {m.group('value')} to {elem}",
+                f"{indent}store {vol}{elem} {stem}, {where}"]
+    return None
+
+
+def _expand_saturating(emit, op, bits, args, result):
+    ity, (a, b) = f"i{bits}", args
+    value = emit(f"{op[1:]} {ity} {a}, {b}")
+    if op[0] == "u":
+        if op == "uadd":
+            overflow = emit(f"icmp ult {ity} {value}, {a}")
+            emit(f"select i1 {overflow}, {ity} -1, {ity} {value}", result)
+        else:
+            overflow = emit(f"icmp ult {ity} {a}, {b}")
+            emit(f"select i1 {overflow}, {ity} 0, {ity} {value}", result)
+        return emit.lines
+    # Signed: the sum overflowed if it has a sign neither operand (add) or
+    # not the minuend's (sub) has; it then saturates towards the minuend's sign.
+    a_sign = emit(f"xor {ity} {a}, {value}")
+    other = emit(f"xor {ity} {b}, {value}") if op == "sadd" else emit(f"xor {ity} {a}, {b}")
+    overflow = emit(f"icmp slt {ity} {emit(f'and {ity} {a_sign}, {other}')}, 0")
+    limit = emit(f"xor {ity} {emit(f'ashr {ity} {a}, {bits - 1}')}, {(1 << (bits - 1)) - 1}")
+    emit(f"select i1 {overflow}, {ity} {limit}, {ity} {value}", result)
+    return emit.lines
+
+
+def _float_bits(ty, literal):
+    """The bit pattern, as a signed integer, of a float constant as LLVM prints it."""
+    if literal.startswith("0x"):
+        value = struct.unpack(">d", bytes.fromhex(literal[2:]))[0]
+    else:
+        value = float(literal)
+    if ty == "float":
+        return struct.unpack("<i", struct.pack("<f", value))[0]
+    return struct.unpack("<q", struct.pack("<d", value))[0]
+
+
+def _expand_select(m, stem):
+    # The backend's combiner rewrites a select between K and -K into
+    # something its pre-legalizer then trips over; an integer select of the
+    # bit patterns sidesteps every float combine.
+    emit = _Emitter(m.group("indent"), stem)
+    ty = m.group("ty")
+    ity = "i32" if ty == "float" else "i64"
+    a, b = (_float_bits(ty, m.group(k).strip()) for k in ("a", "b"))
+    bits = emit(f"select i1 {m.group('cond').strip()}, {ity} {a}, {ity} {b}")
+    emit(f"bitcast {ity} {bits} to {ty}", m.group("result"))
+    return emit.lines
+
+
+def legalize(text):
+    """Rewrite the instructions of ``text`` that the backend cannot lower for Vulkan."""
+    out, counter, need_ctpop = [], 0, False
+    elements = _element_types(text)
+    for line in text.splitlines():
+        if elements and (" load " in line or "store " in line):
+            counter += 1
+            retyped = _retype_access(line, elements, f"%nv.legal.{counter}")
+            if retyped is not None:
+                out.extend(retyped)
+                continue
+        expanded = None
+        m = _FCMP.match(line)
+        if m:
+            counter += 1
+            expanded = _expand_fcmp(m, f"%nv.legal.{counter}")
+        elif line.lstrip().startswith("%") and " select " in line and _SELECT.match(line):
+            counter += 1
+            expanded = _expand_select(_SELECT.match(line), f"%nv.legal.{counter}")
+        else:
+            m = _CALL.match(line)
+            if m:
+                counter += 1
+                expanded = _expand_call(m, f"%nv.legal.{counter}")
+        if expanded is None:
+            out.append(line)
+        else:
+            out.extend(expanded)
+            need_ctpop = need_ctpop or any("@llvm.ctpop.i32" in e for e in expanded)
+    if need_ctpop and not re.search(r"^declare i32 @llvm\.ctpop\.i32\(", text, re.M):
+        out.append("declare i32 @llvm.ctpop.i32(i32)")
+    return "\n".join(out) + "\n"
