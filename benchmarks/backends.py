@@ -359,6 +359,7 @@ class Ceiling:
     """What the hardware allows, measured by a framework or read from a datasheet."""
 
     source = ""
+    transfer_source = ""
 
     def copy_bandwidth(self, nbytes):
         """Bytes read plus written per second by a device-to-device copy."""
@@ -387,6 +388,7 @@ class TorchCeiling(Ceiling):
     """torch on the CUDA device: its copies, cuBLAS and pinned memory."""
 
     source = "torch"
+    transfer_source = "torch copies from and to pinned host memory"
 
     def __init__(self):
         import torch
@@ -461,6 +463,7 @@ class CupyCeiling(Ceiling):
     """cupy on the CUDA device, where torch is missing."""
 
     source = "cupy"
+    transfer_source = "cupy copies from and to pinned host memory"
 
     def __init__(self):
         import cupy
@@ -535,6 +538,7 @@ class HostCeiling(Ceiling):
     """
 
     source = "numpy host copy (one thread)"
+    transfer_source = "numpy host copies (one thread)"
 
     def copy_bandwidth(self, nbytes):
         src = np.ones(nbytes, np.uint8)

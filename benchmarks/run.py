@@ -237,7 +237,7 @@ def run_transfers(sizes, kernel_backends, ceiling, plan):
             stats = measure.summary(walls)
             entries[name]["results"]["ceiling"] = {
                 "time": stats["median"], "wall": stats,
-                "source": f"{ceiling.source} {'pinned ' if ceiling.source != bk.HostCeiling.source else ''}copies"}
+                "source": ceiling.transfer_source}
         del copies
         gc.collect()
     for entry in entries.values():
