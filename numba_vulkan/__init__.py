@@ -17,9 +17,10 @@ Importing this package loads no Vulkan library and opens no device; the
 first launch, copy or device query does.
 """
 
+from numba_vulkan import aot
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
-from numba_vulkan.errors import (CompilerError, DriverError, LaunchError, ToolError,
+from numba_vulkan.errors import (AOTError, CompilerError, DriverError, LaunchError, ToolError,
                                  UnsupportedError, ValidationError, VulkanError)
 from numba_vulkan.intrinsics import (global_id, global_size, group_id, local_id, local_size,
                                      num_groups)
@@ -32,5 +33,5 @@ __all__ = [
     "list_devices", "select_device", "global_id", "local_id", "group_id",
     "local_size", "num_groups", "global_size", "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
-    "ValidationError", "DriverError", "LaunchError",
+    "ValidationError", "DriverError", "LaunchError", "AOTError", "aot",
 ]

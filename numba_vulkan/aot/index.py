@@ -58,7 +58,11 @@ _ENTRY_FIELDS = {
 
 
 def profile_for(target):
-    """The profile a target runs: ``full`` with float64 and int64, else ``narrow``."""
+    """The class of profile a target runs: ``full`` with float64 and int64, else ``narrow``.
+
+    Entries are matched by the target they were built for, so a manifest may
+    name its profiles freely.
+    """
     return "full" if target.float64 and target.int64 else "narrow"
 
 

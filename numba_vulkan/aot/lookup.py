@@ -16,6 +16,7 @@ whose SHA-256 does not match is never used.
 
 import importlib
 import importlib.resources
+import importlib.util
 import json
 import os
 import pathlib
@@ -46,6 +47,7 @@ class Directory:
     def __init__(self, label, root):
         self.label = label
         self.root = root
+        self.problem = None
         self._loaded = False
         self._by_key = {}
         self._by_kernel = {}
@@ -55,12 +57,15 @@ class Directory:
         try:
             data = self.root.joinpath(index.INDEX).read_bytes()
             parsed = index.parse(data, self.label)
+        except FileNotFoundError:
+            self.problem = (f"AOT directory {self.label} holds no {index.INDEX} (build it "
+                            "with python -m numba_vulkan.aot build MANIFEST)")
         except OSError as exc:
-            _warn_once(("index", self.label), f"AOT directory {self.label} cannot be read "
-                       f"({exc}); it is skipped")
-            return
+            self.problem = f"AOT directory {self.label} cannot be read ({exc})"
         except AOTError as exc:
-            _warn_once(("index", self.label), f"{exc}; the directory is skipped")
+            self.problem = str(exc)
+        if self.problem:
+            _warn_once(("index", self.label), f"{self.problem}; the directory is skipped")
             return
         for entry in parsed["entries"]:
             self._by_key.setdefault(entry["key"], []).append(entry)
@@ -101,21 +106,34 @@ def register(location):
         The label under which the directory appears in messages and
         :func:`stats`.
 
+    A directory without an index (not built yet) is skipped, with a
+    warning, when a kernel is looked up.
+
     Raises:
-        AOTError: ``location`` is neither a directory holding ``index.json``
-            nor a package carrying one.
+        AOTError: ``location`` is neither a directory nor an importable package.
     """
+    directory = None
     if isinstance(location, (str, os.PathLike)) and os.path.isdir(location):
-        path = pathlib.Path(os.path.abspath(location))
-        if not path.joinpath(index.INDEX).is_file():
-            raise AOTError(f"{os.fspath(location)} holds no {index.INDEX}: build it with "
-                           "python -m numba_vulkan.aot build MANIFEST")
-        directory = Directory(os.fspath(location), path)
-    else:
+        directory = Directory(os.fspath(location), pathlib.Path(os.path.abspath(location)))
+        if not directory.root.joinpath(index.INDEX).is_file() and _is_package(location):
+            # A package's name that is also a directory in the working
+            # directory (an app run from its source tree) means the package.
+            directory = None
+    if directory is None:
         directory = _package_directory(location)
     with _lock:
         _registered.append(directory)
     return directory.label
+
+
+def _is_package(name):
+    if not isinstance(name, str) or not all(p.isidentifier() for p in name.split(".")):
+        return False
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.submodule_search_locations is not None
 
 
 def _package_directory(package):
@@ -125,11 +143,10 @@ def _package_directory(package):
     except (ImportError, TypeError, ValueError) as exc:
         raise AOTError(f"{name!r} is neither a directory nor an importable package: "
                        f"{type(exc).__name__}: {exc}") from None
-    for candidate, label in ((root, name), (root.joinpath("aot"), f"{name}/aot")):
-        if candidate.joinpath(index.INDEX).is_file():
-            return Directory(label, candidate)
-    raise AOTError(f"package {name} carries no AOT directory: neither its data nor its "
-                   f"'aot' subdirectory holds {index.INDEX}")
+    if root.joinpath(index.INDEX).is_file():
+        return Directory(name, root)
+    # Also while the app's own AOT build imports it, before the directory exists.
+    return Directory(f"{name}/aot", root.joinpath("aot"))
 
 
 def unregister(label):
@@ -213,9 +230,9 @@ def _usable(entry, sig, threads, target, features):
     """The rank of an entry for a launch (lower is better), or None."""
     if tuple(entry["threads"]) != tuple(threads) or not index.abi_ok(entry):
         return None
-    if entry["profile"] != index.profile_for(target):
-        return None
     built = index.target_of(entry)
+    if index.profile_for(built) != index.profile_for(target):
+        return None
     if built.vulkan > tuple(target.vulkan) or entry["push_size"] > target.max_push_constants:
         return None
     if features is not None and not set(entry["features"]) <= set(features):
@@ -241,7 +258,11 @@ def _warn_once(token, message):
         if token in _warned:
             return
         _warned.add(token)
-    warnings.warn(message, AOTWarning, stacklevel=2)
+    # Point the warning at the user's code, outside this package.
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("numba_vulkan"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, AOTWarning, stacklevel=level)
 
 
 def _record(name, sig, threads):
@@ -299,7 +320,9 @@ def find(dispatcher, sig, threads, target):
                 with _lock:
                     _stats["hits"] += 1
                 return kernel
-            if not ranked and directory.entries_named(name) and not directory.entries(key):
+            if directory.problem:
+                reasons.append(f"{directory.problem}, so the directory was skipped")
+            elif not ranked and directory.entries_named(name) and not directory.entries(key):
                 reasons.append(f"{directory.label} has {name} built from other code: the "
                                "kernel, a function it calls or a global it reads changed "
                                "since the build; rebuild the directory")

@@ -1,0 +1,412 @@
+"""AOT builds end to end: build, ship, look up without compiling, refuse what is stale or damaged.
+
+One project (the repository's examples and manifest, plus a module of test
+kernels) is built once per module in a temporary directory; the tests run
+fresh processes on it, copy it elsewhere, rebuild it and tamper with copies
+of its output.
+"""
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import numba_vulkan as nv
+from numba_vulkan.aot import build as aot_build, index, lookup
+from numba_vulkan.aot.__main__ import main
+from numba_vulkan.target import TargetDescription
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TEST_KERNELS = '''
+import numba
+import numpy as np
+import numba_vulkan as nv
+
+OFFSET = 0.5
+
+
+@numba.njit
+def twice(v):
+    return v * 2
+
+
+@nv.jit
+def shift(x, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        out[i] = twice(x[i]) + OFFSET
+
+
+@nv.jit
+def fill(out, value):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        out[i] = value + i
+
+
+def check():
+    rng = np.random.default_rng(7)
+    x = rng.random(1000, dtype=np.float32)
+    out = np.zeros_like(x)
+    shift.forall(x.size)(x, out)                       # contiguous: uses the strided entry
+    assert np.allclose(out, 2 * x + 0.5), "shift"
+    base = rng.random(3000, dtype=np.float32)
+    target = np.zeros(3000, np.float32)
+    shift.forall(1000)(base[::3], target[1::3])        # strided views
+    assert np.allclose(target[1::3], 2 * base[::3] + 0.5), "shift strided"
+    assert not target[::3].any()
+    values = np.zeros(300, np.int32)
+    fill[(300 + 63) // 64, 64](values, np.int32(-7))
+    assert np.array_equal(values, np.arange(300, dtype=np.int32) - 7), "fill"
+'''
+
+EXTRA_ENTRIES = '''
+  - function: aotkern:shift
+    signatures: ["void(float32[:], float32[:])"]
+  - function: aotkern:fill
+    signatures: ["void(int32[::1], int32)"]
+    threads: [[64]]
+'''
+
+CHECK = '''
+import json, sys
+import numba_vulkan as nv
+from examples import mandelbrot, saxpy
+saxpy.main()
+mandelbrot.main()
+examples_only = [m for m in ("numba", "llvmlite") if m in sys.modules]
+if "--all" in sys.argv:
+    import aotkern
+    aotkern.check()
+loaded = [m for m in sys.modules if m.startswith(("numba_vulkan.compiler",
+                                                  "numba_vulkan.codegen"))]
+print(json.dumps({"stats": nv.aot.stats(), "loaded": loaded, "examples_only": examples_only}))
+'''
+
+N_ENTRIES = 5
+
+
+def run(args, cwd, check=True, **env):
+    environment = dict(os.environ, **env)
+    environment.pop("NUMBA_VULKAN_AOT_PATH", None)
+    environment.update(env)
+    result = subprocess.run([sys.executable, *args], cwd=cwd, env=environment,
+                            capture_output=True, text=True)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def tree(path):
+    """Every file below ``path`` with its bytes, by relative name."""
+    out = {}
+    for folder, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(folder, name)
+            with open(full, "rb") as f:
+                out[os.path.relpath(full, path)] = f.read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """The examples, the repository's manifest plus test kernels, built into aot/."""
+    root = tmp_path_factory.mktemp("aot-project") / "project"
+    shutil.copytree(os.path.join(ROOT, "examples"), root / "examples",
+                    ignore=shutil.ignore_patterns("__pycache__", "app"))
+    (root / "aotkern.py").write_text(TEST_KERNELS)
+    (root / "check.py").write_text(CHECK)
+    with open(os.path.join(ROOT, "kernels.yaml")) as f:
+        manifest = f.read()
+    (root / "kernels.yaml").write_text(manifest.rstrip("\n") + "\n" + EXTRA_ENTRIES)
+    run(["-m", "numba_vulkan.aot", "build", "kernels.yaml", "-j", "2", "--quiet"], root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def entries(project):
+    with open(project / "aot" / index.INDEX, "rb") as f:
+        return index.parse(f.read(), "aot")["entries"]
+
+
+@pytest.fixture(scope="module")
+def kernels(project):
+    """The test kernels, imported in this process under a name of their own."""
+    spec = importlib.util.spec_from_file_location("aotkern_test_copy", project / "aotkern.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def search(monkeypatch):
+    """Set the AOT search path of this process for one test."""
+    # Warnings come once per kernel and signature in a process: start afresh.
+    monkeypatch.setattr(lookup, "_warned", set())
+
+    def use(path, strict=False):
+        monkeypatch.setenv("NUMBA_VULKAN_AOT_PATH", str(path))
+        monkeypatch.setenv("NUMBA_VULKAN_AOT_STRICT", "1" if strict else "0")
+    return use
+
+
+def test_index_lists_each_entry_with_digest_and_requirements(project, entries):
+    assert len(entries) == N_ENTRIES
+    by_kernel = {e["kernel"] for e in entries}
+    assert {"examples.saxpy:saxpy", "examples.mandelbrot:mandelbrot", "aotkern:shift",
+            "aotkern:fill"} <= by_kernel
+    for e in entries:
+        with open(project / "aot" / e["spirv"], "rb") as f:
+            data = f.read()
+        assert hashlib.sha256(data).hexdigest() == e["sha256"] and len(data) == e["size"]
+        assert e["vulkan"] == "1.2" and e["profile"] == "full"
+        assert "Shader" in e["capabilities"]
+        assert set(e["features"]) == set(index.features(e["capabilities"]))
+    mandelbrot = next(e for e in entries if e["kernel"].endswith(":mandelbrot"))
+    assert mandelbrot["threads"] == [16, 16, 1] and mandelbrot["options"] == {"fastmath": True}
+    assert "float64" in mandelbrot["features"]
+    fill = next(e for e in entries if e["kernel"] == "aotkern:fill")
+    assert fill["signature"] == ["int32[1d,C]", "int32"] and fill["threads"] == [64, 1, 1]
+
+
+def test_directory_is_data_without_paths_or_debug_names(project):
+    files = tree(project / "aot")
+    assert set(files) == {index.INDEX} | {f"spirv/{n}" for n in os.listdir(project / "aot/spirv")}
+    for name, data in files.items():
+        assert str(project).encode() not in data and ROOT.encode() not in data, name
+        assert b"/tmp/" not in data and b"/home/" not in data, name
+        if name.endswith(".spv"):
+            words = struct.unpack(f"<{len(data) // 4}I", data)
+            opcodes, i = set(), 5
+            while i < len(words):
+                opcodes.add(words[i] & 0xFFFF)
+                i += words[i] >> 16
+            # OpSource, OpString, OpName, OpMemberName, OpLine: none.
+            assert not opcodes & {3, 5, 6, 7, 8}, name
+    assert b"pickle" not in files[index.INDEX]
+
+
+def test_fresh_process_runs_every_example_from_the_directory_only(project):
+    result = run(["check.py", "--all"], project, NUMBA_VULKAN_CACHE="0",
+                 NUMBA_VULKAN_AOT_STRICT="1", NUMBA_VULKAN_AOT_PATH="aot")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    # No Numba typing or lowering and no LLVM ran: the compiler and codegen were
+    # never imported, and the examples alone imported neither Numba nor llvmlite
+    # (the test kernels import numba themselves, for their njit helper).
+    assert report["loaded"] == []
+    assert report["examples_only"] == []
+    assert report["stats"]["hits"] == 5 and report["stats"]["misses"] == 0
+    assert "results match NumPy" in result.stdout and "0 differ from NumPy" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def relocated(project, tmp_path_factory):
+    """The built project copied to another path, every file's mtime changed."""
+    copy = tmp_path_factory.mktemp("elsewhere") / "deeper" / "copy"
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for folder, _, files in os.walk(copy):
+        for name in files:
+            os.utime(os.path.join(folder, name), (1_000_000_000, 1_000_000_000))
+    return copy
+
+
+def test_relocated_project_with_new_mtimes_still_hits(relocated):
+    result = run(["check.py", "--all"], relocated, NUMBA_VULKAN_CACHE="0",
+                 NUMBA_VULKAN_AOT_STRICT="1", NUMBA_VULKAN_AOT_PATH="aot")
+    assert json.loads(result.stdout.strip().splitlines()[-1])["stats"]["hits"] == 5
+
+
+def test_builds_from_two_paths_are_byte_identical(project, relocated):
+    run(["-m", "numba_vulkan.aot", "build", "kernels.yaml", "-o", "rebuilt", "--quiet"],
+        relocated)
+    assert tree(relocated / "rebuilt") == tree(project / "aot")
+
+
+def test_unchanged_build_reuses_and_a_change_rebuilds_only_its_kernel(relocated):
+    again = run(["-m", "numba_vulkan.aot", "build", "kernels.yaml", "--json"], relocated)
+    summary = json.loads(again.stdout)
+    assert (summary["built"], summary["reused"], summary["failed"]) == (0, N_ENTRIES, 0)
+    source = (relocated / "aotkern.py").read_text()
+    (relocated / "aotkern.py").write_text(source.replace("OFFSET = 0.5", "OFFSET = 0.25"))
+    changed = run(["-m", "numba_vulkan.aot", "build", "kernels.yaml", "--json"], relocated)
+    summary = json.loads(changed.stdout)
+    assert (summary["built"], summary["reused"]) == (1, N_ENTRIES - 1)
+
+
+def _variant(project, name, old, new):
+    source = TEST_KERNELS.replace(old, new)
+    assert source != TEST_KERNELS or old == new
+    path = project / f"{name}.py"
+    path.write_text(source)
+    # Named as the built module, as an edited copy of it would be.
+    spec = importlib.util.spec_from_file_location("aotkern", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name, old, new, hit", [
+    ("same_code", "", "", True),
+    ("changed_body", "+ OFFSET", "- OFFSET", False),
+    ("changed_helper", "return v * 2", "return v * 3", False),
+    ("changed_global", "OFFSET = 0.5", "OFFSET = 0.75", False),
+])
+def test_changed_code_is_a_miss_not_a_stale_hit(project, search, name, old, new, hit):
+    module = _variant(project, f"aotkern_{name}", old, new)
+    search(project / "aot")
+    sig = ("float32[1d,A]", "float32[1d,A]")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = lookup.find(module.shift, sig, (256, 1, 1), TargetDescription())
+    assert (found is not None) == hit
+    if not hit:
+        assert any("built from other code" in str(w.message) for w in caught)
+        search(project / "aot", strict=True)
+        with pytest.raises(nv.AOTError, match="NUMBA_VULKAN_AOT_STRICT"):
+            lookup.find(module.shift, sig, (256, 1, 1), TargetDescription())
+
+
+def test_contiguous_launch_uses_a_strided_entry_but_not_the_reverse(project, kernels, search):
+    search(project / "aot")
+    target = TargetDescription()
+    found = lookup.find(kernels.shift, ("float32[1d,C]", "float32[1d,C]"), (256, 1, 1), target)
+    assert found.signature == ("float32[1d,A]", "float32[1d,A]")
+    assert found.llvm_ir == "" and found.spirv[:4] == b"\x03\x02\x23\x07"
+    with pytest.warns(nv.aot.lookup.AOTWarning, match="signatures:"):
+        assert lookup.find(kernels.fill, ("int32[1d,A]", "int32"), (64, 1, 1), target) is None
+
+
+def test_other_threads_or_profile_is_a_miss_naming_the_manifest_lines(project, kernels, search):
+    search(project / "aot")
+    with pytest.warns(nv.aot.lookup.AOTWarning) as caught:
+        assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (128, 1, 1),
+                           TargetDescription()) is None
+    message = str(caught[0].message)
+    assert "  - function: aotkern_test_copy:fill" in message
+    assert 'signatures: ["void(int32[::1], int32)"]' in message and "threads: [[128]]" in message
+    narrow = TargetDescription(float64=False, int64=False)
+    with pytest.warns(nv.aot.lookup.AOTWarning, match="profile narrow"):
+        assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1), narrow) is None
+    assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
+                       TargetDescription(vulkan=(1, 3))) is not None
+    with pytest.warns(nv.aot.lookup.AOTWarning):
+        assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
+                           TargetDescription(vulkan=(1, 1))) is None
+
+
+def test_tampered_module_is_rejected(project, kernels, search, tmp_path, capsys):
+    copy = tmp_path / "tampered"
+    shutil.copytree(project / "aot", copy)
+    entry = next(e for e in json.loads((copy / index.INDEX).read_text())["entries"]
+                 if e["kernel"] == "aotkern:fill")
+    module = copy / entry["spirv"]
+    data = bytearray(module.read_bytes())
+    data[-8] ^= 0x01
+    module.write_bytes(bytes(data))
+    search(copy)
+    before = nv.aot.stats()["rejected"]
+    with pytest.warns(nv.aot.lookup.AOTWarning, match="does not match its SHA-256"):
+        assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
+                           TargetDescription()) is None
+    assert nv.aot.stats()["rejected"] == before + 1
+    search(copy, strict=True)
+    with pytest.raises(nv.AOTError, match="does not match its SHA-256"):
+        lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1), TargetDescription())
+    assert main(["verify", str(copy)]) == 1
+    assert "does not match its SHA-256" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text[: len(text) // 2], "is damaged"),
+    (lambda text: text.replace('"format": 1', '"format": 99'), "has format 99"),
+    (lambda text: text.replace('"sha256"', '"sha257"', 1), "has no valid 'sha256'"),
+])
+def test_damaged_index_is_never_used(project, kernels, search, tmp_path, capsys, damage,
+                                     message):
+    copy = tmp_path / "damaged"
+    shutil.copytree(project / "aot", copy)
+    (copy / index.INDEX).write_text(damage((copy / index.INDEX).read_text()))
+    search(copy)
+    with pytest.warns(nv.aot.lookup.AOTWarning, match=message):
+        assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
+                           TargetDescription()) is None
+    assert main(["verify", str(copy)]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_verify_list_and_inspect(project, capsys):
+    assert main(["verify", str(project / "aot")]) == 0
+    assert f"{N_ENTRIES} entries" in capsys.readouterr().out
+    assert main(["list", str(project / "aot")]) == 0
+    listing = capsys.readouterr().out
+    assert "aotkern:fill" in listing and "void(int32[::1], int32)" in listing
+    assert "64x1x1" in listing
+    assert main(["inspect", str(project / "aot"), "saxpy",
+                 "--signature", "void(float32, float32[::1], float32[::1])"]) == 0
+    text = capsys.readouterr().out
+    assert "OpEntryPoint GLCompute" in text and "LocalSize 256 1 1" in text
+    assert main(["inspect", str(project / "aot"), "saxpy", "--signature", "void()"]) == 2
+    assert "has no entry for saxpy" in capsys.readouterr().err
+
+
+def test_failing_build_keeps_the_previous_directory(project):
+    before = tree(project / "aot")
+    source = TEST_KERNELS + "\n\n@nv.jit\ndef broken(x):\n    return x[0]\n"
+    (project / "aotkern_broken.py").write_text(source)
+    manifest = (project / "kernels.yaml").read_text() + (
+        "  - function: aotkern_broken:broken\n    signatures: ['void(float32[::1])']\n")
+    (project / "kernels_broken.yaml").write_text(manifest)
+    result = run(["-m", "numba_vulkan.aot", "build", "kernels_broken.yaml"], project,
+                 check=False)
+    assert result.returncode == 1
+    line = manifest.count("\n")
+    assert f"kernels_broken.yaml:{line}: aotkern_broken:broken void(float32[::1])" in result.stderr
+    assert "returns" in result.stderr and "output unchanged" in result.stderr
+    assert tree(project / "aot") == before
+    assert not [n for n in os.listdir(project) if n.startswith(".aot.")]
+
+
+def test_record_writes_a_manifest_that_builds(project, tmp_path):
+    program = ("import numpy as np, aotkern\n"
+               "v = np.zeros(100, np.int32)\n"
+               "aotkern.fill[2, 64](v, np.int32(1))\n"
+               "aotkern.fill.forall(100)(v, np.int32(2))\n")
+    manifest = tmp_path / "recorded.yaml"
+    run(["-m", "numba_vulkan.aot", "record", "-o", str(manifest), "--",
+         sys.executable, "-c", program], project)
+    recorded = manifest.read_text()
+    assert "aotkern:fill" in recorded and "void(int32[::1], int32)" in recorded
+    assert "[64]" in recorded and "[256]" in recorded
+    program2 = program.replace("np.int32)", "np.int32)[::2]").replace("100)(", "50)(")
+    result = run(["-m", "numba_vulkan.aot", "record", "-o", str(manifest), "--",
+                  sys.executable, "-c", program2], project)
+    assert "1 new" in result.stdout
+    assert "void(int32[:], int32)" in manifest.read_text()
+    (tmp_path / "aotkern.py").write_text(TEST_KERNELS)
+    built = run(["-m", "numba_vulkan.aot", "build", str(manifest), "--json"], tmp_path)
+    assert json.loads(built.stdout)["built"] == 4
+
+
+def test_register_a_directory_and_count_hits(project, kernels, monkeypatch):
+    monkeypatch.delenv("NUMBA_VULKAN_AOT_PATH", raising=False)
+    label = nv.aot.register(str(project / "aot"))
+    try:
+        hits = nv.aot.stats()["hits"]
+        assert str(project / "aot") in nv.aot.stats()["directories"]
+        values = np.zeros(70, np.int32)
+        kernels.fill[2, 64](values, np.int32(3))
+        assert np.array_equal(values[:70], np.arange(70) + 3)
+        assert nv.aot.stats()["hits"] == hits + 1
+    finally:
+        nv.aot.unregister(label)
+    with pytest.raises(nv.AOTError, match="neither a directory nor an importable package"):
+        nv.aot.register(str(project / "no-such-dir"))
