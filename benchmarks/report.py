@@ -33,6 +33,16 @@ def _rate(bench, seconds):
     return "-"
 
 
+def _ratio_columns(backends):
+    """The ratio columns that the run's backends can fill: (key, label)."""
+    columns = []
+    if "numba_cuda" in backends:
+        columns.append(("vulkan_vs_cuda", "vk/cuda"))
+    if "cpu" in backends:
+        columns.append(("vulkan_vs_cpu", "vk/cpu"))
+    return columns
+
+
 def time_of(result, which="wall"):
     """Median seconds of a backend's result (``wall`` or ``kernel``), or None."""
     if not result or result.get("status") not in ("ok", "wrong"):
@@ -47,7 +57,9 @@ def table(results):
     header = f"{'benchmark':16} {'size':28}"
     for name in backends:
         header += f" {name + (' wall/kernel' if name != 'ceiling' else ''):>24}"
-    header += f" {'vk/cuda':>8} {'vk/cpu':>8} {'vk of ceil':>10} {'vk rate':>16}"
+    ratio_keys = _ratio_columns(backends)
+    header += "".join(f" {label:>8}" for _, label in ratio_keys)
+    header += f" {'vk of ceil':>10} {'vk rate':>16}"
     lines = [header, "-" * len(header)]
     for name, bench in results["benchmarks"].items():
         line = f"{name:16} {bench['size']:28}"
@@ -64,9 +76,9 @@ def table(results):
             line += f" {cell:>24}"
         ratios = bench.get("ratios", {})
         vk = time_of(bench["results"].get("numba_vulkan"))
-        line += (f" {_ratio(ratios.get('vulkan_vs_cuda', {}).get('wall')):>8}"
-                 f" {_ratio(ratios.get('vulkan_vs_cpu', {}).get('wall')):>8}"
-                 f" {_ratio(ratios.get('vulkan_of_ceiling', {}).get('wall'), True):>10}"
+        line += "".join(f" {_ratio(ratios.get(key, {}).get('wall')):>8}"
+                        for key, _ in ratio_keys)
+        line += (f" {_ratio(ratios.get('vulkan_of_ceiling', {}).get('wall'), True):>10}"
                  f" {_rate(bench, vk):>16}")
         lines.append(line)
     return "\n".join(lines)
@@ -75,8 +87,9 @@ def table(results):
 def markdown_table(results):
     """The main results as a Markdown table (for the README)."""
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
+    ratio_keys = _ratio_columns(backends)
     head = ["benchmark", "size"] + [f"{b} (ms)" for b in backends] + [
-        "vk/cuda", "vk/cpu", "vk of ceiling"]
+        label for _, label in ratio_keys] + ["vk of ceiling"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, bench in results["benchmarks"].items():
         cells = [name, bench["size"]]
@@ -91,9 +104,8 @@ def markdown_table(results):
             else:
                 cells.append(f"{seconds * 1e3:.3f}")
         ratios = bench.get("ratios", {})
-        cells += [_ratio(ratios.get("vulkan_vs_cuda", {}).get("wall")),
-                  _ratio(ratios.get("vulkan_vs_cpu", {}).get("wall")),
-                  _ratio(ratios.get("vulkan_of_ceiling", {}).get("wall"), True)]
+        cells += [_ratio(ratios.get(key, {}).get("wall")) for key, _ in ratio_keys]
+        cells.append(_ratio(ratios.get("vulkan_of_ceiling", {}).get("wall"), True))
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
