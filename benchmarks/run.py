@@ -491,7 +491,11 @@ def main(argv=None):
     results["targets"] = evaluate_targets(results)
     report.write_json(results, json_path)
     chart_path = os.path.join(args.out, f"{label}.png")
-    chart_problem = report.chart(results, chart_path)
+    try:
+        chart_problem = report.chart(results, chart_path)
+    except Exception as exc:  # the chart is a convenience; the JSON has it all
+        traceback.print_exc()
+        chart_problem = f"no chart: {type(exc).__name__}: {exc}"
 
     print()
     print(f"numba_vulkan benchmarks on {device_name} ({sizes} sizes); "
