@@ -289,7 +289,10 @@ def _run(pending, dispatchers, m, jobs):
         for task, _ in pending:
             yield task, outcome(_compile(*arguments(task)))
         return
-    context = multiprocessing.get_context("spawn")
+    # Forked workers start with Numba and the kernels' modules imported, which
+    # spawned ones would spend a second or more each on; the build process has
+    # compiled nothing yet, so it holds no LLVM state or backend child to share.
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     paths = [m.directory] + [p for p in sys.path if p]
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
                                                 initializer=_worker_init,
