@@ -1,4 +1,5 @@
-"""Expand LLVM operations that the SPIR-V backend cannot lower for Vulkan.
+"""Expand LLVM operations that the SPIR-V backend cannot lower for Vulkan,
+or that Vulkan drivers may compute less exactly than the CPU.
 
 libclc's math and LLVM's optimiser use a few operations that LLVM 22's
 SPIR-V backend either cannot select for a shader (``llvm.ctlz``,
@@ -9,8 +10,10 @@ Vulkan also allows bit counting on 32-bit integers only, and the backend
 cannot load a float from an integer array (or the reverse), which LLVM's
 optimiser produces from a load followed by a bitcast. This pass rewrites
 each such instruction of the final IR into plain integer and float
-operations with the same result. It runs after the last optimisation, so
-LLVM cannot fold the expansions back.
+operations with the same result. ``llvm.fma`` becomes an emulation that
+keeps the product exact (Vulkan lets ``Fma`` round twice), and
+``llvm.fmuladd`` a multiply and an add. It runs after the last
+optimisation, so LLVM cannot fold the expansions back.
 """
 
 import re
@@ -26,8 +29,9 @@ _SELECT = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = select (?:[a-z]+ )*i1 
                      r"(?P<ty>float|double) (?P<a>[-+0-9.eEx][^,]*), (?P=ty) (?P<b>[-+0-9.eEx]\S*)"
                      r"\s*$")
 _CALL = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = (?:tail |notail |musttail )?call "
-                   r"(?:[a-z]+(?:\([^)]*\))? )*(?P<ret>\S+) @llvm\.(?P<op>ctlz|cttz|ctpop|copysign|"
-                   r"maximumnum|minimumnum|sadd\.sat|ssub\.sat|uadd\.sat|usub\.sat)\.(?P<suffix>[\w.]+)\((?P<args>.*)\)[^)]*$")
+                   r"(?:[a-z]+(?:\([^)]*\))? )*(?P<ret>\S+) @llvm\.(?P<op>ctlz|cttz|ctpop|"
+                   r"copysign|maximumnum|minimumnum|fma|fmuladd|sadd\.sat|ssub\.sat|uadd\.sat|"
+                   r"usub\.sat|fshl|fshr)\.(?P<suffix>[\w.]+)\((?P<args>.*)\)[^)]*$")
 
 
 class _Emitter:
@@ -134,6 +138,8 @@ def _expand_call(m, stem):
     args = [arg.rsplit(None, 1)[-1] for arg in split_top(m.group("args"))]
     emit = _Emitter(m.group("indent"), stem)
     bits = _int_bits(ret)
+    if op in ("fshl", "fshr") and bits is not None:
+        return _expand_funnel_shift(emit, op, bits, args, result)
     if op.endswith(".sat") and bits is not None:
         return _expand_saturating(emit, op[:4], bits, args, result)
     if op in ("ctlz", "cttz", "ctpop"):
@@ -142,8 +148,14 @@ def _expand_call(m, stem):
         count = getattr(emit, op)(bits, args[0])
         emit.widen(bits, count, result)
         return emit.lines
-    if ret not in _FLOAT_BITS:
+    if ret not in _FLOAT_BITS or ret == "half":
         return None
+    if op == "fma":
+        return _expand_fma(emit, ret, args, result)
+    if op == "fmuladd":
+        # Either rounding is allowed; GLSL's Fma on lavapipe is worse than both.
+        emit(f"fadd {ret} {emit(f'fmul {ret} {args[0]}, {args[1]}')}, {args[2]}", result)
+        return emit.lines
     width = _FLOAT_BITS[ret]
     ity = f"i{width}"
     a = emit(f"bitcast {ret} {args[0]} to {ity}")
@@ -213,6 +225,85 @@ def _retype_access(line, elements, stem):
         return [f"{indent}{stem} = bitcast {ty} {m.group('value')} to {elem}",
                 f"{indent}store {vol}{elem} {stem}, {where}"]
     return None
+
+
+def _hex(value):
+    return "0x" + struct.pack(">d", value).hex().upper()
+
+
+def _expand_fma(emit, ty, args, result):
+    """``a * b + c`` with the product kept exact, from multiplies and adds.
+
+    Vulkan lets a driver compute GLSL's ``Fma`` as a multiply and an add
+    (lavapipe does), which breaks libclc: it relies on ``fma(a, b, -a*b)``
+    being the exact rounding error of a product. Dekker's product (operands
+    split in halves, scaled down first when large) gives the product as an
+    exact sum ``p + e``; Knuth's two-sum adds ``c``. The result is exact
+    whenever ``a * b + c`` is representable and otherwise within an ulp of
+    it. Every operation here must keep its rounding: the module marks float
+    arithmetic NoContraction.
+    """
+    a, b, c = args
+    bits = 12 if ty == "float" else 27
+    emax = 127 if ty == "float" else 1023
+    big = _hex(2.0 ** (emax - bits - 2))
+    down, up = _hex(2.0 ** -(bits + 2)), _hex(2.0 ** (bits + 2))
+    split = _hex(2.0 ** bits + 1)
+
+    def fabs(x):
+        return emit(f"call {ty} @llvm.fabs.{'f32' if ty == 'float' else 'f64'}({ty} {x})")
+
+    def scaled(x):
+        large = emit(f"fcmp ogt {ty} {fabs(x)}, {big}")
+        return large, emit(f"select i1 {large}, {ty} {emit(f'fmul {ty} {x}, {down}')}, "
+                           f"{ty} {x}")
+
+    def halves(x):
+        t = emit(f"fmul {ty} {x}, {split}")
+        hi = emit(f"fsub {ty} {t}, {emit(f'fsub {ty} {t}, {x}')}")
+        return hi, emit(f"fsub {ty} {x}, {hi}")
+
+    p = emit(f"fmul {ty} {a}, {b}")
+    a_large, a1 = scaled(a)
+    b_large, b1 = scaled(b)
+    p1 = emit(f"fmul {ty} {a1}, {b1}")
+    ah, al = halves(a1)
+    bh, bl = halves(b1)
+    e = emit(f"fsub {ty} {emit(f'fmul {ty} {ah}, {bh}')}, {p1}")
+    e = emit(f"fadd {ty} {e}, {emit(f'fmul {ty} {ah}, {bl}')}")
+    e = emit(f"fadd {ty} {e}, {emit(f'fmul {ty} {al}, {bh}')}")
+    e = emit(f"fadd {ty} {e}, {emit(f'fmul {ty} {al}, {bl}')}")
+    for large in (a_large, b_large):
+        e = emit(f"select i1 {large}, {ty} {emit(f'fmul {ty} {e}, {up}')}, {ty} {e}")
+    s = emit(f"fadd {ty} {p}, {c}")
+    bv = emit(f"fsub {ty} {s}, {p}")
+    se = emit(f"fsub {ty} {p}, {emit(f'fsub {ty} {s}, {bv}')}")
+    se = emit(f"fadd {ty} {se}, {emit(f'fsub {ty} {c}, {bv}')}")
+    r = emit(f"fadd {ty} {s}, {emit(f'fadd {ty} {se}, {e}')}")
+    # Infinite or NaN operands and sums take the plain IEEE result; so does
+    # an exactly zero product, whose sum with c has the right sign of zero.
+    inf = _hex(float("inf"))
+    finite = emit(f"and i1 {emit(f'fcmp olt {ty} {fabs(p)}, {inf}')}, "
+                  f"{emit(f'fcmp olt {ty} {fabs(s)}, {inf}')}")
+    exact = emit(f"and i1 {finite}, {emit(f'fcmp one {ty} {p}, 0.0')}")
+    emit(f"select i1 {exact}, {ty} {r}, {ty} {s}", result)
+    return emit.lines
+
+
+def _expand_funnel_shift(emit, op, bits, args, result):
+    # The concatenation hi:lo shifted by s = c mod bits; shifting by one and
+    # then by bits - 1 - s keeps every shift amount below the width.
+    ity, (hi, lo, amount) = f"i{bits}", args
+    s = emit(f"and {ity} {amount}, {bits - 1}")
+    rest = emit(f"sub {ity} {bits - 1}, {s}")
+    if op == "fshl":
+        main = emit(f"shl {ity} {hi}, {s}")
+        other = emit(f"lshr {ity} {emit(f'lshr {ity} {lo}, 1')}, {rest}")
+    else:
+        main = emit(f"lshr {ity} {lo}, {s}")
+        other = emit(f"shl {ity} {emit(f'shl {ity} {hi}, 1')}, {rest}")
+    emit(f"or {ity} {main}, {other}", result)
+    return emit.lines
 
 
 def _expand_saturating(emit, op, bits, args, result):

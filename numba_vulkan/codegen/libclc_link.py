@@ -38,7 +38,7 @@ _OPENCL = {
 }
 
 #: C functions that are exact, to the LLVM intrinsic the backend lowers exactly.
-_EXACT = {"floor": "floor", "ceil": "ceil", "trunc": "trunc", "fabs": "fabs",
+_EXACT = {"floor": "floor", "ceil": "ceil", "trunc": "trunc", "fabs": "fabs", "fma": "fma",
           "sqrt": "sqrt", "rint": "rint", "copysign": "copysign"}
 
 #: Numba's C helpers that have no Vulkan implementation, and what they do.

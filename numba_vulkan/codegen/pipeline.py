@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 
 from numba_vulkan import config, spirv
-from numba_vulkan.codegen import (backend, legalize, libclc_link, logical, optimize, strip,
-                                   validate, workarounds)
+from numba_vulkan.codegen import (backend, exact, legalize, libclc_link, logical, optimize,
+                                   strip, validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -55,6 +55,8 @@ def build(sources, bindings, local_size, target, name="kernel"):
         final = workarounds.signed_remainder(final)
         final = legalize.legalize(final)
     binary = strip.strip(backend.emit(final, target.triple))
+    if not exact.contraction_allowed(sources):
+        binary = exact.decorate(binary)
     _dump(name, final, binary)
     if config.validate():
         validate.validate(binary, target.target_env)
