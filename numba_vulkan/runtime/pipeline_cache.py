@@ -190,9 +190,11 @@ def for_device(device):
     """The device's pipeline cache, made on first use; None if turned off."""
     if not config.pipeline_cache():
         return None
+    path = os.path.join(directory(), file_name(device.info))
     with _lock:
         cache = _caches.get(device)
-        if cache is None:
-            cache = PipelineCache(device, os.path.join(directory(), file_name(device.info)))
+        # Settings are read at each use: a changed cache directory gets its own cache.
+        if cache is None or cache.path != path:
+            cache = PipelineCache(device, path)
             _caches[device] = cache
         return cache
