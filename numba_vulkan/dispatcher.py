@@ -149,7 +149,6 @@ class VulkanDispatcher:
 
     def _build(self, sig, threads, target):
         from numba_vulkan.compiler.compile import compile_kernel, numba_types
-        from numba_vulkan.codegen import pipeline
         kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
                                    self.options)
         bindings = [p.storage for p in kernel_ir.params if p.kind == "array"]
@@ -159,6 +158,8 @@ class VulkanDispatcher:
                                       self.options)
         module = kernelcache.load_module(name, label)
         if module is None:
+            # Imported here: it loads LLVM, which a cache hit does without.
+            from numba_vulkan.codegen import pipeline
             module = pipeline.build(kernel_ir.modules, bindings, threads, target,
                                     name=self.__qualname__)
             kernelcache.store_module(name, module, label)

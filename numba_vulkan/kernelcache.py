@@ -384,6 +384,25 @@ class _Stamper:
         self.stamps[index] = (stamp + b"\0" + options.encode() + b"\0"
                               + repr(values).encode())
 
+    def module(self, module, names):
+        """A module the code names, with those of its attributes that the
+        code may read as ``module.name`` (Numba freezes them too)."""
+        if id(module) in self.seen:
+            return f"module:{module.__name__}"
+        self.seen.add(id(module))
+        library = module.__name__.split(".")[0] in _LIBRARIES
+        attributes = []
+        for name in names:
+            if name not in module.__dict__:
+                continue
+            attr = module.__dict__[name]
+            # A library's attributes are its API, versioned in the keys;
+            # only jitted functions there carry code of the user's.
+            if library and not callable(getattr(attr, "py_func", None)):
+                continue
+            attributes.append((name, self.value(attr, names)))
+        return f"module:{module.__name__}:{attributes!r}"
+
     def value(self, value, names):
         """A stable description of a global or closure value; recurses into
         the functions it is or holds."""
@@ -400,13 +419,7 @@ class _Stamper:
         if isinstance(value, np.dtype):
             return f"dtype:{value.str}"
         if isinstance(value, types.ModuleType):
-            jitted = []
-            for name in names:
-                attr = value.__dict__.get(name)
-                if callable(getattr(attr, "py_func", None)):
-                    self.function(attr.py_func, _options_text(attr))
-                    jitted.append(name)
-            return f"module:{value.__name__}:{jitted}"
+            return self.module(value, names)
         py_func = getattr(value, "py_func", None)
         if isinstance(py_func, types.FunctionType):
             self.function(py_func, _options_text(value))
@@ -753,19 +766,26 @@ def store_module(name, module, label):
                  "validated": config.validate()})
 
 
+def _installed_version(package):
+    """A package's version, read without importing it (as Numba, on a hit)."""
+    import importlib.util
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin:
+        return "missing"
+    # importlib.metadata scans every entry of sys.path, which costs more
+    # than the rest of a cache hit; the dist-info directory sits beside the
+    # package and names the version.
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    infos = sorted(n for n in os.listdir(site)
+                   if n.startswith(package + "-") and n.endswith((".dist-info", ".egg-info")))
+    st = os.stat(spec.origin)
+    return f"{','.join(infos)}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def _versions():
-    """Versions that shape Numba's lowering, read without importing Numba."""
-    cached = _digests.get("versions")
-    if cached is None:
-        from importlib import metadata
-        import numpy
-        try:
-            numba_version = metadata.version("numba")
-        except metadata.PackageNotFoundError:
-            numba_version = "unknown"
-        cached = _digests["versions"] = [numba_version, numpy.__version__,
-                                         sys.implementation.cache_tag]
-    return cached
+    """Versions of what shapes Numba's lowering."""
+    import numpy
+    return [_installed_version("numba"), numpy.__version__, sys.implementation.cache_tag]
 
 
 def function_key(function, options, sig, local_size, target):

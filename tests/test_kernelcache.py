@@ -37,8 +37,40 @@ def cube(x, y):
         y[i] = x[i] * x[i] * x[i]
 
 
+_built = {}
+
+
+@pytest.fixture(autouse=True)
+def codegen_once(monkeypatch):
+    """Codegen runs once per distinct kernel module in this file.
+
+    These tests are about the cache, and rebuild the same kernels many
+    times; LLVM's SPIR-V backend gives different bytes on each compile in a
+    process and now and then an invalid module, which spirv-val rejects.
+    """
+    from numba_vulkan.codegen import pipeline
+    build = pipeline.build
+
+    def shared_build(sources, bindings, local_size, target, name="kernel"):
+        if config.dump_dir():
+            return build(sources, bindings, local_size, target, name=name)
+        key = (kernelcache.normalise("\n".join(sources)), tuple(bindings), tuple(local_size),
+               target)
+        if key not in _built:
+            _built[key] = build(sources, bindings, local_size, target, name=name)
+        return _built[key]
+
+    monkeypatch.setattr(pipeline, "build", shared_build)
+
+
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
+def pinned_package(monkeypatch):
+    """Keys that must not change while other engineers edit the package."""
+    monkeypatch.setattr(kernelcache, "_package_part", lambda: "package:pinned")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch, pinned_package):
     """An empty cache directory of this test's own, and zeroed counters."""
     directory = tmp_path / "cache"
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(directory))
@@ -229,6 +261,7 @@ def test_source_stamp(tmp_path):
 
 _KERNEL_MODULE = '''\
 import numba_vulkan as nv
+import kc_helpers
 from kc_helpers import shift
 
 SCALE = 3.0
@@ -243,11 +276,13 @@ def square(v):
 def kern(x, y):
     i = nv.global_id(0)
     if i < x.shape[0]:
-        y[i] = square(x[i]) * SCALE + shift(x[i])
+        y[i] = square(x[i]) * SCALE + shift(x[i]) + kc_helpers.OFFSET
 '''
 
 _HELPER_MODULE = '''\
 import numba
+
+OFFSET = 0.0
 
 
 @numba.njit
@@ -310,7 +345,7 @@ def _function_key(module, sig=SIG, threads=THREADS, target=DEFAULT, **options):
     return kernelcache.function_key(kernel.py_func, kernel.options, sig, threads, target)
 
 
-def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch):
+def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_package):
     module = _import(kernel_files, "kc_kernel")
     base = _function_key(module)
     assert base == _function_key(_import(kernel_files, "kc_kernel"))
@@ -322,6 +357,9 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch):
     keys["option"] = _function_key(module, fastmath=True)
     module.SCALE = 4.0
     keys["global"] = _function_key(module)
+    module = _import(kernel_files, "kc_kernel")
+    module.kc_helpers.OFFSET = 1.0
+    keys["global of another module"] = _function_key(module)
     monkeypatch.setenv("NUMBA_BOUNDSCHECK", "1")
     keys["numba setting"] = _function_key(_import(kernel_files, "kc_kernel"))
     monkeypatch.delenv("NUMBA_BOUNDSCHECK")
@@ -354,7 +392,7 @@ def _module_key(module, sig=SIG, target=DEFAULT, **options):
     return kernelcache.module_key(kernel_ir.modules, bindings, THREADS, target, options)
 
 
-def test_module_key_changes_with_every_input(kernel_files):
+def test_module_key_changes_with_every_input(kernel_files, pinned_package):
     (kernel_files / "kc_kernel.py").write_text(_KERNEL_MODULE.replace(
         "import numba_vulkan as nv", "import numba\nimport numba_vulkan as nv").replace(
         "@nv.jit\ndef square", "@numba.njit\ndef square"))
@@ -367,6 +405,9 @@ def test_module_key_changes_with_every_input(kernel_files):
     keys["option"] = _module_key(module, sig, fastmath=True)
     module.SCALE = 4.0
     keys["global"] = _module_key(module, sig)
+    module = _import(kernel_files, "kc_kernel")
+    module.kc_helpers.OFFSET = 1.0
+    keys["global of another module"] = _module_key(module, sig)
     _edit(kernel_files / "kc_helpers.py", "v + 1.0", "v + 2.0")
     keys["callee in another module"] = _module_key(_import(kernel_files, "kc_kernel"), sig)
     _edit(kernel_files / "kc_kernel.py", "* SCALE +", "* SCALE -")
