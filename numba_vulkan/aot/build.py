@@ -151,17 +151,17 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
     from numba_vulkan.codegen import validate
     from numba_vulkan.dispatcher import VulkanDispatcher
     from numba_vulkan.target import TargetDescription
-    kernel = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        kernel = getattr(kernel, part)
     vulkan, float64, int64, push = target_key
     target = TargetDescription(tuple(vulkan), float64, int64, push)
     try:
+        kernel = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            kernel = getattr(kernel, part)
         compiled = VulkanDispatcher(kernel.py_func, dict(options))._build(
             tuple(sig), tuple(threads), target)
         binary = strip_debug(compiled.spirv)
         validate.validate(binary, target_env)
-    except VulkanError as exc:
+    except Exception as exc:  # any failure is this module's, reported with the others
         return None, f"{type(exc).__name__}: {exc}"
     capabilities = spirv.capabilities(binary)
     lacking = [c for c, feature in (("Float64", "float64"), ("Int64", "int64"))

@@ -48,12 +48,18 @@ class Directory:
         self.label = label
         self.root = root
         self.problem = None
+        self._load_lock = threading.Lock()
         self._loaded = False
         self._by_key = {}
         self._by_kernel = {}
 
     def _load(self):
-        self._loaded = True
+        with self._load_lock:
+            if not self._loaded:
+                self._read_index()
+                self._loaded = True
+
+    def _read_index(self):
         try:
             data = self.root.joinpath(index.INDEX).read_bytes()
             parsed = index.parse(data, self.label)
