@@ -353,3 +353,57 @@ def test_damaged_derived_files_are_rebuilt(project, tmp_path):
                                         != (pristine / relative).read_bytes()):
                 failures.append(f"{relative} {mode}: not rebuilt")
     assert not failures, "\n".join(failures)
+
+
+_OVERLOAD_STUB = "def bump(v):\n    raise NotImplementedError\n"
+_OVERLOAD_IMPL = '''\
+from numba.extending import overload
+
+from kc_stub import bump
+
+
+@overload(bump, target="generic")
+def _bump(v):
+    def impl(v):
+        return v + 1.0
+    return impl
+'''
+_OVERLOAD_KERNEL = '''\
+import numpy as np
+
+import kc_impl  # noqa: F401  (registers the implementation of bump)
+import numba_vulkan as nv
+from kc_stub import bump
+
+
+@nv.jit(cache=True)
+def bumped(x):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        x[i] = bump(x[i])
+
+
+x = np.zeros(8)
+bumped.forall(x.size)(x)
+print(x[0])
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="the functions/ tier does not see an @overload "
+                   "implementation that lives in a module the kernel does not name")
+def test_changed_overload_in_another_module_is_recompiled(tmp_path):
+    for name, text in (("kc_stub.py", _OVERLOAD_STUB), ("kc_impl.py", _OVERLOAD_IMPL),
+                       ("kc_bump.py", _OVERLOAD_KERNEL)):
+        (tmp_path / name).write_text(text)
+    cache = tmp_path / "cache"
+
+    def run():
+        result = subprocess.run([sys.executable, "kc_bump.py"], cwd=tmp_path, env=_env(cache),
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return float(result.stdout.split()[-1])
+
+    assert run() == 1.0
+    path = tmp_path / "kc_impl.py"
+    path.write_text(_OVERLOAD_IMPL.replace("v + 1.0", "v + 2.0"))
+    assert run() == 2.0
