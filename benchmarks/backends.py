@@ -94,6 +94,8 @@ class Backend:
     name = ""
     #: Whether :meth:`kernel_times` measures on the device.
     has_kernel_times = False
+    #: Benchmark kinds this backend runs (None: all).
+    kinds = None
 
     def to_device(self, host):
         raise NotImplementedError
@@ -144,9 +146,12 @@ class VulkanBackend(Backend):
     def synchronize(self):
         self.nv.synchronize()
 
+    options = {}
+
     def make(self, bench):
         scope = {"nv": self.nv, **_numba_types(bench.real)}
-        return self.nv.jit(define(bench.source, bench.function, scope, bench.name))
+        return self.nv.jit(define(bench.source, bench.function, scope, bench.name),
+                           **self.options)
 
     def launch(self, kernel, groups, threads, args):
         kernel[groups, threads](*args)
@@ -186,6 +191,22 @@ class VulkanBackend(Backend):
                 "features": sorted(info.features),
                 "max_shared_memory": info.max_shared_memory,
                 "numba_vulkan_validate": _validate_setting()}
+
+
+class VulkanFastmathBackend(VulkanBackend):
+    """numba_vulkan with ``fastmath=True``, on compute-bound kernels only.
+
+    numba_vulkan keeps float arithmetic exact unless told otherwise, while
+    NVVM (numba-cuda) contracts ``a * b + c`` into fused multiply-adds by
+    default; this backend shows what that difference costs in the same run.
+    """
+
+    name = "numba_vulkan_fastmath"
+    options = {"fastmath": True}
+    kinds = ("compute",)
+
+    def transfers(self, nbytes):
+        return {}
 
 
 #: A kernel that leaves its array as it was: a launch on a NumPy array then
@@ -320,8 +341,9 @@ class CpuBackend(Backend):
                 "threading_layer": self.numba.config.THREADING_LAYER}
 
 
-KERNEL_BACKENDS = {"numba_vulkan": VulkanBackend, "numba_cuda": CudaBackend,
-                   "cpu": CpuBackend}
+KERNEL_BACKENDS = {"numba_vulkan": VulkanBackend,
+                   "numba_vulkan_fastmath": VulkanFastmathBackend,
+                   "numba_cuda": CudaBackend, "cpu": CpuBackend}
 
 
 def cuda_status():

@@ -3,7 +3,7 @@
 import json
 import os
 
-BACKEND_ORDER = ("numba_vulkan", "numba_cuda", "cpu", "ceiling")
+BACKEND_ORDER = ("numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "cpu", "ceiling")
 
 
 def _ms(seconds):
@@ -38,6 +38,8 @@ def _ratio_columns(backends):
     columns = []
     if "numba_cuda" in backends:
         columns.append(("vulkan_vs_cuda", "vk/cuda"))
+        if "numba_vulkan_fastmath" in backends:
+            columns.append(("vulkan_fastmath_vs_cuda", "fm/cuda"))
     if "cpu" in backends:
         columns.append(("vulkan_vs_cpu", "vk/cpu"))
     return columns
@@ -55,8 +57,10 @@ def table(results):
     """The results as fixed-width text."""
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
     header = f"{'benchmark':16} {'size':28}"
+    labels = {name: name + (" wall/kernel" if name != "ceiling" else "") for name in backends}
+    widths = {name: max(20, len(label)) for name, label in labels.items()}
     for name in backends:
-        header += f" {name + (' wall/kernel' if name != 'ceiling' else ''):>24}"
+        header += f" {labels[name]:>{widths[name]}}"
     ratio_keys = _ratio_columns(backends)
     header += "".join(f" {label:>8}" for _, label in ratio_keys)
     header += f" {'vk of ceil':>10} {'vk rate':>16}"
@@ -73,7 +77,7 @@ def table(results):
                 cell = f"{_ms(time_of(result))}/{_ms(time_of(result, 'kernel'))}"
                 if result["status"] == "wrong":
                     cell = "WRONG " + cell
-            line += f" {cell:>24}"
+            line += f" {cell:>{widths[backend]}}"
         ratios = bench.get("ratios", {})
         vk = time_of(bench["results"].get("numba_vulkan"))
         line += "".join(f" {_ratio(ratios.get(key, {}).get('wall')):>8}"

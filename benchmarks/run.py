@@ -1,12 +1,14 @@
 """Every benchmark on every available backend, in one process.
 
-    python benchmarks/run.py [--quick] [--out DIR] [--backends numba_vulkan,numba_cuda,cpu,ceiling]
+    python benchmarks/run.py [--quick] [--out DIR] [--backends numba_vulkan,numba_cuda,...]
                              [--only saxpy,matmul,...] [--label NAME] [--no-cold]
     python benchmarks/run.py --markdown benchmarks/results/h200.json
 
 Backends: numba_vulkan on device arrays; numba-cuda running the same kernel
-source (where CUDA is available); ``numba.njit(parallel=True)`` loops
-(where it is not); and a ceiling (torch or cupy copies, the GPU's fp32
+source (where CUDA is available), and then also numba_vulkan with
+``fastmath=True`` on the compute-bound kernels (numba-cuda contracts
+multiply-adds by default, numba_vulkan does not); ``numba.njit(parallel=True)``
+loops (where CUDA is missing); and a ceiling (torch or cupy copies, the GPU's fp32
 rate, pinned-memory copies; host copies on a CPU Vulkan device). A backend
 that is missing is skipped with a note, and a benchmark that fails on one
 backend is reported and the run goes on.
@@ -39,7 +41,7 @@ from benchmarks import backends as bk  # noqa: E402
 from benchmarks import measure, report, suite  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ALL_BACKENDS = ("numba_vulkan", "numba_cuda", "cpu", "ceiling")
+ALL_BACKENDS = ("numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "cpu", "ceiling")
 TRANSFERS = ("copy_h2d", "copy_d2h", "copy_numpy_arg")
 COLD_TIMEOUT = 300
 STARTED = time.perf_counter()
@@ -168,6 +170,9 @@ def ratios(entry):
             out.setdefault("vulkan_of_ceiling", {})[which] = ceiling / t_vk
         if ceiling and t_cuda:
             out.setdefault("cuda_of_ceiling", {})[which] = ceiling / t_cuda
+        t_fast = report.time_of(res.get("numba_vulkan_fastmath"), which)
+        if t_fast and t_cuda:
+            out.setdefault("vulkan_fastmath_vs_cuda", {})[which] = t_fast / t_cuda
     t_vk, t_cpu = report.time_of(vk), report.time_of(cpu)
     if t_vk and t_cpu:
         out["vulkan_vs_cpu"] = {"wall": t_vk / t_cpu}
@@ -180,6 +185,8 @@ def run_benchmark(bench, sizes, kernel_backends, ceiling, copy_bandwidth, device
     entry = {"size": bench.describe(size), "size_value": size, "kind": bench.kind,
              "work": None, "results": {}}
     for name, backend in kernel_backends.items():
+        if backend.kinds is not None and bench.kind not in backend.kinds:
+            continue
         print(f"  {bench.name} on {name} ({time.perf_counter() - STARTED:.0f} s) ...", flush=True)
         entry["results"][name] = run_on(backend, bench, size, host, plan, entry)
         gc.collect()
@@ -357,7 +364,7 @@ def start_backends(wanted, results):
     started = {}
     notes = results["backends"]
     cuda_ok, cuda_note = bk.cuda_status()
-    for name in ("numba_vulkan", "numba_cuda", "cpu"):
+    for name in ("numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "cpu"):
         if name not in wanted:
             continue
         if name == "numba_cuda" and not cuda_ok:
@@ -377,7 +384,7 @@ def start_backends(wanted, results):
 def default_backends():
     cuda_ok, _ = bk.cuda_status()
     if cuda_ok:
-        return ["numba_vulkan", "numba_cuda", "ceiling"]
+        return ["numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "ceiling"]
     return ["numba_vulkan", "cpu", "ceiling"]
 
 
@@ -484,7 +491,7 @@ def main(argv=None):
         results["benchmarks"].update(run_transfers(sizes, kernel_backends, ceiling, plan))
         report.write_json(results, json_path)
 
-    cold_backends = [b for b in kernel_backends]
+    cold_backends = [name for name, b in kernel_backends.items() if b.kinds is None]
     if not args.no_cold and cold_backends:
         kernels = [b.name for b in suite.BENCHMARKS if b.name in only]
         results["cold_compile"] = cold_compile(kernels, cold_backends)
