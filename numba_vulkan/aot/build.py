@@ -293,6 +293,11 @@ def _run(pending, dispatchers, m, jobs):
     # spawned ones would spend a second or more each on; the build process has
     # compiled nothing yet, so it holds no LLVM state or backend child to share.
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    if context.get_start_method() == "fork":
+        # Numba's typing and target contexts take half a second to set up:
+        # once here rather than in every worker.
+        from numba_vulkan.compiler.compile import contexts
+        contexts()
     paths = [m.directory] + [p for p in sys.path if p]
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
                                                 initializer=_worker_init,
