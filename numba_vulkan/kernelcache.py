@@ -292,8 +292,9 @@ def _describe_code(code):
             consts.append("frozenset" + repr(sorted(map(repr, const))))
         else:
             consts.append(type(const).__name__ + ":" + repr(const))
-    return repr((code.co_qualname, code.co_argcount, code.co_posonlyargcount,
-                 code.co_kwonlyargcount, code.co_flags, code.co_firstlineno,
+    return repr((getattr(code, "co_qualname", code.co_name), code.co_argcount,
+                 code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+                 code.co_firstlineno,
                  code.co_code.hex(), consts, code.co_names, code.co_varnames,
                  code.co_freevars, code.co_cellvars))
 
@@ -318,7 +319,7 @@ def source_stamp(function):
     except (OSError, ValueError):
         return None
     return "\0".join([path, str(st.st_size), str(st.st_mtime_ns),
-                      getattr(function, "__qualname__", code.co_qualname),
+                      getattr(function, "__qualname__", code.co_name),
                       _describe_code(code)]).encode()
 
 
@@ -354,6 +355,7 @@ class _Stamper:
     def __init__(self):
         self.stamps = []
         self.seen = set()
+        self.modules = []
 
     def function(self, function, options="{}"):
         if id(function) in self.seen:
@@ -387,12 +389,14 @@ class _Stamper:
     def module(self, module, names):
         """A module the code names, with those of its attributes that the
         code may read as ``module.name`` (Numba freezes them too)."""
-        if id(module) in self.seen:
+        # Described again on each visit, as each function names other
+        # attributes; only a module that (indirectly) contains itself stops.
+        if module in self.modules:
             return f"module:{module.__name__}"
-        self.seen.add(id(module))
+        self.modules.append(module)
         library = module.__name__.split(".")[0] in _LIBRARIES
         attributes = []
-        for name in names:
+        for name in dict.fromkeys(names):
             if name not in module.__dict__:
                 continue
             attr = module.__dict__[name]
@@ -401,6 +405,7 @@ class _Stamper:
             if library and not callable(getattr(attr, "py_func", None)):
                 continue
             attributes.append((name, self.value(attr, names)))
+        self.modules.pop()
         return f"module:{module.__name__}:{attributes!r}"
 
     def value(self, value, names):
@@ -431,10 +436,14 @@ class _Stamper:
             return f"function:{value.__module__}.{value.__qualname__}"
         if isinstance(value, (type, types.BuiltinFunctionType)):
             return f"{type(value).__name__}:{value.__module__}.{value.__qualname__}"
-        if type(value).__module__.split(".")[0] == "numba":
-            # Numba types (float32, ...) print as themselves.
-            return f"numba:{type(value).__name__}:{value}"
-        raise _Uncacheable(f"it reads a global of type {type(value).__qualname__}")
+        kind = type(value)
+        if kind.__module__.split(".")[0] in _LIBRARIES:
+            # Library objects such as NumPy's ufuncs and Numba's types print
+            # as what they are, unless their repr is an address.
+            text = repr(value)
+            if " at 0x" not in text:
+                return f"{kind.__module__}.{kind.__qualname__}:{text}"
+        raise _Uncacheable(f"it reads a global of type {kind.__qualname__}")
 
 
 def dependency_stamps(function):
@@ -867,9 +876,10 @@ def info(verbose=False, out=None):
         if not verbose:
             continue
         for name in names:
-            entry = _lookup(tier, name)
-            if entry is None:
-                print(f"  {name[:16]}  damaged (will be rebuilt)", file=out)
+            try:
+                entry = _read_entry(tier, name)
+            except (OSError, ValueError, TypeError, KeyError, UnicodeError) as exc:
+                print(f"  {name[:16]}  damaged, will be rebuilt ({exc})", file=out)
                 continue
             kernel = entry.get("kernel")
             if isinstance(kernel, dict):

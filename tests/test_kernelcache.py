@@ -269,7 +269,7 @@ SCALE = 3.0
 
 @nv.jit
 def square(v):
-    return v * v
+    return v * v * kc_helpers.GAIN
 
 
 @nv.jit(cache=True)
@@ -283,6 +283,7 @@ _HELPER_MODULE = '''\
 import numba
 
 OFFSET = 0.0
+GAIN = 1.0
 
 
 @numba.njit
@@ -335,6 +336,11 @@ def test_dependency_stamps_reach_called_functions(kernel_files):
     assert stamps[0].startswith(kernelcache.source_stamp(module.kern.py_func))
     joined = b"".join(stamps)
     assert b"square" in joined and b"kc_helpers.py" in joined
+    # Library objects are named, not stamped.
+    import numba
+    for value in (np.sqrt, np.float32, np.dtype("f4"), numba.float32, np.float32(2)):
+        module.SCALE = value
+        assert kernelcache.dependency_stamps(module.kern.py_func) is not None, value
     # Something that cannot be described makes the kernel uncacheable.
     module.SCALE = object()
     assert kernelcache.dependency_stamps(module.kern.py_func) is None
@@ -360,6 +366,9 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     module = _import(kernel_files, "kc_kernel")
     module.kc_helpers.OFFSET = 1.0
     keys["global of another module"] = _function_key(module)
+    module = _import(kernel_files, "kc_kernel")
+    module.kc_helpers.GAIN = 2.0
+    keys["global of another module, read by a callee"] = _function_key(module)
     monkeypatch.setenv("NUMBA_BOUNDSCHECK", "1")
     keys["numba setting"] = _function_key(_import(kernel_files, "kc_kernel"))
     monkeypatch.delenv("NUMBA_BOUNDSCHECK")
@@ -408,6 +417,9 @@ def test_module_key_changes_with_every_input(kernel_files, pinned_package):
     module = _import(kernel_files, "kc_kernel")
     module.kc_helpers.OFFSET = 1.0
     keys["global of another module"] = _module_key(module, sig)
+    module = _import(kernel_files, "kc_kernel")
+    module.kc_helpers.GAIN = 2.0
+    keys["global of another module, read by a callee"] = _module_key(module, sig)
     _edit(kernel_files / "kc_helpers.py", "v + 1.0", "v + 2.0")
     keys["callee in another module"] = _module_key(_import(kernel_files, "kc_kernel"), sig)
     _edit(kernel_files / "kc_kernel.py", "* SCALE +", "* SCALE -")
