@@ -16,6 +16,8 @@ details, which :func:`prepare` removes once per libclc file:
   :mod:`numba_vulkan.codegen.logical` can address it by element index.
 * NVPTX attributes (``target-features``, which would stop inlining) and
   metadata are dropped.
+* Functions with known bugs get a wrapper that handles the inputs they get
+  wrong (:data:`_FIXES`).
 
 The prepared library is stored below :func:`cache_directory` as LLVM IR text
 with a JSON record holding its SHA-256; a record that does not match its
@@ -37,7 +39,7 @@ from numba_vulkan import config
 from numba_vulkan.errors import CompilerError
 
 #: Version of the preparation; part of the prepared file's name.
-FORMAT = 1
+FORMAT = 2
 
 #: libclc file names, most preferred first.
 _FILE_NAMES = ("nvptx64--.bc",)
@@ -273,10 +275,78 @@ def prepare(path):
     pm.run(module, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options()))
     text = _clean(str(module))
     text = _retype_tables(text)
+    text = _apply_fixes(text)
     try:
         llvm.parse_assembly(text).verify()
     except RuntimeError as exc:
         raise CompilerError(f"preparing libclc {path} produced invalid IR: {exc}") from None
+    return text
+
+
+_INF = "0x7FF0000000000000"
+
+#: Wrappers around libclc 22 functions that get some inputs wrong: the
+#: original is renamed ``__nv.unfixed.<name>`` and called for the others.
+_FIXES = {
+    # pow(x, y) with |y| >= 2**64 overflows inside and returns inf or a
+    # wrong finite value; such a y is an even integer, and |x| != 1 makes
+    # the result overflow to inf or underflow to +0.
+    "_Z3powdd": f"""
+define double @_Z3powdd(double %x, double %y) {{
+  %r = call double @__nv.unfixed._Z3powdd(double %x, double %y)
+  %ax = call double @llvm.fabs.f64(double %x)
+  %ay = call double @llvm.fabs.f64(double %y)
+  %huge = fcmp oge double %ay, 0x43F0000000000000
+  %finite = fcmp olt double %ay, {_INF}
+  %x_finite = fcmp olt double %ax, {_INF}
+  %x_nonzero = fcmp one double %ax, 0.0
+  %x_not_one = fcmp one double %ax, 1.0
+  %c1 = and i1 %huge, %finite
+  %c2 = and i1 %x_finite, %x_nonzero
+  %c3 = and i1 %c1, %c2
+  %c = and i1 %c3, %x_not_one
+  %grows = fcmp ogt double %ax, 1.0
+  %positive = fcmp ogt double %y, 0.0
+  %overflows = icmp eq i1 %grows, %positive
+  %limit = select i1 %overflows, double {_INF}, double 0.0
+  %v = select i1 %c, double %limit, double %r
+  ret double %v
+}}""",
+    # ldexp(nan, n) returns inf for n > 0.
+    **{mangled("ldexp", code, "i"): f"""
+define {ty} @{mangled("ldexp", code, "i")}({ty} %x, i32 %n) {{
+  %r = call {ty} @__nv.unfixed.{mangled("ldexp", code, "i")}({ty} %x, i32 %n)
+  %nan = fcmp une {ty} %x, %x
+  %v = select i1 %nan, {ty} %x, {ty} %r
+  ret {ty} %v
+}}""" for code, ty in (("f", "float"), ("d", "double"))},
+    # lgamma(x) for tiny negative float x returns inf; there it is
+    # -log|x| - x * Euler's gamma to float precision.
+    "_Z6lgammaf": """
+define float @_Z6lgammaf(float %x) {
+  %r = call float @__nv.unfixed._Z6lgammaf(float %x)
+  %ax = call float @llvm.fabs.f32(float %x)
+  %tiny = fcmp olt float %ax, 0x3E80000000000000
+  %nonzero = fcmp one float %ax, 0.0
+  %c = and i1 %tiny, %nonzero
+  %log = call float @_Z3logf(float %ax)
+  %gx = fmul float %x, 0x3FE2788CC0000000
+  %series = fadd float %log, %gx
+  %near = fneg float %series
+  %v = select i1 %c, float %near, float %r
+  ret float %v
+}""",
+}
+
+
+def _apply_fixes(text):
+    """Rename each function of :data:`_FIXES` and append its wrapper."""
+    for name, wrapper in _FIXES.items():
+        text = re.sub(rf"@{re.escape(name)}(?=\()", f"@__nv.unfixed.{name}", text)
+        text += wrapper.lstrip("\n") + "\n"
+    for intrinsic in ("float @llvm.fabs.f32(float)", "double @llvm.fabs.f64(double)"):
+        if f"declare {intrinsic}" not in text:
+            text += f"declare {intrinsic}\n"
     return text
 
 

@@ -95,7 +95,7 @@ def _target(name, ret, params):
 
 def _rename(text):
     """Rename the math calls of one module; return it and the libclc names used."""
-    renames, used, lines = {}, set(), []
+    renames, used, lines, declared = {}, set(), [], set()
     for line in text.splitlines():
         m = _DECLARE.match(line)
         if m:
@@ -109,7 +109,10 @@ def _rename(text):
                 renames[m.group("name")] = target
                 if not target.startswith("llvm."):
                     used.add(target)
+                if target in declared:
+                    continue
                 line = f"declare {m.group('ret')} @{target}({', '.join(params)})"
+            declared.add(name if target is None else target)
         lines.append(line)
     out = "\n".join(lines) + "\n"
     for old, new in renames.items():

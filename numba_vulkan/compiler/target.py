@@ -167,8 +167,8 @@ class VulkanTargetContext(BaseContext):
 
     def get_ufunc_info(self, ufunc_key):
         """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""
-        from numba.np import ufunc_db
-        return ufunc_db.get_ufunc_info(ufunc_key)
+        from numba_vulkan.compiler import mathimpl
+        return mathimpl.ufunc_info(ufunc_key)
 
     def get_executable(self, func, fndesc, env):
         raise NotImplementedError("Vulkan functions are not callable from the host")
