@@ -132,7 +132,31 @@ def parse(data, where):
         if entry["spirv"] != module_path(entry["sha256"]):
             raise AOTError(f"{where}/{INDEX}: entry {number} names module "
                            f"{entry['spirv']!r}, not the one its digest gives")
+        problem = _malformed(entry)
+        if problem:
+            raise AOTError(f"{where}/{INDEX}: entry {number} is damaged: {problem}")
     return index
+
+
+def _malformed(entry):
+    """What is wrong with the values of an entry whose fields have the right types."""
+    def ints(values, count):
+        return (len(values) == count and all(type(v) is int and v > 0 for v in values))
+
+    if not ints(entry["threads"], 3):
+        return "threads is not three positive integers"
+    for name in ("signature", "capabilities", "features"):
+        if not all(isinstance(v, str) for v in entry[name]):
+            return f"{name} holds a value that is not a string"
+    try:
+        for text in entry["signature"]:
+            signature.parse(text)
+        target_of(entry)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    if not all(isinstance(p, dict) for p in entry["params"]):
+        return "params holds a value that is not an object"
+    return None
 
 
 def check_module(data, entry, where):
@@ -144,9 +168,13 @@ def check_module(data, entry, where):
 
 
 def target_of(entry):
-    """The :class:`TargetDescription` an entry was built for."""
-    vulkan, float64, int64, push = entry["target"]
-    return TargetDescription(tuple(vulkan), bool(float64), bool(int64), int(push))
+    """The :class:`TargetDescription` an entry was built for; ValueError if malformed."""
+    try:
+        vulkan, float64, int64, push = entry["target"]
+        return TargetDescription(tuple(vulkan), bool(float64), bool(int64), int(push))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"target {entry['target']!r} is not a target description: "
+                         f"{exc}") from None
 
 
 def compiled_kernel(entry, spirv):
