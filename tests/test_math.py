@@ -183,7 +183,8 @@ def results(dtype, table, rng):
     """Errors of every function of one table in one dtype, computed once."""
     key = (dtype, id(table))
     if key not in _results:
-        params = ("a",) if len(next(iter(table.values()))) == 3 else ("a", "b")
+        binary = isinstance(next(iter(table.values()))[1], tuple)
+        params = ("a", "b") if binary else ("a",)
         _results[key] = _run(dtype, table, params, rng)
     return _results[key]
 
