@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.aot import build as aot_build, index, lookup
+from numba_vulkan.aot import index, lookup
 from numba_vulkan.aot.__main__ import main
 from numba_vulkan.target import TargetDescription
 

@@ -99,7 +99,7 @@ def test_damaged_cache_file_is_discarded_and_the_cache_still_works(kernel, tmp_p
     path.write_bytes(b"NVPC" + os.urandom(200))
     cache = pipeline_cache.PipelineCache(device, str(path))
     assert not path.exists()          # discarded before the driver could see it
-    pipeline = make_pipeline(device, kernel, cache)
+    make_pipeline(device, kernel, cache)
     assert pipeline_cache.unpack(device.info, path.read_bytes()) is not None
     x = rng.random(100).astype(np.float32)
     dx = nv.to_device(x)

@@ -141,7 +141,7 @@ def _previous(output):
 
 
 def _compile(module_name, qualname, sig, threads, target_key, options, target_env,
-             narrow):
+             profile):
     """Compile one module; runs in the build process or in a worker.
 
     Returns:
@@ -167,9 +167,8 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
     lacking = [c for c, feature in (("Float64", "float64"), ("Int64", "int64"))
                if c in capabilities and not getattr(target, feature)]
     if lacking:
-        return None, (f"the module uses {' and '.join(lacking)}, which profile "
-                      f"{'narrow' if narrow else 'full'} leaves out: the compiler did not "
-                      "narrow this kernel")
+        return None, (f"the module uses {' and '.join(lacking)}, which profile {profile} "
+                      "leaves out: the compiler did not narrow this kernel")
     return binary, {"capabilities": capabilities,
                     "params": [p.to_json() for p in compiled.params],
                     "push_size": compiled.push_size, "abi_version": compiled.abi_version}
@@ -239,14 +238,15 @@ def build(manifest_path, output=None, jobs=1, progress=None):
             continue
         build_key = _build_key(key, task, fingerprint)
         if build_key in previous:
-            done[task] = (previous[build_key][1], previous[build_key][0], True)
+            entry, data = previous[build_key]
+            done[task] = (data, entry, True)
         else:
             pending.append((task, build_key))
     total = len(tasks)
     count = len(done) + len(result.failures)
     if progress:
         progress(count, total, "reused")
-    for task, outcome in _run(pending, dispatchers, m, jobs):
+    for task, outcome in _run(pending, m, jobs):
         count += 1
         if isinstance(outcome, str):
             result.failures.append(Failure(task, outcome))
@@ -260,11 +260,12 @@ def build(manifest_path, output=None, jobs=1, progress=None):
         for task, (data, meta, reused) in done.items():
             if reused:
                 result.reused += 1
-                entry = dict(meta)
             else:
                 result.built += 1
-                entry = _entry(task, keys[task.kernel], data, meta, fingerprint,
-                               build_keys[task])
+            # A reused entry is written afresh too, so that an incremental build
+            # equals a clean one byte for byte.
+            entry = _entry(task, keys[task.kernel], data, meta, fingerprint,
+                           meta["build_key"] if reused else build_keys[task])
             entries.append(entry)
             modules[entry["spirv"]] = data
         result.bytes = sum(len(d) for d in modules.values())
@@ -273,13 +274,13 @@ def build(manifest_path, output=None, jobs=1, progress=None):
     return result
 
 
-def _run(pending, dispatchers, m, jobs):
+def _run(pending, m, jobs):
     """Compile pending tasks; yields ``(task, (spirv, metadata, False) or message)``."""
     def arguments(task):
         module_name, _, qualname = task.kernel.partition(":")
         profile = task.profile
         return (module_name, qualname, task.signature, task.threads,
-                profile.target().key(), task.options, profile.target_env, profile.narrow)
+                profile.target().key(), task.options, profile.target_env, profile.name)
 
     def outcome(value):
         data, meta = value
@@ -290,8 +291,8 @@ def _run(pending, dispatchers, m, jobs):
             yield task, outcome(_compile(*arguments(task)))
         return
     # Forked workers start with Numba and the kernels' modules imported, which
-    # spawned ones would spend a second or more each on; the build process has
-    # compiled nothing yet, so it holds no LLVM state or backend child to share.
+    # spawned ones would spend a second or more each on. The build process has
+    # compiled nothing yet: it has no backend child or thread a fork could share.
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     if context.get_start_method() == "fork":
         # Numba's typing and target contexts take half a second to set up:
