@@ -1,6 +1,7 @@
 """Link a kernel's LLVM modules into one and optimise it with LLVM's pipeline."""
 
 import llvmlite.binding as llvm
+from numba.core.compiler_lock import global_compiler_lock
 
 from numba_vulkan.errors import CompilerError
 
@@ -61,7 +62,17 @@ def optimise(module, entry, tm, speed=3):
     pto.inlining_threshold = 100000
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()
-    pm.run(module, pb)
+    # IndVarSimplify rewrites a loop's exit values into closed forms that may
+    # need integers wider than 64 bits (the sum 0 + 1 + ... + n becomes an
+    # i65 product), which Vulkan has no type for. The option is process-wide
+    # and Numba's CPU compiles read it too: set it only while this pipeline
+    # runs, under Numba's compiler lock.
+    with global_compiler_lock:
+        llvm.set_option("", "-replexitval=never")
+        try:
+            pm.run(module, pb)
+        finally:
+            llvm.set_option("", "-replexitval=cheap")
     for fn in list(module.functions):
         if fn.name != entry and not fn.is_declaration:
             raise CompilerError(f"function {fn.name} was not inlined into the kernel")

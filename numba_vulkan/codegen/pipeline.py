@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from numba_vulkan import config, spirv
 from numba_vulkan.codegen import (backend, exact, legalize, libclc_link, logical, optimize,
-                                   strip, validate, workarounds)
+                                   strip, structurize, validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -51,10 +51,14 @@ def build(sources, bindings, local_size, target, name="kernel"):
         text = logical.rewrite(str(module), bindings)
         module = optimize.link([text], target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm, speed=2)
+        module = structurize.structurize(module, tm, ENTRY_POINT)
         final = logical.lower_markers(str(module), tuple(local_size))
         final = workarounds.signed_remainder(final)
         final = legalize.legalize(final)
-    binary = strip.strip(backend.emit(final, target.triple))
+    # At -O0 the backend runs no pass that reshapes the control flow (code
+    # generation preparation, loop strength reduction, tail duplication)
+    # before its own structurizer: the shape built above reaches it intact.
+    binary = strip.strip(backend.emit(final, target.triple, opt=0))
     if not exact.contraction_allowed(sources):
         binary = exact.decorate(binary)
     _dump(name, final, binary)

@@ -3,7 +3,7 @@
 import functools
 
 from llvmlite import ir
-from numba.core import callconv, typing
+from numba.core import callconv, types, typing
 from numba.core.base import BaseContext
 from numba.core.codegen import CodeLibrary, Codegen
 from numba.core.descriptors import TargetDescriptor
@@ -169,6 +169,14 @@ class VulkanTargetContext(BaseContext):
         """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""
         from numba_vulkan.compiler import mathimpl
         return mathimpl.ufunc_info(ufunc_key)
+
+    def get_constant_generic(self, builder, ty, val):
+        # A function named in a kernel is a compile-time constant: calls to
+        # it are lowered directly and nothing reads its value. Numba's CPU
+        # lowering would embed the object's address, which a GPU cannot use.
+        if isinstance(ty, (types.Dispatcher, types.Function)):
+            return self.get_dummy_value()
+        return super().get_constant_generic(builder, ty, val)
 
     def get_executable(self, func, fndesc, env):
         raise NotImplementedError("Vulkan functions are not callable from the host")

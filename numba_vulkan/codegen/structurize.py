@@ -1,0 +1,551 @@
+"""Give a kernel's control flow the structured shape that Vulkan requires.
+
+SPIR-V for Vulkan needs structured control flow: every loop has one back
+edge and one merge block, every branch has a merge block that nests inside
+the enclosing construct. Optimised LLVM IR has no such shape: an early
+``return`` jumps out of several loops, ``a and b`` makes two branches share
+a target, a ``break`` leaves a loop from the middle. LLVM's SPIR-V backend
+has a structurizer of its own, but it emits invalid modules (or aborts) on
+exactly these shapes, so this pass rebuilds the control flow first, into a
+form where the backend only has to find what is already there:
+
+* every loop has one latch, which is also its only exiting block, and one
+  dedicated exit block (``break``, ``continue`` and ``return`` inside a
+  loop set a flag and go to the latch; the exit block dispatches on a
+  selector to where the loop was left for);
+* in the acyclic part of every loop body and of the function, each branch
+  has an immediate post-dominator that no other construct uses as its merge
+  block, and the paths between the two never leave or enter from the side.
+  Where paths share blocks, they are joined early in a new block that
+  dispatches on a selector to the shared blocks.
+
+Already structured code (a counted loop, if/else) keeps its shape; only the
+parts that need it get flags and selectors. The pass runs on the optimised
+IR of the kernel, with LLVM's ``reg2mem`` first (so that moving edges needs
+no SSA repair) and SROA after (which turns flags and selectors back into
+SSA values); neither changes the control flow graph.
+"""
+
+import re
+
+import llvmlite.binding as llvm
+
+from numba_vulkan.errors import UnsupportedError
+
+_LABEL = re.compile(r'^((?:"[^"]*")|[-a-zA-Z$._0-9]+):(?:\s*;.*)?$')
+_NAME = r'%((?:"[^"]*")|[-a-zA-Z$._0-9]+)'
+_BR = re.compile(rf"^br label {_NAME}$")
+_CBR = re.compile(rf"^br i1 (\S+), label {_NAME}, label {_NAME}$")
+_ODD_INT = re.compile(r"(?<=[\s(<\[{,])i(?!(?:1|8|16|32|64)\b)\d+\b")
+
+
+class _Block:
+    __slots__ = ("name", "body", "term")
+
+    def __init__(self, name, body, term):
+        self.name = name
+        self.body = body
+        self.term = term
+
+    def succs(self):
+        kind = self.term[0]
+        if kind == "br":
+            return [self.term[1]]
+        if kind == "cbr":
+            t, f = self.term[2], self.term[3]
+            return [t] if t == f else [t, f]
+        return []
+
+    def retarget(self, old, new):
+        kind = self.term[0]
+        if kind == "br" and self.term[1] == old:
+            self.term = ("br", new)
+        elif kind == "cbr":
+            _, cond, t, f = self.term
+            self.term = ("cbr", cond, new if t == old else t, new if f == old else f)
+            if self.term[2] == self.term[3]:
+                self.term = ("br", self.term[2])
+
+    def text(self):
+        kind = self.term[0]
+        if kind == "br":
+            term = f"br label %{self.term[1]}"
+        elif kind == "cbr":
+            term = f"br i1 {self.term[1]}, label %{self.term[2]}, label %{self.term[3]}"
+        else:
+            term = self.term[1]
+        return [f"{self.name}:"] + self.body + ["  " + term]
+
+
+class _Loop:
+    __slots__ = ("header", "blocks", "latch", "exit")
+
+    def __init__(self, header, blocks):
+        self.header = header
+        self.blocks = blocks
+        self.latch = None
+        self.exit = None
+
+
+class _Function:
+    """The blocks of one function in reg2mem form, and the rewrite."""
+
+    def __init__(self, lines):
+        self.blocks = {}
+        self.order = []
+        self.counter = 0
+        self.allocas = []
+        self._parse(lines)
+        self.entry = self.order[0]
+        self._unify_returns()
+
+    # Parsing and printing ------------------------------------------------
+
+    def _parse(self, lines):
+        name, body = None, []
+        for line in lines:
+            stripped = line.strip()
+            if not stripped or stripped.startswith(";"):
+                continue
+            m = _LABEL.match(stripped)
+            if m:
+                if name is not None or body:
+                    raise UnsupportedError(f"block {name} has no terminator")
+                name, body = m.group(1), []
+                continue
+            if name is None:
+                name = "nv.entry"
+            body.append(line)
+            term = self._terminator(stripped)
+            if term is not None:
+                body.pop()
+                self.blocks[name] = _Block(name, body, term)
+                self.order.append(name)
+                name, body = None, []
+        if name is not None or body:
+            raise UnsupportedError("the kernel's last block has no terminator")
+
+    @staticmethod
+    def _terminator(text):
+        text = re.sub(r", !\S+ !\d+", "", text)
+        m = _BR.match(text)
+        if m:
+            return ("br", m.group(1))
+        m = _CBR.match(text)
+        if m:
+            cond, t, f = m.groups()
+            if cond == "true":
+                return ("br", t)
+            if cond == "false":
+                return ("br", f)
+            return ("cbr", cond, t, f)
+        if text.startswith("ret "):
+            return ("ret", text)
+        if text == "unreachable":
+            return ("unreachable", text)
+        word = text.split(None, 1)[0]
+        if word in ("switch", "indirectbr", "invoke", "callbr", "resume"):
+            raise UnsupportedError(f"control flow instruction {word} in a kernel: {text}")
+        return None
+
+    def text(self):
+        out = []
+        entry = self.blocks[self.entry]
+        entry.body[0:0] = self.allocas
+        for name in self.order:
+            out.extend(self.blocks[name].text())
+        return out
+
+    # Helpers ---------------------------------------------------------------
+
+    def fresh(self, prefix):
+        self.counter += 1
+        return f"nv.{prefix}.{self.counter}"
+
+    def new_block(self, prefix, body, term):
+        name = self.fresh(prefix)
+        self.blocks[name] = _Block(name, list(body), term)
+        self.order.append(name)
+        return name
+
+    def alloca(self, prefix, ty):
+        name = "%" + self.fresh(prefix)
+        self.allocas.append(f"  {name} = alloca {ty}, align 4")
+        return name
+
+    def preds(self):
+        preds = {name: [] for name in self.blocks}
+        for name in self.order:
+            for s in self.blocks[name].succs():
+                preds[s].append(name)
+        return preds
+
+    def _unify_returns(self):
+        """One return block; ``unreachable`` is treated as a return, which
+        is a valid refinement and keeps every path ending in one place."""
+        exits = [n for n in self.order if self.blocks[n].term[0] in ("ret", "unreachable")]
+        rets = {self.blocks[n].term[1] for n in exits if self.blocks[n].term[0] == "ret"}
+        if len(rets) > 1:
+            raise UnsupportedError(f"the kernel returns values: {sorted(rets)}")
+        ret = rets.pop() if rets else "ret void"
+        self.exit = self.new_block("return", [], ("ret", ret))
+        for n in exits:
+            self.blocks[n].term = ("br", self.exit)
+
+    def reroute(self, source, old, new, stores):
+        """Send ``source``'s edge to ``old`` to ``new`` instead, running
+        ``stores`` on the way (in ``source`` itself when it branches
+        unconditionally, else in a new block on the edge)."""
+        block = self.blocks[source]
+        if block.term == ("br", old):
+            block.body.extend(stores)
+            block.term = ("br", new)
+        else:
+            block.retarget(old, self.new_block("edge", stores, ("br", new)))
+
+    def dispatch(self, selector, targets, ids):
+        """A new block (the head of a chain) that branches to ``targets``
+        by the value of ``selector``."""
+        if len(targets) == 1:
+            return self.new_block("dispatch", [], ("br", targets[0]))
+        following = targets[-1]
+        for target in reversed(targets[:-1]):
+            value, test = "%" + self.fresh("sel"), "%" + self.fresh("is")
+            body = [f"  {value} = load i32, ptr {selector}, align 4",
+                    f"  {test} = icmp eq i32 {value}, {ids[target]}"]
+            following = self.new_block("dispatch", body, ("cbr", test, target, following))
+        return following
+
+    # Dominance and loops ---------------------------------------------------
+
+    def rpo(self):
+        seen, post = set(), []
+        stack = [(self.entry, iter(self.blocks[self.entry].succs()))]
+        seen.add(self.entry)
+        while stack:
+            node, it = stack[-1]
+            for s in it:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append((s, iter(self.blocks[s].succs())))
+                    break
+            else:
+                stack.pop()
+                post.append(node)
+        return post[::-1]
+
+    def dominators(self, order):
+        index = {n: i for i, n in enumerate(order)}
+        preds = self.preds()
+        idom = {self.entry: self.entry}
+        changed = True
+        while changed:
+            changed = False
+            for n in order[1:]:
+                new = None
+                for p in preds[n]:
+                    if p not in idom:
+                        continue
+                    if new is None:
+                        new = p
+                        continue
+                    a, b = p, new
+                    while a != b:
+                        while index[a] > index[b]:
+                            a = idom[a]
+                        while index[b] > index[a]:
+                            b = idom[b]
+                    new = a
+                if idom.get(n) != new:
+                    idom[n] = new
+                    changed = True
+        return idom
+
+    @staticmethod
+    def dominates(idom, a, b):
+        while True:
+            if a == b:
+                return True
+            parent = idom[b]
+            if parent == b:
+                return False
+            b = parent
+
+    def find_loops(self):
+        """Natural loops by header; raises on irreducible control flow."""
+        order = self.rpo()
+        self.remove_unreachable(set(order))
+        idom = self.dominators(order)
+        index = {n: i for i, n in enumerate(order)}
+        preds = self.preds()
+        loops = {}
+        for u in order:
+            for h in self.blocks[u].succs():
+                if index[h] > index[u]:
+                    continue
+                if not self.dominates(idom, h, u):
+                    raise UnsupportedError(
+                        "the kernel's control flow is irreducible (a loop with two "
+                        "entries); Vulkan cannot express it")
+                body = loops.setdefault(h, {h})
+                stack = [u]
+                while stack:
+                    n = stack.pop()
+                    if n not in body:
+                        body.add(n)
+                        stack.extend(preds[n])
+        return {h: _Loop(h, blocks) for h, blocks in loops.items()}
+
+    def remove_unreachable(self, reachable):
+        if len(reachable) != len(self.order):
+            self.order = [n for n in self.order if n in reachable]
+            self.blocks = {n: self.blocks[n] for n in self.order}
+
+    # Loops -----------------------------------------------------------------
+
+    def normalise_loops(self):
+        """Give every loop one latch that is its only exiting block, and a
+        dedicated exit block.
+
+        Outer loops go first: their exits (a ``return`` from an inner loop)
+        then lead to the outer latch, which lies inside every inner loop's
+        parent, so that normalising an inner loop never touches an outer
+        loop's edges.
+        """
+        done = {}
+        while True:
+            loops = self.find_loops()
+            pending = [lp for h, lp in loops.items() if h not in done]
+            if not pending:
+                break
+            loop = max(pending, key=lambda lp: len(lp.blocks))
+            done[loop.header] = self._normalise(loop)
+        loops = self.find_loops()
+        for h, loop in loops.items():
+            loop.latch, loop.exit = done[h]
+        return loops
+
+    def _normalise(self, loop):
+        header, inside = loop.header, loop.blocks
+        preds = self.preds()
+        latches = [p for p in preds[header] if p in inside]
+        exits, targets = [], []
+        for u in self.order:
+            if u in inside:
+                for v in self.blocks[u].succs():
+                    if v not in inside:
+                        exits.append((u, v))
+                        if v not in targets:
+                            targets.append(v)
+        if len(latches) == 1 and len(exits) == 1 and exits[0][0] == latches[0]:
+            latch, target = exits[0]
+            dedicated = self.new_block("exit", [], ("br", target))
+            self.blocks[latch].retarget(target, dedicated)
+            return latch, dedicated
+        cont = self.alloca("cont", "i1")
+        selector = self.alloca("exitsel", "i32") if len(targets) > 1 else None
+        ids = {v: k for k, v in enumerate(targets)}
+        if targets:
+            after = self.dispatch(selector, targets, ids)
+        else:
+            # A loop that never exits still needs a merge block.
+            after = self.new_block("exit", [], ("br", self.exit))
+        dedicated = self.new_block("exit", [], ("br", after))
+        flag = "%" + self.fresh("cont")
+        latch = self.new_block("latch", [f"  {flag} = load i1, ptr {cont}, align 1"],
+                               ("cbr", flag, header, dedicated))
+        for u in latches:
+            self.reroute(u, header, latch, [f"  store i1 true, ptr {cont}, align 1"])
+        for u, v in exits:
+            stores = [f"  store i1 false, ptr {cont}, align 1"]
+            if selector:
+                stores.append(f"  store i32 {ids[v]}, ptr {selector}, align 4")
+            self.reroute(u, v, latch, stores)
+        return latch, dedicated
+
+    # Acyclic regions -------------------------------------------------------
+
+    def structure(self, loops):
+        self.loops = loops
+        # Blocks that already are a merge block, a loop header or a
+        # continue target: a selection that ends there gets a new block.
+        self.claimed = {lp.exit for lp in loops.values()} | set(loops) | \
+            {lp.latch for lp in loops.values()} | {self.exit}
+        self.process(self.entry, self.exit, None)
+        for loop in loops.values():
+            self.process(loop.header, loop.latch, loop.header)
+
+    def dag_succs(self, node, stop, level):
+        if node == stop:
+            return []
+        if node in self.loops and node != level:
+            return [self.loops[node].exit]
+        return self.blocks[node].succs()
+
+    def region(self, start, stop, level):
+        """Topological order of the region from ``start`` to ``stop``."""
+        seen, post = {start}, []
+        stack = [(start, iter(self.dag_succs(start, stop, level)))]
+        while stack:
+            node, it = stack[-1]
+            for s in it:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append((s, iter(self.dag_succs(s, stop, level))))
+                    break
+            else:
+                stack.pop()
+                post.append(node)
+        return post[::-1]
+
+    def ipdom(self, start, stop, level):
+        order = self.region(start, stop, level)
+        if stop not in order:
+            raise AssertionError(f"{start} does not reach {stop}")
+        ipdom, depth = {stop: None}, {stop: 0}
+        for node in reversed(order):
+            if node == stop:
+                continue
+            succs = self.dag_succs(node, stop, level)
+            a = succs[0]
+            for b in succs[1:]:
+                while a != b:
+                    if depth[a] >= depth[b]:
+                        a = ipdom[a]
+                    else:
+                        b = ipdom[b]
+            ipdom[node] = a
+            depth[node] = depth[a] + 1
+        return ipdom[start], order
+
+    def reach(self, start, stop, level):
+        if start == stop:
+            return set()
+        seen, stack = {start}, [start]
+        while stack:
+            n = stack.pop()
+            for s in self.dag_succs(n, stop, level):
+                if s != stop and s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return seen
+
+    def process(self, node, stop, level):
+        """Structure the region from ``node`` (which dominates it) to ``stop``."""
+        while node != stop:
+            succs = self.dag_succs(node, stop, level)
+            if len(succs) == 1:
+                node = succs[0]
+                continue
+            merge, order = self.ipdom(node, stop, level)
+            arms = {s: self.reach(s, merge, level) for s in succs}
+            owners = {}
+            for s, blocks in arms.items():
+                for n in blocks:
+                    owners.setdefault(n, []).append(s)
+            shared = {n for n, o in owners.items() if len(o) > 1}
+            if shared:
+                merge = self.join(node, merge, arms, shared, order, level)
+            else:
+                merge = self.claim(node, merge, arms, level)
+            for s in self.dag_succs(node, stop, level):
+                if s != merge:
+                    self.process(s, merge, level)
+            node = merge
+
+    def _edges_from(self, nodes, level):
+        """The blocks among region ``nodes`` whose own edges are region edges:
+        a nested loop stands for its blocks, and its header's edges are the
+        loop's own."""
+        return [n for n in nodes if n not in self.loops or n == level]
+
+    def claim(self, header, merge, arms, level):
+        """Make ``merge`` the merge block of ``header`` alone."""
+        if merge not in self.claimed:
+            self.claimed.add(merge)
+            return merge
+        fresh = self.new_block("merge", [], ("br", merge))
+        for n in self._edges_from({header}.union(*arms.values()), level):
+            if merge in self.blocks[n].succs():
+                self.blocks[n].retarget(merge, fresh)
+        self.claimed.add(fresh)
+        return fresh
+
+    def join(self, header, merge, arms, shared, order, level):
+        """Send every path from ``header`` that enters a shared block (or
+        the merge) to one new block that dispatches to where it was going."""
+        private = {header}.union(*arms.values()) - shared
+        position = {n: i for i, n in enumerate(order)}
+        edges, targets = [], []
+        for n in sorted(self._edges_from(private, level), key=position.get):
+            for s in self.blocks[n].succs():
+                if s in shared or s == merge:
+                    edges.append((n, s))
+                    if s not in targets:
+                        targets.append(s)
+        targets.sort(key=position.get)
+        selector = self.alloca("joinsel", "i32")
+        ids = {t: k for k, t in enumerate(targets)}
+        head = self.dispatch(selector, targets, ids)
+        for n, s in edges:
+            self.reroute(n, s, head, [f"  store i32 {ids[s]}, ptr {selector}, align 4"])
+        self.claimed.add(head)
+        return head
+
+
+def _function_bounds(lines, entry):
+    start = end = None
+    for i, line in enumerate(lines):
+        if line.startswith("define ") and f"@{entry}(" in line:
+            start = i
+        elif start is not None and line.startswith("}"):
+            end = i
+            break
+    if start is None or end is None:
+        raise UnsupportedError(f"the module has no function {entry}")
+    return start, end
+
+
+def _run(module, tm, add_passes):
+    pto = llvm.create_pipeline_tuning_options(speed_level=0)
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = llvm.create_new_module_pass_manager()
+    add_passes(pm)
+    pm.run(module, pb)
+
+
+def structurize(module, tm, entry="main"):
+    """Restructure the control flow of ``entry`` in ``module``.
+
+    Args:
+        module: An optimised :class:`llvmlite.binding.ModuleRef` in which
+            everything is inlined into ``entry``.
+        tm: The SPIR-V target machine.
+
+    Returns:
+        A new module whose ``entry`` has structured control flow.
+    """
+    _run(module, tm, lambda pm: (pm.add_lower_switch_pass(),
+                                 pm.add_register_to_memory_pass(),
+                                 pm.add_instruction_namer_pass()))
+    lines = str(module).splitlines()
+    start, end = _function_bounds(lines, entry)
+    function = _Function(lines[start + 1:end])
+    function.structure(function.normalise_loops())
+    text = "\n".join(lines[:start + 1] + function.text() + lines[end:]) + "\n"
+    result = llvm.parse_assembly(text)
+    result.verify()
+    _run(result, tm, lambda pm: (pm.add_sroa_pass(),
+                                 pm.add_instruction_combine_pass(),
+                                 pm.add_dead_code_elimination_pass()))
+    check_integer_widths(str(result))
+    return result
+
+
+def check_integer_widths(text):
+    """Raise if the IR uses an integer type that Vulkan has no type for."""
+    for line in text.splitlines():
+        if _ODD_INT.search(line) and not line.lstrip().startswith((";", "declare", "!")):
+            m = _ODD_INT.search(line)
+            raise UnsupportedError(f"the optimised kernel uses the integer type {m.group(0)}, "
+                                   f"which Vulkan cannot express: {line.strip()}")
