@@ -1,6 +1,6 @@
 """AOT: first launch from a shipped directory against a cold JIT compile, and build throughput.
 
-    python benchmarks/bench_aot.py [--repeat N] [--label NAME]
+    python benchmarks/bench_aot.py [--repeat N] [--label NAME] [--out DIR]
 
 For each example kernel, a fresh process launches it once on small device
 arrays (so that the launch, not the work, is measured) and synchronizes; the time of that first launch (lookup or compile,
@@ -12,12 +12,17 @@ created, in three situations:
   off), the first process on the machine: empty pipeline cache and empty
   Mesa shader cache;
 * ``aot later``: the same, once an earlier process filled those caches
-  (median of ``--repeat`` processes).
+  (median of ``--repeat`` processes);
+* ``pipeline cache only``: later processes with the driver's own on-disk
+  shader cache off (Mesa's, NVIDIA's), so only our pipeline cache helps;
+* ``no caches``: later processes with neither: what the driver's compile
+  costs every time.
 
 ``steady`` is a second launch in the same process, so ``first - steady`` is
 what being first costs. Build throughput is the repository's example
 kernels with more signatures, built with ``-j 1`` and ``-j 2``, kernel cache
-off. Prints a table and writes ``benchmarks/results/aot_LABEL.json``.
+off. Prints a table and writes ``aot_LABEL.json`` to ``--out``
+(``benchmarks/results/``).
 Targets: ``aot later`` at least 20 times faster than ``jit cold`` and under
 20 ms beyond device creation on lavapipe.
 """
@@ -25,6 +30,7 @@ Targets: ``aot later`` at least 20 times faster than ``jit cold`` and under
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -99,30 +105,50 @@ def _run_child(name, env):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _environment(caches, **settings):
+def _environment(caches, driver_cache=True, **settings):
+    """Settings for a child whose caches (ours and the driver's) live in ``caches``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_VULKAN_")}
     env.update(NUMBA_VULKAN_CACHE_DIR=os.path.join(caches, "numba_vulkan"),
-               MESA_SHADER_CACHE_DIR=os.path.join(caches, "mesa"), **settings)
+               XDG_CACHE_HOME=os.path.join(caches, "xdg"),
+               MESA_SHADER_CACHE_DIR=os.path.join(caches, "mesa"),
+               __GL_SHADER_DISK_CACHE_PATH=os.path.join(caches, "nvidia"), **settings)
+    if not driver_cache:
+        # The drivers' own on-disk shader caches (Mesa's, NVIDIA's), which
+        # would hide what the pipeline cache does.
+        env.update(MESA_SHADER_CACHE_DISABLE="true", __GL_SHADER_DISK_CACHE="0")
     return env
 
 
+def _median(runs):
+    out = {k: statistics.median(r[k] for r in runs)
+           for k in ("import", "device", "first", "steady")}
+    out["aot"] = runs[-1]["aot"]
+    return out
+
+
 def first_launches(aot_dir, repeat, scratch):
-    """Per kernel and situation, the child's timings (median over repeats where repeated)."""
+    """Per kernel and situation, the child's timings (the median where repeated)."""
     out = {}
+    aot = {"NUMBA_VULKAN_CACHE": "0", "NUMBA_VULKAN_AOT_STRICT": "1",
+           "NUMBA_VULKAN_AOT_PATH": aot_dir}
     for name in KERNELS:
         rows = {}
         cold = tempfile.mkdtemp(dir=scratch)
         rows["jit cold"] = _run_child(name, _environment(cold, NUMBA_VULKAN_CACHE="0"))
         caches = tempfile.mkdtemp(dir=scratch)
-        aot = _environment(caches, NUMBA_VULKAN_CACHE="0", NUMBA_VULKAN_AOT_STRICT="1",
-                           NUMBA_VULKAN_AOT_PATH=aot_dir)
-        rows["aot first"] = _run_child(name, aot)
-        later = [_run_child(name, aot) for _ in range(repeat)]
-        rows["aot later"] = {k: statistics.median(r[k] for r in later)
-                             for k in ("import", "device", "first", "steady")}
-        rows["aot later"]["aot"] = later[-1]["aot"]
-        for situation in ("aot first", "aot later"):
-            if rows[situation]["aot"]["hits"] != 1:
+        rows["aot first"] = _run_child(name, _environment(caches, **aot))
+        rows["aot later"] = _median([_run_child(name, _environment(caches, **aot))
+                                     for _ in range(repeat)])
+        caches = tempfile.mkdtemp(dir=scratch)
+        only_ours = _environment(caches, driver_cache=False, **aot)
+        _run_child(name, only_ours)
+        rows["pipeline cache only"] = _median([_run_child(name, only_ours)
+                                               for _ in range(repeat)])
+        no_cache = _environment(tempfile.mkdtemp(dir=scratch), driver_cache=False,
+                                NUMBA_VULKAN_PIPELINE_CACHE="0", **aot)
+        rows["no caches"] = _median([_run_child(name, no_cache) for _ in range(repeat)])
+        for situation, row in rows.items():
+            if situation != "jit cold" and row["aot"]["hits"] != 1:
                 raise RuntimeError(f"{name}: {situation} did not hit the AOT directory")
         out[name] = rows
     return out
@@ -157,6 +183,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="processes for 'aot later'")
     parser.add_argument("--label", default=None, help="name of the results file")
+    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"),
+                        help="directory of the results file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -173,17 +201,18 @@ def main():
                             "print(nv.list_devices()[0].name)"],
                            capture_output=True, text=True, check=True)
     device = probe.stdout.strip()
-    label = args.label or ("lavapipe" if "llvmpipe" in device else "device")
+    label = args.label or ("lavapipe" if "llvmpipe" in device else
+                           "_".join(re.findall(r"[a-z0-9]+", device.lower())[:3]))
 
     print(f"First launch in a fresh process, after device creation ({device}), ms")
-    print(f"{'kernel':<12}{'situation':<11}{'first':>9}{'steady':>9}{'first-steady':>14}"
+    print(f"{'kernel':<12}{'situation':<21}{'first':>9}{'steady':>9}{'first-steady':>14}"
           f"{'device':>9}{'speed-up':>10}")
     verdicts = []
     for name, rows in launches.items():
         cold = rows["jit cold"]["first"]
         for situation, r in rows.items():
             speedup = cold / r["first"]
-            print(f"{name:<12}{situation:<11}{r['first'] * 1e3:9.1f}{r['steady'] * 1e3:9.1f}"
+            print(f"{name:<12}{situation:<21}{r['first'] * 1e3:9.1f}{r['steady'] * 1e3:9.1f}"
                   f"{(r['first'] - r['steady']) * 1e3:14.1f}{r['device'] * 1e3:9.1f}"
                   f"{speedup:9.1f}x")
         later = rows["aot later"]
@@ -199,11 +228,11 @@ def main():
     results = {"device": device, "repeat": args.repeat, "first_launch": launches,
                "build_throughput": throughput,
                "targets": {n: {"20x": f, "under_20ms": q} for n, f, q in verdicts}}
-    path = os.path.join(ROOT, "benchmarks", "results", f"aot_{label}.json")
+    path = os.path.join(args.out, f"aot_{label}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
-    print(f"\nwrote {os.path.relpath(path, ROOT)}")
+    print(f"\nwrote {path}")
     return 0
 
 
