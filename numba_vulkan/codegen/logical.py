@@ -26,6 +26,7 @@ from numba_vulkan.errors import UnsupportedError
 
 _LOCAL = r'%(?:"[^"]*"|[-a-zA-Z$._0-9]+)'
 _ASSIGN = re.compile(rf"^\s*({_LOCAL}) = (.*)$")
+_VALUE = re.compile(r'[%@](?:"[^"]*"|[-a-zA-Z$._0-9]+)')
 _ENTRY_NAME = "main"
 
 #: LLVM element type and its intrinsic-name mangling, by storage dtype.
@@ -280,8 +281,8 @@ class _Rewriter:
             return self.rewrite_load(name, rhs, line)
         if rhs.startswith("store ") and not rhs.startswith("store atomic"):
             return self.rewrite_store(rhs, line)
-        for pointer in [*self.pointers, *self.globals]:
-            if re.search(re.escape(pointer) + r"(?![-\w.$])", rhs):
+        for value in _VALUE.findall(rhs):
+            if value in self.pointers or value in self.globals:
                 raise UnsupportedError(
                     f"a pointer into an array is used in a way Vulkan cannot express: {line.strip()}")
         return [line]
