@@ -40,9 +40,8 @@ def cube(x, y):
 _built = {}
 
 
-@pytest.fixture(autouse=True)
-def codegen_once(monkeypatch):
-    """Codegen runs once per distinct kernel module in this file.
+def _build_once(monkeypatch):
+    """Make codegen run once per distinct kernel module in this file.
 
     These tests are about the cache, and rebuild the same kernels many
     times; LLVM's SPIR-V backend gives different bytes on each compile in a
@@ -61,6 +60,11 @@ def codegen_once(monkeypatch):
         return _built[key]
 
     monkeypatch.setattr(pipeline, "build", shared_build)
+
+
+@pytest.fixture(autouse=True)
+def codegen_once(monkeypatch):
+    _build_once(monkeypatch)
 
 
 @pytest.fixture
@@ -600,6 +604,7 @@ def pristine(tmp_path_factory):
         mp.delenv("NUMBA_VULKAN_CACHE", raising=False)
         # Other engineers' edits to the package must not change keys mid-test.
         mp.setattr(kernelcache, "_package_part", lambda: "package:pinned")
+        _build_once(mp)
         run_cube(fresh(cube), rng)
         run_scaled_add(fresh(scaled_add), rng)
         names = {}
