@@ -39,7 +39,7 @@ from numba_vulkan import config
 from numba_vulkan.errors import CompilerError
 
 #: Version of the preparation; part of the prepared file's name.
-FORMAT = 2
+FORMAT = 3
 
 #: libclc file names, most preferred first.
 _FILE_NAMES = ("nvptx64--.bc",)
@@ -186,7 +186,8 @@ def library():
         stat = os.stat(path)
     except OSError as exc:
         raise CompilerError(f"cannot read libclc file {path}: {exc}") from None
-    identity = json.dumps([FORMAT, path, stat.st_size, stat.st_mtime_ns, sorted(ENTRY_POINTS)])
+    identity = json.dumps([FORMAT, path, stat.st_size, stat.st_mtime_ns, sorted(ENTRY_POINTS),
+                           sorted(_FIXES.items())])
     stem = hashlib.sha256(identity.encode()).hexdigest()[:20]
     with _lock:
         lib = _loaded.get(stem)
@@ -320,22 +321,59 @@ define {ty} @{mangled("ldexp", code, "i")}({ty} %x, i32 %n) {{
   %v = select i1 %nan, {ty} %x, {ty} %r
   ret {ty} %v
 }}""" for code, ty in (("f", "float"), ("d", "double"))},
-    # lgamma(x) for tiny negative float x returns inf; there it is
-    # -log|x| - x * Euler's gamma to float precision.
-    "_Z6lgammaf": """
-define float @_Z6lgammaf(float %x) {
+    # tgamma(+-0) must be +-inf (libclc: +inf); below -185 (double) or -42
+    # (float) the result underflows to a zero with the sign of the gamma
+    # function there, or is NaN at the poles (libclc: inf).
+    **{mangled("tgamma", code): f"""
+define {ty} @{mangled("tgamma", code)}({ty} %x) {{
+  %r = call {ty} @__nv.unfixed.{mangled("tgamma", code)}({ty} %x)
+  %ax = call {ty} @llvm.fabs.{suffix}({ty} %x)
+  %zero = fcmp oeq {ty} %ax, 0.0
+  %pole = fdiv {ty} 1.0, %x
+  %fl = call {ty} @llvm.floor.{suffix}({ty} %x)
+  %integer = fcmp oeq {ty} %fl, %x
+  %far = fcmp olt {ty} %x, {limit}
+  %half = fmul {ty} %fl, 0.5
+  %half_floor = call {ty} @llvm.floor.{suffix}({ty} %half)
+  %odd = fcmp une {ty} %half_floor, %half
+  %tiny = select i1 %odd, {ty} -0.0, {ty} 0.0
+  %under = select i1 %integer, {ty} 0x7FF8000000000000, {ty} %tiny
+  %v1 = select i1 %far, {ty} %under, {ty} %r
+  %v = select i1 %zero, {ty} %pole, {ty} %v1
+  ret {ty} %v
+}}""" for code, ty, suffix, limit in (("f", "float", "f32", "-42.0"),
+                                        ("d", "double", "f64", "-185.0"))},
+    # lgamma(x) is +inf at +-0 and +-inf (libclc: -inf at -inf). For tiny
+    # negative float x libclc returns inf; there it is -log|x| - x * Euler's
+    # gamma to float precision.
+    "_Z6lgammaf": f"""
+define float @_Z6lgammaf(float %x) {{
   %r = call float @__nv.unfixed._Z6lgammaf(float %x)
   %ax = call float @llvm.fabs.f32(float %x)
   %tiny = fcmp olt float %ax, 0x3E80000000000000
   %nonzero = fcmp one float %ax, 0.0
-  %c = and i1 %tiny, %nonzero
+  %small = and i1 %tiny, %nonzero
   %log = call float @_Z3logf(float %ax)
   %gx = fmul float %x, 0x3FE2788CC0000000
   %series = fadd float %log, %gx
   %near = fneg float %series
-  %v = select i1 %c, float %near, float %r
+  %edge = fcmp oeq float %ax, {_INF}
+  %pole = fcmp oeq float %ax, 0.0
+  %infinite = or i1 %edge, %pole
+  %v1 = select i1 %small, float %near, float %r
+  %v = select i1 %infinite, float {_INF}, float %v1
   ret float %v
-}""",
+}}""",
+    "_Z6lgammad": f"""
+define double @_Z6lgammad(double %x) {{
+  %r = call double @__nv.unfixed._Z6lgammad(double %x)
+  %ax = call double @llvm.fabs.f64(double %x)
+  %edge = fcmp oeq double %ax, {_INF}
+  %pole = fcmp oeq double %ax, 0.0
+  %infinite = or i1 %edge, %pole
+  %v = select i1 %infinite, double {_INF}, double %r
+  ret double %v
+}}""",
 }
 
 
@@ -344,7 +382,8 @@ def _apply_fixes(text):
     for name, wrapper in _FIXES.items():
         text = re.sub(rf"@{re.escape(name)}(?=\()", f"@__nv.unfixed.{name}", text)
         text += wrapper.lstrip("\n") + "\n"
-    for intrinsic in ("float @llvm.fabs.f32(float)", "double @llvm.fabs.f64(double)"):
+    for intrinsic in ("float @llvm.fabs.f32(float)", "double @llvm.fabs.f64(double)",
+                      "float @llvm.floor.f32(float)", "double @llvm.floor.f64(double)"):
         if f"declare {intrinsic}" not in text:
             text += f"declare {intrinsic}\n"
     return text
