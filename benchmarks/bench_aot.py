@@ -54,12 +54,12 @@ kernels:
       - void(float64, float64[::1], float64[::1])
       - void(float32, float32[:], float32[:])
       - void(float64, float64[:], float64[:])
-    threads: [[64], [256]]
+    threads: [[32], [64], [128], [256]]
   - function: examples.mandelbrot:mandelbrot
     signatures:
       - void(uint16[:, ::1], float64, float64, float64, int32)
       - void(uint16[:, :], float64, float64, float64, int32)
-    threads: [[16, 16], [8, 8]]
+    threads: [[16, 16], [8, 8], [32, 8], [8, 32]]
 """
 
 
@@ -105,9 +105,15 @@ def _run_child(name, env):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+#: Settings the situations decide; tool paths and the rest pass through.
+_CACHING = {"NUMBA_VULKAN_CACHE", "NUMBA_VULKAN_CACHE_DIR", "NUMBA_VULKAN_AOT_PATH",
+            "NUMBA_VULKAN_AOT_STRICT", "NUMBA_VULKAN_AOT_RECORD", "NUMBA_VULKAN_PIPELINE_CACHE",
+            "MESA_SHADER_CACHE_DISABLE", "__GL_SHADER_DISK_CACHE"}
+
+
 def _environment(caches, driver_cache=True, **settings):
     """Settings for a child whose caches (ours and the driver's) live in ``caches``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_VULKAN_")}
+    env = {k: v for k, v in os.environ.items() if k not in _CACHING}
     env.update(NUMBA_VULKAN_CACHE_DIR=os.path.join(caches, "numba_vulkan"),
                XDG_CACHE_HOME=os.path.join(caches, "xdg"),
                MESA_SHADER_CACHE_DIR=os.path.join(caches, "mesa"),
