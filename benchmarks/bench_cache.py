@@ -160,6 +160,7 @@ def main():
     if args.child:
         child(args.child)
         return
+    load_before = os.getloadavg()[0]
     work = tempfile.mkdtemp(prefix="nv-bench-cache-")
     try:
         base = os.path.join(work, "base")
@@ -198,9 +199,12 @@ def main():
               f"{row['warm kernels/'] / cold:6.3f} {row['warm functions/'] * 1e3:14.1f} "
               f"{row['warm functions/'] / cold:6.3f}")
     print(f"libclc preparation (once per machine and libclc file): {libclc_seconds * 1e3:.0f} ms")
+    load = [load_before, os.getloadavg()[0]]
+    print(f"load average before and after: {load[0]:.1f}, {load[1]:.1f} "
+          f"on {os.cpu_count()} CPUs (other work inflates the times)")
     result = {"device": device, "python": platform.python_version(), "repeat": args.repeat,
               "n": N, "reduction": reduction, "libclc_preparation_s": libclc_seconds,
-              "first_call_s": rows,
+              "first_call_s": rows, "load_average": load, "cpus": os.cpu_count(),
               "targets": {"warm kernels/ / cold": 0.5, "warm functions/ / cold": 0.1}}
     label = "lavapipe" if "llvmpipe" in device.lower() else device.split()[0].lower()
     out = args.out or os.path.join(os.path.dirname(__file__), "results", f"cache_{label}.json")
