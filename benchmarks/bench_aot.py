@@ -54,12 +54,12 @@ kernels:
       - void(float64, float64[::1], float64[::1])
       - void(float32, float32[:], float32[:])
       - void(float64, float64[:], float64[:])
-    threads: [[32], [64], [128], [256]]
+    threads: [[64], [256]]
   - function: examples.mandelbrot:mandelbrot
     signatures:
       - void(uint16[:, ::1], float64, float64, float64, int32)
       - void(uint16[:, :], float64, float64, float64, int32)
-    threads: [[16, 16], [8, 8], [32, 8], [8, 32]]
+    threads: [[16, 16], [8, 8]]
 """
 
 
