@@ -304,7 +304,10 @@ def test_read_only_cache_directory_works(project, tmp_path, populated):
         assert stats["kernels"]["store_failures"] == 3
 
 
-_DERIVED_MODES = ("truncated", "random bytes", "empty", "directory", "swapped")
+# Fewer kinds of damage than for the cache's own entries: each case costs a
+# process that prepares libclc again (a second or more). An empty file is
+# a truncated one to the checks here.
+_DERIVED_MODES = ("truncated", "random bytes", "directory", "swapped")
 
 
 def _damage_derived(path, mode, other):
@@ -312,8 +315,6 @@ def _damage_derived(path, mode, other):
         path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
     elif mode == "random bytes":
         path.write_bytes(np.random.default_rng(5).bytes(max(64, path.stat().st_size)))
-    elif mode == "empty":
-        path.write_bytes(b"")
     elif mode == "directory":
         path.unlink()
         (path / "inside").mkdir(parents=True)
