@@ -7,9 +7,9 @@ Kernels are tiny: what is measured here is the cache, not the compiler.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -330,7 +330,6 @@ def test_damaged_derived_files_are_rebuilt(project, tmp_path):
     files = sorted(p.relative_to(pristine) for p in pristine.rglob("*") if p.is_file()
                    and p.relative_to(pristine).parts[0] not in kernelcache.TIERS)
     assert any(p.parts[0] == "libclc" for p in files), files
-    import shutil
     cases, failures = [], []
     for n, relative in enumerate(files):
         for mode in _DERIVED_MODES:
