@@ -57,8 +57,49 @@ def _receive(stream):
     return _read_exact(stream, _HEADER.unpack(header)[0])
 
 
+def _reply(text, meta):
+    try:
+        return b"K" + compile_ir(text, meta["triple"], meta.get("opt", 2))
+    except Exception as exc:  # reported to the parent, which raises
+        return b"E" + f"{type(exc).__name__}: {exc}".encode()
+
+
+def _reply_from_fork(text, meta):
+    """Compile in a fork of this process, which dies after one module.
+
+    The backend keeps state between modules: a process that compiled one
+    module can emit another with duplicate ids, or differently on each run.
+    A fork of a process that has loaded LLVM but compiled nothing starts
+    clean every time, in milliseconds. An abort kills only the fork; its
+    stderr goes back to the parent with an exit status.
+    """
+    errors = tempfile.TemporaryFile()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        os.dup2(errors.fileno(), 2)
+        with os.fdopen(write_end, "wb") as out:
+            out.write(_reply(text, meta))
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as source:
+        reply = source.read()
+    _, status = os.waitpid(pid, 0)
+    if reply and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return reply
+    errors.seek(0)
+    returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                  else os.WEXITSTATUS(status))
+    return b"C" + json.dumps({"returncode": returncode,
+                              "stderr": errors.read().decode(errors="replace")}).encode()
+
+
 def serve(stdin, stdout):
     """Answer compile requests until standard input closes."""
+    from numba_vulkan.codegen.optimize import initialise
+    initialise()
+    forking = hasattr(os, "fork")
     while True:
         request = _receive(stdin)
         if request is None:
@@ -66,11 +107,10 @@ def serve(stdin, stdout):
         meta_size = _HEADER.unpack(request[:_HEADER.size])[0]
         meta = json.loads(request[_HEADER.size:_HEADER.size + meta_size])
         text = request[_HEADER.size + meta_size:].decode()
-        try:
-            result = b"K" + compile_ir(text, meta["triple"], meta.get("opt", 2))
-        except Exception as exc:  # reported to the parent, which raises
-            result = b"E" + f"{type(exc).__name__}: {exc}".encode()
-        _send(stdout, result)
+        _send(stdout, _reply_from_fork(text, meta) if forking else _reply(text, meta))
+        if not forking:
+            # Without fork, a fresh process per module is the only clean state.
+            return
 
 
 class _Child:
@@ -147,12 +187,17 @@ def emit(text, triple, opt=2):
                 "LLVM SPIR-V backend", child.process.returncode, stderr,
                 reproduce=f"{shlex.quote(sys.executable)} -m numba_vulkan.codegen.backend "
                           f"--triple {triple} {shlex.quote(path)}")
-    if reply[:1] == b"E":
-        path = _save_for_reproduction(text)
-        raise ToolError("LLVM SPIR-V backend", 1, reply[1:].decode(),
-                        reproduce=f"{shlex.quote(sys.executable)} -m numba_vulkan.codegen.backend "
-                                  f"--triple {triple} {shlex.quote(path)}")
-    return reply[1:]
+    if reply[:1] == b"K":
+        return reply[1:]
+    if reply[:1] == b"C":
+        crash = json.loads(reply[1:])
+        returncode, stderr = crash["returncode"], crash["stderr"]
+    else:
+        returncode, stderr = 1, reply[1:].decode()
+    path = _save_for_reproduction(text)
+    raise ToolError("LLVM SPIR-V backend", returncode, stderr,
+                    reproduce=f"{shlex.quote(sys.executable)} -m numba_vulkan.codegen.backend "
+                              f"--triple {triple} {shlex.quote(path)}")
 
 
 def _emit_with_llc(llc, text, triple, opt):
