@@ -128,6 +128,9 @@ def register(location):
     if directory is None:
         directory = _package_directory(location)
     with _lock:
+        for known in _registered:
+            if str(known.root) == str(directory.root):
+                return known.label
         _registered.append(directory)
     return directory.label
 
