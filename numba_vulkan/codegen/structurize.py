@@ -98,6 +98,7 @@ class _Function:
         self._parse(lines)
         self.entry = self.order[0]
         self._unify_returns()
+        self._remove_forwarders()
 
     # Parsing and printing ------------------------------------------------
 
@@ -192,6 +193,33 @@ class _Function:
         for n in exits:
             self.blocks[n].term = ("br", self.exit)
 
+    def _remove_forwarders(self):
+        """Drop blocks that only branch on (reg2mem splits every critical
+        edge into one): a loop whose exit test is in its latch then looks
+        like one again, and needs no flags."""
+        forward = {}
+        for name in self.order:
+            block = self.blocks[name]
+            if name != self.entry and not block.body and block.term[0] == "br" and \
+                    block.term[1] != name:
+                forward[name] = block.term[1]
+
+        def final(name):
+            seen = set()
+            while name in forward and name not in seen:
+                seen.add(name)
+                name = forward[name]
+            return name
+
+        for name in self.order:
+            block = self.blocks[name]
+            for s in block.succs():
+                target = final(s)
+                if target != s:
+                    block.retarget(s, target)
+        reachable = set(self.rpo())
+        self.remove_unreachable(reachable)
+
     def reroute(self, source, old, new, stores):
         """Send ``source``'s edge to ``old`` to ``new`` instead, running
         ``stores`` on the way (in ``source`` itself when it branches
@@ -275,7 +303,7 @@ class _Function:
         """Natural loops by header; raises on irreducible control flow."""
         order = self.rpo()
         self.remove_unreachable(set(order))
-        idom = self.dominators(order)
+        idom = self.idom = self.dominators(order)
         index = {n: i for i, n in enumerate(order)}
         preds = self.preds()
         loops = {}
@@ -337,11 +365,14 @@ class _Function:
                         exits.append((u, v))
                         if v not in targets:
                             targets.append(v)
-        if len(latches) == 1 and len(exits) == 1 and exits[0][0] == latches[0]:
-            latch, target = exits[0]
+        if len(latches) == 1 and len(exits) == 1 and \
+                self.dominates(self.idom, exits[0][0], latches[0]):
+            # Already a loop with one exit test that runs every iteration (a
+            # counted or a while loop): only the exit block is added.
+            exiting, target = exits[0]
             dedicated = self.new_block("exit", [], ("br", target))
-            self.blocks[latch].retarget(target, dedicated)
-            return latch, dedicated
+            self.blocks[exiting].retarget(target, dedicated)
+            return latches[0], dedicated
         cont = self.alloca("cont", "i1")
         selector = self.alloca("exitsel", "i32") if len(targets) > 1 else None
         ids = {v: k for k, v in enumerate(targets)}
@@ -380,7 +411,12 @@ class _Function:
             return []
         if node in self.loops and node != level:
             return [self.loops[node].exit]
-        return self.blocks[node].succs()
+        succs = self.blocks[node].succs()
+        if level is not None:
+            # The one exit test of a loop left as it was is a break, not a
+            # branch of the loop body.
+            succs = [s for s in succs if s != self.loops[level].exit]
+        return succs
 
     def region(self, start, stop, level):
         """Topological order of the region from ``start`` to ``stop``."""

@@ -1,0 +1,35 @@
+"""The control-flow fuzzer with a fixed seed: generated programs with nested
+loops, ``break``, ``continue``, early ``return`` and short-circuit
+conditions give numba.njit's results on Vulkan.
+
+Many more cases, with other seeds, by hand: ``python tests/fuzzrun.py --seed
+7 --cases 2000`` (see :mod:`fuzzrun`).
+"""
+
+import fuzzgen
+import fuzzrun
+
+CI_SEED = 20261130
+CI_CASES = 150
+BATCH = 30
+
+
+def test_generated_programs_cover_the_shapes_that_need_restructuring():
+    assert fuzzgen.function_source(CI_SEED, 3) == fuzzgen.function_source(CI_SEED, 3)
+    counts = {}
+    for k in range(CI_CASES):
+        for feature in fuzzgen.function_features(CI_SEED, k):
+            counts[feature] = counts.get(feature, 0) + 1
+    expected = {"for", "while", "break", "continue", "return from a loop",
+                "return from nested loops", "nested loop", "loop else", "short circuit",
+                "conditional expression", "elif"}
+    assert set(counts) == expected
+    assert all(n >= CI_CASES // 20 for n in counts.values()), counts
+
+
+def test_generated_programs_match_njit():
+    outcome = fuzzrun.run(CI_SEED, CI_CASES, batch=BATCH)
+    assert outcome.cases == CI_CASES
+    report = "\n".join(f"seed={s} index={i}: {r}\n  python tests/fuzzgen.py {s} {i}"
+                       for s, i, r in outcome.failures[:10])
+    assert not outcome.failures, f"{outcome}:\n{report}"
