@@ -229,7 +229,7 @@ def _device_features(target):
     Only looks: a compile for an explicit target must not open a device.
     """
     device = sys.modules.get("numba_vulkan.runtime.device")
-    current = getattr(device, "_current", None)
+    current = device.opened_device() if device is not None else None
     if current is not None and current.target == target:
         return current.info.features
     return None

@@ -10,6 +10,7 @@ Run as a program it is either that child (``--serve``) or a one-shot
 compiler of an IR file, which is what a failure's reproduce command runs.
 """
 
+import atexit
 import json
 import os
 import shlex
@@ -146,6 +147,7 @@ def _child_env():
 
 _lock = threading.Lock()
 _child = None
+atexit.register(lambda: shutdown())
 
 
 def _save_for_reproduction(text):

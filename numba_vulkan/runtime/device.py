@@ -328,6 +328,11 @@ def select_device(selector):
         return _current
 
 
+def opened_device():
+    """The current :class:`Device` if one is open, else None; opens nothing."""
+    return _current
+
+
 def current_device():
     """The current :class:`Device`, opening the default one on first use.
 

@@ -18,6 +18,7 @@ costs only the next process's time.
 
 import hashlib
 import os
+import shutil
 import struct
 import tempfile
 import threading
@@ -132,6 +133,9 @@ class PipelineCache:
         try:
             with open(self.path, "rb") as f:
                 blob = f.read()
+        except IsADirectoryError:
+            self._discard()
+            return None
         except OSError:
             return None
         data = unpack(self.device.info, blob)
@@ -140,8 +144,12 @@ class PipelineCache:
         return data
 
     def _discard(self):
+        """Remove whatever is at the cache's path, a directory included."""
         try:
-            os.unlink(self.path)
+            if os.path.isdir(self.path) and not os.path.islink(self.path):
+                shutil.rmtree(self.path)
+            else:
+                os.unlink(self.path)
         except OSError:
             pass
 
