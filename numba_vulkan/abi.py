@@ -13,7 +13,16 @@ The interface, version 1:
   buffer travel as 32-bit signed integers in the push constant block, in
   that order; strides count elements, not bytes.
 * Scalar arguments travel in the push constant block at their natural
-  alignment; bools and 8- and 16-bit integers travel as 32-bit integers.
+  alignment; bools and 8- and 16-bit integers travel as 32-bit integers,
+  complex numbers as their real then imaginary part. An array of complex
+  numbers is a runtime array of their parts: element *i* is entries *2i*
+  and *2i + 1*, and shapes, strides and offsets count complex elements.
+* A kernel compiled with error checks (``boundscheck=True`` or
+  ``error_model="python"``) has one more storage buffer after the arrays,
+  its status (:data:`STATUS_WORDS` 32-bit words, zero before the launch). An
+  invocation that raises writes the exception's code (a key of the compiled
+  kernel's ``metadata["exceptions"]``) to word 0 and its global invocation
+  id to words 1 to 3; the runtime raises the exception after the launch.
 * The push constant block starts with :data:`HEADER_SIZE` bytes that the
   runtime fills: the number of workgroups along x, y and z as 32-bit
   unsigned integers, then padding. Scalars and array fields follow in
@@ -37,11 +46,19 @@ SCALAR_DTYPES = {
     "bool": 4,
     "int8": 4, "uint8": 4, "int16": 4, "uint16": 4,
     "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-    "float32": 4, "float64": 8,
+    "float32": 4, "float64": 8, "complex64": 8, "complex128": 16,
 }
 
 #: What a 64-bit dtype becomes on a target without it.
-NARROWED = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
+NARROWED = {"float64": "float32", "int64": "int32", "uint64": "uint32",
+            "complex128": "complex64"}
+
+#: The 64-bit type whose absence narrows each dtype of :data:`NARROWED`.
+_NARROWED_BY = {"float64": "float64", "int64": "int64", "uint64": "int64",
+                "complex128": "float64"}
+
+#: Words of the status buffer of a kernel compiled with error checks.
+STATUS_WORDS = 4
 
 
 @dataclass(frozen=True)
@@ -58,7 +75,8 @@ class Param:
         layout: Numba layout of an array, ``"C"`` or ``"A"``.
         binding: Descriptor binding of an array, -1 for a scalar.
         offset: Byte offset in the push constant block: the value of a
-            scalar, or the shape (then strides) of an array.
+            scalar, or the shape (then strides) of an array. The status
+            buffer (kind ``"status"``) takes none.
         writable: Whether the kernel may write the array.
     """
 
@@ -77,6 +95,8 @@ class Param:
         """Bytes this argument occupies in the push constant block."""
         if self.kind == "array":
             return 4 * (2 * self.ndim + 1)
+        if self.kind == "status":
+            return 0
         return SCALAR_DTYPES[self.storage]
 
     def to_json(self):
@@ -87,12 +107,13 @@ def _align(offset, alignment):
     return (offset + alignment - 1) // alignment * alignment
 
 
-def layout(args, narrowed=()):
+def layout(args, narrowed=(), checks=False):
     """Assign bindings and push constant offsets to kernel arguments.
 
     Args:
         args: ``(name, kind, dtype, ndim, layout)`` per argument, in order.
         narrowed: dtype names that the target narrows (see :data:`NARROWED`).
+        checks: Whether the kernel reports errors through a status buffer.
 
     Returns:
         ``(params, push_size)``: a tuple of :class:`Param` and the size in
@@ -104,8 +125,7 @@ def layout(args, narrowed=()):
     for name, kind, dtype, ndim, array_layout in args:
         if dtype not in SCALAR_DTYPES:
             raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
-        storage = NARROWED.get(dtype, dtype) if dtype in narrowed or (
-            dtype == "uint64" and "int64" in narrowed) else dtype
+        storage = NARROWED[dtype] if _NARROWED_BY.get(dtype) in narrowed else dtype
         if kind == "array":
             offset = _align(offset, 4)
             params.append(Param(name, kind, dtype, storage, ndim, array_layout,
@@ -114,10 +134,16 @@ def layout(args, narrowed=()):
             offset += 4 * (2 * ndim + 1)
         else:
             size = SCALAR_DTYPES[storage]
-            offset = _align(offset, size)
+            offset = _align(offset, size // 2 if storage.startswith("complex") else size)
             params.append(Param(name, kind, dtype, storage, 0, "C", -1, offset))
             offset += size
+    if checks:
+        params.append(Param(STATUS_PARAM, "status", "uint32", "uint32", 1, "C", binding, 0))
     return tuple(params), _align(offset, 4)
+
+
+#: Name of the status buffer's :class:`Param`.
+STATUS_PARAM = "__status"
 
 
 def params_from_json(items):
@@ -133,10 +159,13 @@ def push_format(params, push_size):
     """
     codes = {"bool": "i", "int8": "i", "uint8": "I", "int16": "i",
              "uint16": "I", "int32": "i", "uint32": "I", "int64": "q",
-             "uint64": "Q", "float32": "f", "float64": "d"}
+             "uint64": "Q", "float32": "f", "float64": "d", "complex64": "2f",
+             "complex128": "2d"}
     fmt = ["<3I4x"]
     position = HEADER_SIZE
     for p in params:
+        if p.kind == "status":
+            continue
         if p.offset > position:
             fmt.append(f"{p.offset - position}x")
         if p.kind == "array":

@@ -16,6 +16,8 @@ from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
 
+_COMPLEX = ("complex64", "complex128")
+
 #: Workgroup size of ``forall`` launches, capped by the device's limit.
 FORALL_THREADS = 256
 
@@ -222,7 +224,7 @@ class VulkanDispatcher:
         buffers, values, copy_backs = [], [], []
         for value, param in zip(args, plan.params):
             if param.kind == "scalar":
-                values.append(value)
+                values.append((value.real, value.imag) if param.dtype in _COMPLEX else value)
                 continue
             if isinstance(value, np.ndarray):
                 value, copy_back = memory.staged_host_array(value, device)

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import struct
 import tempfile
 import threading
@@ -196,22 +197,22 @@ def library():
         return lib
 
 
-def _prepared_paths(stem):
-    directory = os.path.join(cache_directory(), "libclc")
-    os.makedirs(directory, exist_ok=True)
-    base = os.path.join(directory, f"prepared-{stem}")
-    return base + ".ll", base + ".json"
-
-
 def _load_or_prepare(path, stem):
-    text_path, record_path = _prepared_paths(stem)
+    """The prepared library from the cache, else prepared now and stored
+    there if the cache directory is writable."""
+    base = os.path.join(config.cache_dir(), "libclc", f"prepared-{stem}")
+    text_path, record_path = base + ".ll", base + ".json"
     text = _load(path, text_path, record_path)
     if text is None:
         text = prepare(path)
         record = {"format": FORMAT, "source": path,
                   "sha256": hashlib.sha256(text.encode()).hexdigest()}
-        _write_atomically(text_path, text.encode())
-        _write_atomically(record_path, json.dumps(record, indent=1).encode())
+        try:
+            os.makedirs(os.path.dirname(base), exist_ok=True)
+            _write_atomically(text_path, text.encode())
+            _write_atomically(record_path, json.dumps(record, indent=1).encode())
+        except OSError:
+            pass
     return Library(path, text)
 
 
@@ -235,6 +236,9 @@ def _write_atomically(path, data):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        if os.path.isdir(path) and not os.path.islink(path):
+            # Something else took the name; the prepared file is ours to keep.
+            shutil.rmtree(path)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

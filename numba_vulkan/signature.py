@@ -47,6 +47,8 @@ def of_value(value):
         return "int64"
     if isinstance(value, float):
         return "float64"
+    if isinstance(value, complex):
+        return "complex128"
     if isinstance(value, np.generic):
         name = value.dtype.name
         if name in SCALAR_DTYPES:

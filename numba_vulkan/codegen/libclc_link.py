@@ -41,9 +41,64 @@ _OPENCL = {
 _EXACT = {"floor": "floor", "ceil": "ceil", "trunc": "trunc", "fabs": "fabs", "fma": "fma",
           "sqrt": "sqrt", "rint": "rint", "copysign": "copysign"}
 
-#: Numba's C helpers that have no Vulkan implementation, and what they do.
-_UNSUPPORTED = {
-    "numba_cpow": "complex power", "numba_cpowf": "complex power",
+def _cpow(name, ty, code):
+    """Numba's C helper for ``complex ** complex`` (CPython's algorithm)."""
+    fn = {op: libclc.mangled(op, *[code] * arity)
+          for op, arity in (("hypot", 2), ("pow", 2), ("atan2", 2), ("exp", 1), ("log", 1),
+                            ("cos", 1), ("sin", 1))}
+    nan = "0x7FF8000000000000"
+    return f"""
+define void @{name}(ptr %pa, ptr %pb, ptr %out) {{
+entry:
+  %ar = load {ty}, ptr %pa
+  %pai = getelementptr {{{ty}, {ty}}}, ptr %pa, i32 0, i32 1
+  %ai = load {ty}, ptr %pai
+  %br = load {ty}, ptr %pb
+  %pbi = getelementptr {{{ty}, {ty}}}, ptr %pb, i32 0, i32 1
+  %bi = load {ty}, ptr %pbi
+  %b_re_zero = fcmp oeq {ty} %br, 0.0
+  %b_im_zero = fcmp oeq {ty} %bi, 0.0
+  %b_zero = and i1 %b_re_zero, %b_im_zero
+  %a_re_zero = fcmp oeq {ty} %ar, 0.0
+  %a_im_zero = fcmp oeq {ty} %ai, 0.0
+  %a_zero = and i1 %a_re_zero, %a_im_zero
+  %b_im_nonzero = fcmp une {ty} %bi, 0.0
+  %b_re_negative = fcmp olt {ty} %br, 0.0
+  %domain = or i1 %b_im_nonzero, %b_re_negative
+  %vabs = call {ty} @{fn["hypot"]}({ty} %ar, {ty} %ai)
+  %len0 = call {ty} @{fn["pow"]}({ty} %vabs, {ty} %br)
+  %at = call {ty} @{fn["atan2"]}({ty} %ai, {ty} %ar)
+  %phase0 = fmul {ty} %at, %br
+  %atbi = fmul {ty} %at, %bi
+  %damp = call {ty} @{fn["exp"]}({ty} %atbi)
+  %len1 = fdiv {ty} %len0, %damp
+  %logabs = call {ty} @{fn["log"]}({ty} %vabs)
+  %turn = fmul {ty} %bi, %logabs
+  %phase1 = fadd {ty} %phase0, %turn
+  %len = select i1 %b_im_nonzero, {ty} %len1, {ty} %len0
+  %phase = select i1 %b_im_nonzero, {ty} %phase1, {ty} %phase0
+  %cos = call {ty} @{fn["cos"]}({ty} %phase)
+  %sin = call {ty} @{fn["sin"]}({ty} %phase)
+  %re0 = fmul {ty} %len, %cos
+  %im0 = fmul {ty} %len, %sin
+  %zero_re = select i1 %domain, {ty} {nan}, {ty} 0.0
+  %re1 = select i1 %a_zero, {ty} %zero_re, {ty} %re0
+  %im1 = select i1 %a_zero, {ty} %zero_re, {ty} %im0
+  %re = select i1 %b_zero, {ty} 1.0, {ty} %re1
+  %im = select i1 %b_zero, {ty} 0.0, {ty} %im1
+  store {ty} %re, ptr %out
+  %pouti = getelementptr {{{ty}, {ty}}}, ptr %out, i32 0, i32 1
+  store {ty} %im, ptr %pouti
+  ret void
+}}
+""", set(fn.values())
+
+
+#: Numba's C helpers defined here in IR: name -> (IR text, libclc functions used).
+_HELPERS = {
+    # numba_cpowf computes in double on the CPU.
+    "numba_cpow": _cpow("numba_cpow", "double", "d"),
+    "numba_cpowf": _cpow("numba_cpowf", "float", "f"),
 }
 
 _DECLARE = re.compile(r'^declare (?P<ret>\S+) @(?P<name>"[^"]*"|[-\w.$]+)\((?P<params>.*)\)'
@@ -95,14 +150,13 @@ def _target(name, ret, params):
 
 def _rename(text):
     """Rename the math calls of one module; return it and the libclc names used."""
-    renames, used, lines, declared = {}, set(), [], set()
+    renames, used, lines, declared, helpers = {}, set(), [], set(), set()
     for line in text.splitlines():
         m = _DECLARE.match(line)
         if m:
             name = m.group("name").strip('"')
-            if name in _UNSUPPORTED:
-                raise UnsupportedError(f"{_UNSUPPORTED[name]} ({name}) is not available in "
-                                       "Vulkan kernels")
+            if name in _HELPERS:
+                helpers.add(name)
             params = _parameter_types(m.group("params"))
             target = _target(name, m.group("ret"), params)
             if target is not None:
@@ -117,7 +171,8 @@ def _rename(text):
     out = "\n".join(lines) + "\n"
     for old, new in renames.items():
         out = re.sub(re.escape("@" + old) + r"(?=\()", "@" + new, out)
-    return _replace_frem(out, used)
+    out, used = _replace_frem(out, used)
+    return out, used, helpers
 
 
 def _replace_frem(text, used):
@@ -149,12 +204,26 @@ def link(sources):
         The modules, rewritten, with a module of the libclc functions they
         use (if any) inserted before the entry point's.
     """
-    out, used = [], set()
+    out, used, helpers = [], set(), set()
     for text in sources:
-        renamed, names = _rename(text)
+        renamed, names, called = _rename(text)
         out.append(renamed)
+        used |= names
+        helpers |= called
+    for name in sorted(helpers):
+        text, names = _HELPERS[name]
+        declarations = [f"declare {_signature(library_name)}" for library_name in sorted(names)]
+        out.insert(-1, text + "\n".join(declarations) + "\n")
         used |= names
     if not used:
         return out
     library = libclc.library()
     return out[:-1] + [library.module(sorted(used))] + out[-1:]
+
+
+def _signature(name):
+    """``ret @name(params)`` of a libclc function with float/double parameters."""
+    m = re.fullmatch(r"_Z(\d+)(\w+)", name)
+    codes = m.group(2)[int(m.group(1)):]
+    types = [{"f": "float", "d": "double"}[c] for c in codes]
+    return f"{types[0]} @{name}({', '.join(types)})"

@@ -36,6 +36,8 @@ ELEMENT_TYPES = {
     "int32": ("i32", "i32"), "uint32": ("i32", "i32"),
     "int64": ("i64", "i64"), "uint64": ("i64", "i64"),
     "float32": ("float", "f32"), "float64": ("double", "f64"),
+    # A complex array is an array of its parts (see numba_vulkan.abi).
+    "complex64": ("float", "f32"), "complex128": ("double", "f64"),
 }
 
 _SCALAR_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2,

@@ -72,7 +72,7 @@ def signature_text(sig):
                                        "C" if ty.layout == "C" else "A"))
         elif isinstance(ty, types.Boolean):
             out.append("bool")
-        elif isinstance(ty, (types.Integer, types.Float)):
+        elif isinstance(ty, (types.Integer, types.Float, types.Complex)):
             out.append(str(ty))
         else:
             raise TypeError(f"type {ty} in signature {sig!r} cannot be a kernel argument")
@@ -96,7 +96,7 @@ def _param_specs(pyfunc, argtypes):
         if isinstance(ty, types.Array):
             layout = "C" if ty.layout == "C" else "A"
             specs.append((name, "array", str(ty.dtype), ty.ndim, layout))
-        elif isinstance(ty, (types.Integer, types.Float, types.Boolean)):
+        elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
         else:
             raise TypeError(f"{pyfunc.__qualname__}: parameter {name!r} has type {ty}, "
@@ -199,6 +199,14 @@ def _tuple(builder, items):
 
 def _scalar(context, builder, ty, param):
     i32 = ir.IntType(32)
+    if isinstance(ty, types.Complex):
+        part = types.float32 if param.storage == "complex64" else types.float64
+        size = 4 if part == types.float32 else 8
+        value = context.make_complex(builder, ty)
+        for k, field in enumerate(("real", "imag")):
+            raw = markers.push(builder, context.get_value_type(part), param.offset + k * size)
+            setattr(value, field, context.cast(builder, raw, part, ty.underlying_float))
+        return value._getvalue()
     if isinstance(ty, types.Boolean):
         raw = markers.push(builder, i32, param.offset)
         return builder.icmp_unsigned("!=", raw, ir.Constant(i32, 0))

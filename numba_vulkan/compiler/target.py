@@ -134,9 +134,10 @@ class VulkanTargetContext(BaseContext):
     def enable_nrt(self):
         return False
 
-    @property
-    def enable_boundscheck(self):
-        return False
+    def post_lowering(self, mod, library):
+        if self.fastmath:
+            from numba.core import fastmathpass
+            fastmathpass.rewrite_module(mod, self.fastmath)
 
     def create_module(self, name):
         return self._internal_codegen._create_empty_module(name)
