@@ -42,6 +42,8 @@ ELEMENT_TYPES = {
 
 _SCALAR_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2,
                  "float": 4, "double": 8, "ptr": 8}
+#: How intrinsic names spell each element type.
+_MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "float": "f32", "double": "f64"}
 
 
 def split_top(text, sep=","):
@@ -148,7 +150,14 @@ class _Pointer:
 
 
 _GLOBAL_DEF = re.compile(r'^(@(?:"[^"]*"|[-a-zA-Z$._0-9]+)) = ([^\[]*?)'
-                         r'(?:addrspace\((\d+)\) )?(?:global|constant) (\[.*?\]) ')
+                         r'(?:addrspace\((\d+)\) )?(?:global|constant) (\[.*?\]|\w+) ')
+#: A private array; the groups line up with :data:`_GLOBAL_DEF`'s.
+_ALLOCA = re.compile(rf"^\s*({_LOCAL}) = ()()alloca (\[\d+ x \w+\])(?:, align \d+)?$")
+#: A workgroup array as Numba's pointers see it: cast to the generic space.
+_CAST = re.compile(r'addrspacecast \(ptr addrspace\(\d+\) (@(?:"[^"]*"|[-a-zA-Z$._0-9]+)) to ptr\)')
+#: Scope of an atomic on memory of an LLVM address space (default: Device).
+_ATOMIC_SCOPES = {3: "workgroup"}
+_SPIRV_SCOPES = {"device": 1, "workgroup": 2}
 
 
 class _Rewriter:
@@ -159,6 +168,8 @@ class _Rewriter:
         self.pointers = {}
         self.used_buffers = set()
         self.used_globals = set()
+        self.cmpxchg_spaces = set()
+        self.views = {}
         named = {}
         for line in self.lines:
             m = re.match(rf"^({_LOCAL}) = type (.*)$", line)
@@ -168,17 +179,19 @@ class _Rewriter:
         self.globals = self._find_globals()
 
     def _find_globals(self):
-        """Module-level variables that are (nested) arrays of one scalar type."""
+        """Objects other than buffers: module-level variables that are
+        scalars or (nested) arrays of one scalar type (constant tables,
+        workgroup arrays), and private arrays (allocas of an array type)."""
         found = {}
         for line in self.lines:
-            m = _GLOBAL_DEF.match(line)
+            m = _GLOBAL_DEF.match(line) or _ALLOCA.match(line)
             if not m or "external" in m.group(2):
                 continue
             shape, ty = [], self.types.parse(m.group(4))
             while ty[0] == "array":
                 shape.append(ty[1])
                 ty = ty[2]
-            if ty[0] == "scalar" and ty[1] != "ptr" and shape:
+            if ty[0] == "scalar" and ty[1] != "ptr" and (shape or m.re is _GLOBAL_DEF):
                 found[m.group(1)] = _Global(m.group(1), int(m.group(3) or 0), tuple(shape),
                                             ty[1])
         return found
@@ -262,8 +275,10 @@ class _Rewriter:
 
     def rewrite(self):
         start, end = self.body_range()
-        body = self.lines[start:end]
+        body = [_CAST.sub(lambda m: m.group(1) if m.group(1) in self.globals else m.group(0),
+                          line) for line in self.lines[start:end]]
         self.analyse(body)
+        self.views = self.atomic_views(body)
         out = []
         for line in body:
             out.extend(self.rewrite_line(line))
@@ -271,8 +286,102 @@ class _Rewriter:
         insert_at = 1 if out and re.match(r"^[-\w.$\"]+:", out[0]) else 0
         out[insert_at:insert_at] = prologue
         header = self.declarations()
-        lines = self.lines[:start - 1] + header + self.lines[start - 1:start] + out + self.lines[end:]
+        before = [self.retyped_definition(line) for line in self.lines[:start - 1]]
+        lines = before + header + self.lines[start - 1:start] + out + self.lines[end:]
         return "\n".join(lines) + "\n"
+
+    # Atomics ---------------------------------------------------------------
+
+    def atomic_views(self, body):
+        """Element types that objects take to serve atomics on their bits.
+
+        A compare-and-swap loop on a float array accesses its elements as
+        integers of the same size; SPIR-V's atomics need the array itself
+        typed so, and every other access then bitcasts.
+        """
+        views = {}
+        for line in body:
+            m = _ASSIGN.match(line)
+            rhs = m.group(2) if m else line.strip()
+            access = self._atomic_access(rhs)
+            if access is None:
+                continue
+            target, ty = access
+            obj = self._object_of(target)
+            if obj is None:
+                continue
+            natural = self.natural_elem(obj)
+            if ty != natural:
+                key = obj if isinstance(obj, int) else obj.name
+                if not ty.startswith("i") or views.setdefault(key, ty) != ty or \
+                        _SCALAR_SIZES[ty] != _SCALAR_SIZES[natural]:
+                    raise UnsupportedError(f"an atomic access of {ty} into an array of "
+                                           f"{natural}: {line.strip()}")
+        return views
+
+    @staticmethod
+    def _atomic_access(rhs):
+        """``(pointer, type)`` of an atomicrmw or cmpxchg, else None."""
+        if rhs.startswith("atomicrmw "):
+            words = rhs.split()
+            operands = split_top(" ".join(w for w in words[1:] if w != "volatile"))
+            return _value(operands[0]), operands[1].split()[0]
+        if rhs.startswith("cmpxchg "):
+            words = [w for w in rhs.split()[1:] if w not in ("weak", "volatile")]
+            operands = split_top(" ".join(words))
+            return _value(operands[0]), operands[1].split()[0]
+        return None
+
+    def natural_elem(self, obj):
+        if isinstance(obj, int):
+            return ELEMENT_TYPES[self.bindings[obj]][0]
+        return obj.elem
+
+    def elem_of(self, obj):
+        key = obj if isinstance(obj, int) else obj.name
+        return self.views.get(key, self.natural_elem(obj))
+
+    def retyped_definition(self, line):
+        m = _GLOBAL_DEF.match(line)
+        if m and m.group(1) in self.views:
+            obj = self.globals[m.group(1)]
+            if "undef" not in line[m.end():] and "poison" not in line[m.end():]:
+                raise UnsupportedError(f"atomics on initialised array {obj.name}")
+            inner = self.views[obj.name]
+            for extent in reversed(obj.shape):
+                inner = f"[{extent} x {inner}]"
+            return line[:m.start(4)] + inner + line[m.end(4):]
+        return line
+
+    def rewrite_atomic(self, name, rhs, line):
+        target, ty = self._atomic_access(rhs)
+        ptr, lines, elem, space = self.element_pointer(target, ty, line)
+        scope = _ATOMIC_SCOPES.get(space, "device")
+        if rhs.startswith("atomicrmw "):
+            words = rhs.split()
+            operands = split_top(" ".join(w for w in words[1:] if w != "volatile"))
+            op = words[2] if words[1] == "volatile" else words[1]
+            value = operands[1].split()[1]
+            lines.append(f"  {name} = atomicrmw {op} ptr addrspace({space}) {ptr}, {ty} {value} "
+                         f'syncscope("{scope}") monotonic, align {_SCALAR_SIZES[ty]}')
+            return lines
+        words = [w for w in rhs.split()[1:] if w not in ("weak", "volatile")]
+        operands = split_top(" ".join(words))
+        expected = operands[1].rsplit(None, 1)[1]
+        value = operands[2].split()[1]
+        old, ok, half = self.fresh(), self.fresh(), self.fresh()
+        self.cmpxchg_spaces.add(space)
+        # LLVM's backend cannot lower cmpxchg for Vulkan; its own intrinsic
+        # can (see numba_vulkan.codegen.fixups for the result it builds).
+        lines += [
+            f"  {old} = call {ty} (ptr addrspace({space}), ...) @llvm.spv.cmpxchg.p{space}("
+            f"ptr addrspace({space}) {ptr}, {ty} {expected}, {ty} {value}, "
+            f"i32 {_SPIRV_SCOPES[scope]}, i32 0, i32 0)",
+            f"  {ok} = icmp eq {ty} {old}, {expected}",
+            f"  {half} = insertvalue {{ {ty}, i1 }} poison, {ty} {old}, 0",
+            f"  {name} = insertvalue {{ {ty}, i1 }} {half}, i1 {ok}, 1",
+        ]
+        return lines
 
     def rewrite_line(self, line):
         m = _ASSIGN.match(line)
@@ -283,6 +392,12 @@ class _Rewriter:
             return self.rewrite_load(name, rhs, line)
         if rhs.startswith("store ") and not rhs.startswith("store atomic"):
             return self.rewrite_store(rhs, line)
+        if self._atomic_access(rhs) is not None and self._object_of(
+                self._atomic_access(rhs)[0]) is not None:
+            return self.rewrite_atomic(name, rhs, line)
+        if re.match(r"(?:tail )?call void @llvm\.lifetime\.(?:start|end)", rhs):
+            # Lifetime hints of private arrays: Vulkan has none to give.
+            return []
         for value in _VALUE.findall(rhs):
             if value in self.pointers or value in self.globals:
                 raise UnsupportedError(
@@ -363,7 +478,7 @@ class _Rewriter:
             return self.global_element_pointer(pointer.object, pointer.offset, access_type,
                                                line)
         storage = self.bindings[pointer.object]
-        elem, _ = ELEMENT_TYPES[storage]
+        elem = self.elem_of(pointer.object)
         size = _SCALAR_SIZES[elem]
         if access_type != elem:
             acc = self.types.size_align(self.types.parse(access_type))[0]
@@ -383,12 +498,15 @@ class _Rewriter:
     def global_element_pointer(self, obj, offset, access_type, line):
         """A pointer to the element at byte ``offset`` of a global array: one
         index per dimension, as SPIR-V's OpAccessChain needs."""
-        size = _SCALAR_SIZES[obj.elem]
-        if access_type != obj.elem:
+        elem = self.elem_of(obj)
+        size = _SCALAR_SIZES[elem]
+        if access_type != elem:
             acc = self.types.size_align(self.types.parse(access_type))[0]
             if acc != size or access_type == "ptr":
                 raise UnsupportedError(
-                    f"an access of {access_type} into an array of {obj.elem}: {line.strip()}")
+                    f"an access of {access_type} into an array of {elem}: {line.strip()}")
+        if not obj.shape:
+            return obj.name, [], elem, obj.addrspace
         lines, flat = [], self.fresh()
         lines.append(f"  {flat} = ashr exact i64 {offset}, {size.bit_length() - 1}")
         indices = []
@@ -408,7 +526,7 @@ class _Rewriter:
         ptr = self.fresh()
         lines.append(f"  {ptr} = call ptr addrspace({obj.addrspace}) @{_element_marker(obj)}("
                      f"ptr addrspace({obj.addrspace}) {obj.name}, {', '.join(indices)})")
-        return ptr, lines, obj.elem, obj.addrspace
+        return ptr, lines, elem, obj.addrspace
 
     def rewrite_load(self, name, rhs, line):
         operands = split_top(rhs[len("load "):])
@@ -453,11 +571,10 @@ class _Rewriter:
     # Declarations ------------------------------------------------------------
 
     def handle_type(self, binding):
-        elem, _ = ELEMENT_TYPES[self.bindings[binding]]
-        return f'target("spirv.VulkanBuffer", [0 x {elem}], 12, 1)'
+        return f'target("spirv.VulkanBuffer", [0 x {self.elem_of(binding)}], 12, 1)'
 
     def _mangled(self, binding):
-        _, code = ELEMENT_TYPES[self.bindings[binding]]
+        code = _MANGLED[self.elem_of(binding)]
         return f"tspirv.VulkanBuffer_a0{code}_12_1t"
 
     def getpointer_name(self, binding):
@@ -474,6 +591,8 @@ class _Rewriter:
 
     def declarations(self):
         lines, declared = [], set()
+        for space in sorted(self.cmpxchg_spaces):
+            lines.append(f"declare i32 @llvm.spv.cmpxchg.p{space}(ptr addrspace({space}), ...)")
         for marker, space, rank in sorted({(_element_marker(g), g.addrspace, len(g.shape))
                                            for g in self.used_globals}):
             params = ", ".join([f"ptr addrspace({space})"] + ["i32"] * rank)
@@ -520,15 +639,16 @@ _LOCAL_SIZE_CALL = re.compile(
     rf"^(\s*{_LOCAL}) = (?:tail )?call i32 @{re.escape(markers.LOCAL_SIZE)}\(i32 (\d)\)\s*$")
 _ELEMENT_CALL = re.compile(
     rf"^(\s*{_LOCAL}) = (?:tail )?call ptr addrspace\((\d+)\) @{re.escape(markers.ELEMENT)}"
-    r"[\d.]+\(ptr addrspace\(\d+\) (@[^,]+), (.*)\)\s*$")
+    r"[\d.]+\(ptr addrspace\(\d+\) ([@%][^,]+), (.*)\)\s*$")
 _MARKERS = (markers.BUFFER, markers.PUSH, markers.LOCAL_SIZE, markers.ELEMENT)
 
 
 def _global_array_types(text):
-    """LLVM type of each global array variable of a module, by name."""
+    """LLVM type of each global array variable and private array of a
+    module, by name."""
     types = {}
     for line in text.splitlines():
-        m = _GLOBAL_DEF.match(line)
+        m = _GLOBAL_DEF.match(line) or _ALLOCA.match(line)
         if m:
             types[m.group(1)] = m.group(4)
     return types

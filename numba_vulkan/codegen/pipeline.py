@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import ValidationError
-from numba_vulkan.codegen import (backend, exact, legalize, libclc_link, logical, optimize,
-                                   strip, structurize, validate, workarounds)
+from numba_vulkan.codegen import (backend, exact, fixups, legalize, libclc_link, logical,
+                                   optimize, strip, structurize, validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -60,7 +60,7 @@ def build(sources, bindings, local_size, target, name="kernel"):
     # generation preparation, loop strength reduction, tail duplication)
     # before its own structurizer: the shape built above reaches it intact.
     for attempt in range(2):
-        binary = strip.strip(backend.emit(final, target.triple, opt=0))
+        binary = fixups.repair(strip.strip(backend.emit(final, target.triple, opt=0)))
         if not exact.contraction_allowed(sources):
             binary = exact.decorate(binary)
         _dump(name, final, binary)

@@ -1,9 +1,14 @@
 """Typing and lowering of the kernel API in :mod:`numba_vulkan.intrinsics`."""
 
+import itertools
+import math
+
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
 from numba.core.imputils import Registry as LoweringRegistry
-from numba.core.typing.templates import AbstractTemplate, Registry, signature
+from numba.core.typing.templates import AbstractTemplate, CallableTemplate, Registry, signature
+from numba.np.arrayobj import populate_array
 
 from numba_vulkan import intrinsics
 from numba_vulkan.codegen import markers
@@ -13,6 +18,9 @@ lowering_registry = LoweringRegistry("numba_vulkan")
 
 _i32 = ir.IntType(32)
 _i64 = ir.IntType(64)
+
+#: LLVM address space of workgroup memory on the SPIR-V target.
+WORKGROUP = 3
 
 #: Builtins read through an LLVM SPIR-V intrinsic.
 _BUILTIN_INTRINSICS = {
@@ -68,3 +76,253 @@ _register_axis_lowering(intrinsics.num_groups, _num_groups)
 _register_axis_lowering(
     intrinsics.global_size,
     lambda builder, axis: builder.mul(_num_groups(builder, axis), markers.local_size(builder, axis)))
+
+
+# Workgroup and private arrays --------------------------------------------
+
+def _literal_shape(ty):
+    if isinstance(ty, types.IntegerLiteral):
+        return (ty.literal_value,)
+    if isinstance(ty, types.BaseTuple) and all(isinstance(t, types.IntegerLiteral) for t in ty):
+        return tuple(t.literal_value for t in ty)
+    return None
+
+
+def _dtype(ty):
+    if isinstance(ty, (types.NumberClass, types.DType)):
+        return ty.dtype
+    return None
+
+
+def _array_template(func, what):
+    class ArrayTemplate(CallableTemplate):
+        key = func
+        prefer_literal = True
+
+        def generic(self):
+            def typer(shape, dtype):
+                dims = _literal_shape(shape)
+                if dims is None or _dtype(dtype) is None:
+                    raise TypingError(
+                        f"{what}(shape, dtype): shape must be an int or a tuple of ints known "
+                        f"at compile time and dtype a NumPy scalar type; got {shape}, {dtype}")
+                if any(d < 1 for d in dims):
+                    raise TypingError(f"{what}: every extent must be positive, not {dims}")
+                return types.Array(_dtype(dtype), len(dims), "C")
+            return typer
+
+    typing_registry.register_global(func, types.Function(ArrayTemplate))
+
+
+_array_template(intrinsics.shared.array, "nv.shared.array")
+_array_template(intrinsics.local.array, "nv.local.array")
+
+_shared_counter = itertools.count()
+
+
+def _array_value(context, builder, aryty, dims, data):
+    item = context.get_abi_sizeof(context.get_data_type(aryty.dtype))
+    strides, stride = [], item
+    for extent in reversed(dims):
+        strides.insert(0, stride)
+        stride *= extent
+    intp = context.get_value_type(types.intp)
+    data = builder.bitcast(data, context.get_value_type(types.CPointer(aryty.dtype)))
+    ary = context.make_array(aryty)(context, builder)
+    populate_array(ary, data=data, shape=[ir.Constant(intp, d) for d in dims],
+                   strides=[ir.Constant(intp, s) for s in strides], itemsize=item,
+                   meminfo=None)
+    return ary._getvalue()
+
+
+@lowering_registry.lower(intrinsics.shared.array, types.Any, types.Any)
+def _lower_shared_array(context, builder, sig, args):
+    dims = _literal_shape(sig.args[0])
+    storage = ir.ArrayType(context.get_data_type(sig.return_type.dtype), math.prod(dims))
+    # Workgroup memory is a module-level variable in LLVM's address space 3;
+    # Numba's arrays hold generic pointers, so the data pointer is a cast.
+    var = ir.GlobalVariable(builder.module, storage, f"nv.shared.{next(_shared_counter)}",
+                            addrspace=WORKGROUP)
+    var.linkage = "internal"
+    var.initializer = ir.Constant(storage, ir.Undefined)
+    var.align = 16
+    data = builder.addrspacecast(var, ir.PointerType(storage))
+    return _array_value(context, builder, sig.return_type, dims, data)
+
+
+@lowering_registry.lower(intrinsics.local.array, types.Any, types.Any)
+def _lower_local_array(context, builder, sig, args):
+    dims = _literal_shape(sig.args[0])
+    storage = ir.ArrayType(context.get_data_type(sig.return_type.dtype), math.prod(dims))
+    data = cgutils.alloca_once(builder, storage, name="nv.local")
+    return _array_value(context, builder, sig.return_type, dims, data)
+
+
+# Barrier -----------------------------------------------------------------
+
+class _BarrierTemplate(AbstractTemplate):
+    key = intrinsics.barrier
+
+    def generic(self, args, kws):
+        if args or kws:
+            raise TypingError("nv.barrier() takes no arguments")
+        return signature(types.none)
+
+
+typing_registry.register_global(intrinsics.barrier, types.Function(_BarrierTemplate))
+
+
+@lowering_registry.lower(intrinsics.barrier)
+def _lower_barrier(context, builder, sig, args):
+    name = "llvm.spv.group.memory.barrier.with.group.sync"
+    try:
+        fn = builder.module.get_global(name)
+    except KeyError:
+        fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), []), name)
+        # Convergent: LLVM must not make the barrier depend on more (or
+        # other) conditions than the program does.
+        fn.attributes.add("convergent")
+        fn.attributes.add("nounwind")
+    builder.call(fn, [])
+    return context.get_dummy_value()
+
+
+# Atomics -----------------------------------------------------------------
+
+#: LLVM ``atomicrmw`` operation of each atomic on (signed, unsigned) integers.
+_INT_RMW = {
+    "add": ("add", "add"), "sub": ("sub", "sub"), "and_": ("and", "and"),
+    "or_": ("or", "or"), "xor": ("xor", "xor"), "exch": ("xchg", "xchg"),
+    "min": ("min", "umin"), "max": ("max", "umax"),
+}
+#: Operations on floats, done with a compare-and-swap loop on their bits.
+_FLOAT_OPS = ("add", "sub", "min", "max", "exch")
+#: Element types atomics support: 32 bits (see docs/limitations.md for 64).
+_ATOMIC_DTYPES = (types.int32, types.uint32, types.float32)
+
+
+def _atomic_index(ary, idx):
+    if isinstance(idx, types.Integer):
+        return ary.ndim == 1
+    return (isinstance(idx, types.BaseTuple) and len(idx) == ary.ndim
+            and all(isinstance(t, types.Integer) for t in idx))
+
+
+def _check_atomic(name, ary, idx, values):
+    what = f"nv.atomic.{name}"
+    if not isinstance(ary, types.Array):
+        raise TypingError(f"{what}: the first argument must be an array, not {ary}")
+    if ary.dtype not in _ATOMIC_DTYPES:
+        raise TypingError(f"{what}: arrays of {ary.dtype} are not supported; atomics work "
+                          "on int32, uint32 and float32 arrays")
+    if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas",):
+        raise TypingError(f"{what} is not defined for float arrays")
+    if not _atomic_index(ary, idx):
+        raise TypingError(f"{what}: the index must be an int or a tuple of {ary.ndim} ints "
+                          f"for a {ary.ndim}-d array, not {idx}")
+    for value in values:
+        if not isinstance(value, (types.Number, types.Boolean)):
+            raise TypingError(f"{what}: values must be numbers, not {value}")
+    if not ary.mutable:
+        raise TypingError(f"{what}: the array is read-only")
+    return ary.dtype
+
+
+def _atomic_template(name):
+    func = getattr(intrinsics.atomic, name)
+
+    class AtomicTemplate(CallableTemplate):
+        key = func
+
+        def generic(self):
+            if name == "cas":
+                def typer(ary, idx, expected, value):
+                    return _check_atomic(name, ary, idx, (expected, value))
+            else:
+                def typer(ary, idx, value):
+                    return _check_atomic(name, ary, idx, (value,))
+            return typer
+
+    typing_registry.register_global(func, types.Function(AtomicTemplate))
+
+
+def _atomic_pointer(context, builder, aryty, ary, idxty, idx):
+    array = context.make_array(aryty)(context, builder, ary)
+    if isinstance(idxty, types.BaseTuple):
+        indices = cgutils.unpack_tuple(builder, idx, len(idxty))
+        index_types = idxty.types
+    else:
+        indices, index_types = [idx], [idxty]
+    indices = [context.cast(builder, i, t, types.intp) for i, t in zip(indices, index_types)]
+    return cgutils.get_item_pointer(context, builder, aryty, array, indices, wraparound=True)
+
+
+def _float_update(builder, name, old, value):
+    if name == "add":
+        return builder.fadd(old, value)
+    if name == "sub":
+        return builder.fsub(old, value)
+    if name == "exch":
+        return value
+    # Python's min and max: keep the old value unless the new one wins.
+    wins = builder.fcmp_ordered("<" if name == "min" else ">", value, old)
+    return builder.select(wins, value, old)
+
+
+def _cas_loop(builder, ptr, update):
+    """Replace the float at ``ptr`` by ``update(old)`` with a compare-and-swap
+    loop on its bits; return the old value."""
+    bits = ir.IntType(32)
+    start = builder.load(ptr, typ=bits)
+    entry = builder.block
+    loop = builder.append_basic_block("nv.cas.loop")
+    done = builder.append_basic_block("nv.cas.done")
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    current = builder.phi(bits)
+    current.add_incoming(start, entry)
+    old = builder.bitcast(current, ir.FloatType())
+    new = builder.bitcast(update(old), bits)
+    pair = builder.cmpxchg(ptr, current, new, "monotonic", "monotonic")
+    seen = builder.extract_value(pair, 0)
+    current.add_incoming(seen, loop)
+    builder.cbranch(builder.extract_value(pair, 1), done, loop)
+    builder.position_at_end(done)
+    return old
+
+
+def _register_atomic(name):
+    _atomic_template(name)
+    func = getattr(intrinsics.atomic, name)
+
+    if name == "cas":
+        @lowering_registry.lower(func, types.Array, types.Any, types.Any, types.Any)
+        def lower_cas(context, builder, sig, args):
+            aryty, idxty, expty, valty = sig.args
+            dtype = aryty.dtype
+            ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
+            expected = context.cast(builder, args[2], expty, dtype)
+            value = context.cast(builder, args[3], valty, dtype)
+            if isinstance(dtype, types.Float):
+                bits = ir.IntType(32)
+                expected = builder.bitcast(expected, bits)
+                value = builder.bitcast(value, bits)
+            pair = builder.cmpxchg(ptr, expected, value, "monotonic", "monotonic")
+            old = builder.extract_value(pair, 0)
+            return builder.bitcast(old, ir.FloatType()) if isinstance(dtype, types.Float) else old
+        return
+
+    @lowering_registry.lower(func, types.Array, types.Any, types.Any)
+    def lower_rmw(context, builder, sig, args):
+        aryty, idxty, valty = sig.args
+        dtype = aryty.dtype
+        ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
+        value = context.cast(builder, args[2], valty, dtype)
+        if isinstance(dtype, types.Float):
+            return _cas_loop(builder, ptr, lambda old: _float_update(builder, name, old, value))
+        op = _INT_RMW[name][0 if dtype.signed else 1]
+        return builder.atomic_rmw(op, ptr, value, "monotonic")
+
+
+for _name in ("add", "sub", "and_", "or_", "xor", "exch", "min", "max", "cas"):
+    _register_atomic(_name)
