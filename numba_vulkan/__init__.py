@@ -31,7 +31,8 @@ from numba_vulkan.target import TargetDescription
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "DeviceArray",
     "list_devices", "select_device", "global_id", "local_id", "group_id",
-    "local_size", "num_groups", "global_size", "shared", "local", "barrier", "atomic", "TargetDescription", "CompiledKernel",
+    "local_size", "num_groups", "global_size", "shared", "local", "barrier", "atomic",
+    "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
     "ValidationError", "DriverError", "LaunchError", "AOTError", "aot",
 ]
