@@ -6,10 +6,11 @@ made earlier for those types, that device and workgroup size. Only when
 there is none does it look further, and only a compile imports Numba.
 """
 
+import builtins
 import threading
 import numpy as np
 
-from numba_vulkan import config, kernelcache, signature
+from numba_vulkan import abi, config, kernelcache, signature
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.errors import LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
@@ -44,13 +45,41 @@ def _dim3(value, what):
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
-    __slots__ = ("pipeline", "params", "kernel")
+    __slots__ = ("pipeline", "params", "kernel", "status")
 
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
                                  cache=pipeline_cache.for_device(device))
+        # Where a kernel compiled with error checks reports the first error.
+        self.status = None
+        if any(p.kind == "status" for p in kernel.params):
+            self.status = memory.to_device(np.zeros(abi.STATUS_WORDS, np.uint32), device=device)
+
+    def check(self):
+        """Raise the exception the last launch reported, if any."""
+        words = np.zeros(abi.STATUS_WORDS, np.uint32)
+        self.status.buffer.read(words)
+        if words[0]:
+            self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
+            description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
+            raise _kernel_exception(description, self.kernel.name, tuple(int(w) for w in words[1:4]))
+
+
+def _kernel_exception(description, kernel, invocation):
+    """The Python exception for an error a kernel reported in its status."""
+    where = f"in kernel {kernel}, invocation {invocation}"
+    if description is None:
+        return LaunchError(f"the kernel reported an unknown error {where}")
+    if description.get("file") and description.get("line"):
+        where += f", {description['file']}:{description['line']}"
+    kind = description.get("type", "Exception")
+    cls = getattr(builtins, kind, None)
+    message = description.get("message") or ""
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls, message = RuntimeError, f"{kind}: {message}"
+    return cls(f"{message} ({where})" if message else where)
 
 
 class LaunchConfiguration:
@@ -153,7 +182,7 @@ class VulkanDispatcher:
         from numba_vulkan.compiler.compile import compile_kernel, numba_types
         kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
                                    self.options)
-        bindings = [p.storage for p in kernel_ir.params if p.kind == "array"]
+        bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
         # The kernels/ tier: Numba ran, codegen is skipped on a hit.
         label = f"{self.__qualname__}({', '.join(sig)})"
         name = kernelcache.module_key(kernel_ir.modules, bindings, threads, target,
@@ -165,9 +194,10 @@ class VulkanDispatcher:
             module = pipeline.build(kernel_ir.modules, bindings, threads, target,
                                     name=self.__qualname__)
             kernelcache.store_module(name, module, label)
+        metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
         return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,
                               module.llvm_ir, module.capabilities, kernel_ir.params,
-                              kernel_ir.push_size)
+                              kernel_ir.push_size, metadata=metadata)
 
     @property
     def _parameter_names(self):
@@ -233,12 +263,16 @@ class VulkanDispatcher:
                 raise LaunchError(f"argument {param.name!r} lives on another device")
             values.append(value.launch_fields)
             buffers.append(value.buffer)
+        if plan.status is not None:
+            buffers.append(plan.status.buffer)
         push = plan.pipeline.pack(groups, values)
         plan.pipeline.launch(groups, buffers, push)
-        if copy_backs:
+        if copy_backs or plan.status is not None:
             device.stream.synchronize()
             for copy_back in copy_backs:
                 copy_back()
+            if plan.status is not None:
+                plan.check()
 
 
 def jit(func=None, **options):

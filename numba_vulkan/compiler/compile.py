@@ -10,6 +10,7 @@ from numba.core.target_extension import target_override
 
 from numba_vulkan import abi, signature
 from numba_vulkan.codegen import markers
+from numba_vulkan.compiler import checks
 from numba_vulkan.errors import CompilerError
 
 #: Name of the SPIR-V entry point of every kernel.
@@ -32,6 +33,9 @@ class KernelIR:
         params: The :class:`numba_vulkan.abi.Param` of each argument.
         push_size: Size of the push constant block in bytes.
         signature: The Numba signature, as text.
+        options: The compile options.
+        exceptions: What each error code the kernel may write to its status
+            buffer stands for (see :func:`numba_vulkan.compiler.checks.exceptions`).
     """
 
     name: str
@@ -40,6 +44,12 @@ class KernelIR:
     push_size: int
     signature: str
     options: dict = field(default_factory=dict)
+    exceptions: dict = field(default_factory=dict)
+
+
+def has_checks(options):
+    """Whether kernels compiled with ``options`` report errors to the host."""
+    return bool(options.get("boundscheck")) or options.get("error_model") == "python"
 
 
 def numba_types(sig):
@@ -132,7 +142,7 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None):
     options = dict(options or {})
     argtypes = normalise_argtypes(argtypes)
     specs = _param_specs(pyfunc, argtypes)
-    params, push_size = abi.layout(specs, narrowed)
+    params, push_size = abi.layout(specs, narrowed, has_checks(options))
     typing_context, target_context = contexts()
     with global_compiler_lock, target_override("vulkan"):
         try:
@@ -149,8 +159,9 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None):
                 kernel=pyfunc.__qualname__)
         wrapper = _entry_point(target_context, cres, argtypes, params)
     modules = cres.library.modules() + [str(wrapper)]
+    raised = checks.exceptions(modules) if has_checks(options) else {}
     return KernelIR(pyfunc.__qualname__, modules, params, push_size,
-                    str(cres.signature.replace(return_type=types.void)), options)
+                    str(cres.signature.replace(return_type=types.void)), options, raised)
 
 
 def _entry_point(context, cres, argtypes, params):
@@ -184,10 +195,28 @@ def _entry_point(context, cres, argtypes, params):
         else:
             values.append(_scalar(context, builder, ty, param))
     callee = context.declare_function(module, cres.fndesc)
-    context.call_conv.call_function(builder, callee, cres.signature.return_type,
-                                    argtypes, values)
+    status, _ = context.call_conv.call_function(builder, callee, cres.signature.return_type,
+                                                argtypes, values)
+    status_param = next((p for p in params if p.kind == "status"), None)
+    if status_param is not None:
+        with builder.if_then(status.is_error, likely=False):
+            _report(builder, markers.buffer(builder, status_param.binding), status.code)
     builder.ret_void()
     return module
+
+
+def _report(builder, words, code):
+    """Store an error code and the invocation's id in the status buffer,
+    unless another invocation stored one first."""
+    i32 = ir.IntType(32)
+    old = builder.cmpxchg(words, ir.Constant(i32, 0), code, "monotonic", "monotonic")
+    with builder.if_then(builder.extract_value(old, 1)):
+        thread_id = builder.module.declare_intrinsic("llvm.spv.thread.id.i32", (),
+                                                     ir.FunctionType(i32, [i32]))
+        for axis in range(3):
+            slot = builder.gep(words, [ir.Constant(i32, 4 * (axis + 1))],
+                               source_etype=ir.IntType(8))
+            builder.store(builder.call(thread_id, [ir.Constant(i32, axis)]), slot)
 
 
 def _tuple(builder, items):

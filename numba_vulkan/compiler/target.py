@@ -3,7 +3,7 @@
 import functools
 
 from llvmlite import ir
-from numba.core import callconv, types, typing
+from numba.core import types, typing
 from numba.core.base import BaseContext
 from numba.core.codegen import CodeLibrary, Codegen
 from numba.core.descriptors import TargetDescriptor
@@ -151,7 +151,8 @@ class VulkanTargetContext(BaseContext):
 
     @functools.cached_property
     def call_conv(self):
-        return callconv.MinimalCallConv(self)
+        from numba_vulkan.compiler.checks import VulkanCallConv
+        return VulkanCallConv(self)
 
     def load_additional_registries(self):
         from numba.cpython import (builtins, charseq, enumimpl, iterators,  # noqa: F401

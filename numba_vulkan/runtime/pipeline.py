@@ -28,7 +28,8 @@ class Pipeline:
         self.device = device
         self.params = tuple(params)
         self.push_size = push_size
-        self.arrays = [p for p in self.params if p.kind == "array"]
+        # Arrays, then the status buffer of a kernel compiled with checks.
+        self.arrays = [p for p in self.params if p.kind in ("array", "status")]
         self.packer = struct.Struct(abi.push_format(self.params, push_size))
         if push_size > device.info.max_push_constants:
             raise LaunchError(f"the kernel's arguments need {push_size} bytes of push "
