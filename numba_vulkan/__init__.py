@@ -20,8 +20,9 @@ first launch, copy or device query does.
 from numba_vulkan import aot
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
-from numba_vulkan.errors import (AOTError, CompilerError, DriverError, LaunchError, ToolError,
-                                 UnsupportedError, ValidationError, VulkanError)
+from numba_vulkan.errors import (AOTError, CompilerError, DriverError, LaunchError,
+                                 NarrowingWarning, ToolError, UnsupportedError, ValidationError,
+                                 VulkanError)
 from numba_vulkan.intrinsics import (atomic, barrier, global_id, global_size, group_id, local,
                                      local_id, local_size, num_groups, shared)
 from numba_vulkan.runtime.device import list_devices, select_device
@@ -34,5 +35,5 @@ __all__ = [
     "local_size", "num_groups", "global_size", "shared", "local", "barrier", "atomic",
     "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
-    "ValidationError", "DriverError", "LaunchError", "AOTError", "aot",
+    "ValidationError", "DriverError", "LaunchError", "AOTError", "NarrowingWarning", "aot",
 ]

@@ -103,6 +103,11 @@ class Param:
         return asdict(self)
 
 
+def storage_dtype(dtype, narrowed=()):
+    """The dtype name a target with narrowing mode ``narrowed`` stores ``dtype`` as."""
+    return NARROWED[dtype] if _NARROWED_BY.get(dtype) in narrowed else dtype
+
+
 def _align(offset, alignment):
     return (offset + alignment - 1) // alignment * alignment
 
@@ -125,7 +130,7 @@ def layout(args, narrowed=(), checks=False):
     for name, kind, dtype, ndim, array_layout in args:
         if dtype not in SCALAR_DTYPES:
             raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
-        storage = NARROWED[dtype] if _NARROWED_BY.get(dtype) in narrowed else dtype
+        storage = storage_dtype(dtype, narrowed)
         if kind == "array":
             offset = _align(offset, 4)
             params.append(Param(name, kind, dtype, storage, ndim, array_layout,

@@ -8,11 +8,12 @@ there is none does it look further, and only a compile imports Numba.
 
 import builtins
 import threading
+import warnings
 import numpy as np
 
 from numba_vulkan import abi, config, kernelcache, signature
 from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.errors import LaunchError
+from numba_vulkan.errors import LaunchError, NarrowingWarning
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -65,6 +66,18 @@ class _Plan:
             self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
             raise _kernel_exception(description, self.kernel.name, tuple(int(w) for w in words[1:4]))
+
+
+def _warn_if_narrowed(name, sig, target, kernel_ir):
+    """Warn that a kernel computes in 32 bits what it declares as 64."""
+    if not target.narrowed:
+        return
+    narrowed = sorted({p.dtype for p in kernel_ir.params if p.storage != p.dtype})
+    if "float64" in target.narrowed and any("double" in text for text in kernel_ir.modules):
+        narrowed = sorted(set(narrowed) | {"float64"})
+    if narrowed:
+        warnings.warn(f"{name}({', '.join(sig)}): {', '.join(narrowed)} narrowed to 32 bits "
+                      "for a device without 64-bit support", NarrowingWarning, stacklevel=4)
 
 
 def _kernel_exception(description, kernel, invocation):
@@ -182,6 +195,7 @@ class VulkanDispatcher:
         from numba_vulkan.compiler.compile import compile_kernel, numba_types
         kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
                                    self.options)
+        _warn_if_narrowed(self.__qualname__, sig, target, kernel_ir)
         bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
         # The kernels/ tier: Numba ran, codegen is skipped on a hit.
         label = f"{self.__qualname__}({', '.join(sig)})"

@@ -95,3 +95,8 @@ class ManifestError(AOTError):
 
 class AOTWarning(UserWarning):
     """A kernel missing from every AOT directory, or an AOT entry that was rejected."""
+
+
+class NarrowingWarning(UserWarning):
+    """A kernel was compiled with float64 or int64 narrowed to 32 bits, for a
+    device without them."""

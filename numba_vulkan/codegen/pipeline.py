@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import ValidationError
 from numba_vulkan.codegen import (backend, exact, fixups, legalize, libclc_link, logical,
-                                   optimize, strip, structurize, validate, workarounds)
+                                   narrow, optimize, strip, structurize, validate,
+                                   workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -47,13 +48,15 @@ def build(sources, bindings, local_size, target, name="kernel"):
     """
     with _llvm_lock:
         tm = optimize.target_machine(target.triple)
-        module = optimize.link(libclc_link.link(sources), target.triple, DATA_LAYOUT)
+        narrowed = narrow.sources(sources, target.narrowed)
+        module = optimize.link(libclc_link.link(narrowed), target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm)
         text = logical.rewrite(str(module), bindings)
         module = optimize.link([text], target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm, speed=2)
         module = structurize.structurize(module, tm, ENTRY_POINT)
         final = logical.lower_markers(str(module), tuple(local_size))
+        final = narrow.final(final, target.narrowed)
         final = workarounds.signed_remainder(final)
         final = legalize.legalize(final)
     # At -O0 the backend runs no pass that reshapes the control flow (code

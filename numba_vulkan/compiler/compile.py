@@ -177,7 +177,10 @@ def _entry_point(context, cres, argtypes, params):
             fields = [builder.sext(markers.push(builder, i32, param.offset + 4 * k), i64)
                       for k in range(2 * param.ndim + 1)]
             shape, strides = fields[:param.ndim], fields[param.ndim:2 * param.ndim]
-            item = ir.Constant(i64, context.get_abi_sizeof(context.get_data_type(ty.dtype)))
+            # A narrowed array's elements are as large as what is stored:
+            # codegen narrows the element type to match (codegen/narrow.py).
+            item = ir.Constant(i64, abi.itemsize(param.storage) if param.storage != param.dtype
+                               else context.get_abi_sizeof(context.get_data_type(ty.dtype)))
             data = builder.gep(markers.buffer(builder, param.binding),
                                [builder.mul(fields[-1], item)], source_etype=ir.IntType(8))
             nitems = ir.Constant(i64, 1)

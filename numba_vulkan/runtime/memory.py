@@ -5,6 +5,7 @@ import weakref
 
 import numpy as np
 
+from numba_vulkan import abi
 from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import vk
 
@@ -134,12 +135,16 @@ class DeviceArray:
             strides are in bytes and may describe a view.
         buffer: The :class:`Buffer` holding the data.
         offset: Index (in elements) of the first element in the buffer.
+        storage: The dtype the buffer holds: ``dtype``, or its 32-bit
+            counterpart on a device without float64 or int64 (copies convert;
+            shapes, strides and offsets still count elements of ``dtype``).
     """
 
     __slots__ = ("shape", "strides", "dtype", "buffer", "offset", "type_text",
-                 "launch_fields", "__weakref__")
+                 "launch_fields", "storage", "__weakref__")
 
-    def __init__(self, shape, dtype, buffer=None, strides=None, offset=0, device=None):
+    def __init__(self, shape, dtype, buffer=None, strides=None, offset=0, device=None,
+                 storage=None):
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(s) for s in shape)
         if strides is None:
@@ -148,7 +153,10 @@ class DeviceArray:
         if buffer is None:
             from numba_vulkan.runtime.device import current_device
             device = device or current_device()
-            buffer = Buffer(device, self.size * self.dtype.itemsize)
+            if storage is None:
+                storage = abi.storage_dtype(self.dtype.name, device.target.narrowed)
+            buffer = Buffer(device, self.size * np.dtype(storage).itemsize)
+        self.storage = self.dtype if storage is None else np.dtype(storage)
         self.buffer = buffer
         self.offset = int(offset)
         # What a launch needs, computed once: arrays are immutable views.
@@ -186,15 +194,18 @@ class DeviceArray:
         return f"<numba_vulkan.DeviceArray shape={self.shape} dtype={self.dtype}>"
 
     def _read_span(self):
-        """This array's span of the buffer, and a NumPy view of it."""
-        item = self.dtype.itemsize
+        """This array's span of the buffer (in stored bytes), and a NumPy view
+        of it as the stored dtype."""
+        item, stored = self.dtype.itemsize, self.storage.itemsize
         lo, hi = _span(self.shape, self.strides, item)
+        lo, hi = lo // item * stored, -(-hi // item) * stored
         raw = np.empty(hi - lo, dtype=np.uint8)
-        self.buffer.read(raw, self.offset * item + lo)
+        self.buffer.read(raw, self.offset * stored + lo)
         if not self.size:
-            return lo, raw, np.empty(self.shape, self.dtype)
-        view = np.lib.stride_tricks.as_strided(raw[-lo:].view(self.dtype), self.shape,
-                                               self.strides)
+            return lo, raw, np.empty(self.shape, self.storage)
+        strides = tuple(s // item * stored for s in self.strides)
+        view = np.lib.stride_tricks.as_strided(raw[-lo:].view(self.storage), self.shape,
+                                               strides)
         return lo, raw, view
 
     def copy_to_host(self, ary=None):
@@ -204,7 +215,7 @@ class DeviceArray:
         """
         _, _, view = self._read_span()
         if ary is None:
-            return np.array(view, copy=True)
+            return view.astype(self.dtype)
         if ary.shape != self.shape or ary.dtype != self.dtype:
             raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
                               f"into a {ary.dtype}{list(ary.shape)} array")
@@ -216,13 +227,13 @@ class DeviceArray:
         ary = np.asarray(ary)
         if ary.shape != self.shape:
             raise LaunchError(f"shape mismatch: {ary.shape} into {self.shape}")
-        ary = ary.astype(self.dtype, copy=False)
+        ary = ary.astype(self.storage, copy=False)
         if self.is_c_contiguous():
-            self.buffer.write(np.ascontiguousarray(ary), self.offset * self.dtype.itemsize)
+            self.buffer.write(np.ascontiguousarray(ary), self.offset * self.storage.itemsize)
             return
         lo, raw, view = self._read_span()
         view[...] = ary
-        self.buffer.write(raw, self.offset * self.dtype.itemsize + lo)
+        self.buffer.write(raw, self.offset * self.storage.itemsize + lo)
 
     def __getitem__(self, index):
         """A view (basic indexing: integers and slices) sharing this memory."""
@@ -241,7 +252,7 @@ class DeviceArray:
             raise IndexError("indexing a device array down to one element is not supported; "
                              "slice it and copy_to_host()")
         return DeviceArray(view.shape, self.dtype, self.buffer, view.strides,
-                           self.offset + shift)
+                           self.offset + shift, storage=self.storage)
 
 
 def _c_strides(shape, itemsize):
@@ -268,7 +279,7 @@ def to_device(ary, device=None):
     """Copy a NumPy array to a new :class:`DeviceArray` (C-contiguous)."""
     ary = np.ascontiguousarray(ary)
     out = DeviceArray(ary.shape, ary.dtype, device=device)
-    out.buffer.write(ary)
+    out.buffer.write(np.ascontiguousarray(ary, dtype=out.storage))
     return out
 
 
@@ -284,8 +295,13 @@ def staged_host_array(ary, device):
 
     The array's whole span of memory is copied, so that its strides stay
     valid on the device. Returns ``(device_array, copy_back)``: call
-    ``copy_back()`` after the launch to write results into ``ary``.
+    ``copy_back()`` after the launch to write results into ``ary``. On a
+    device that narrows the array's dtype a converted contiguous copy is
+    staged instead, and converted back.
     """
+    storage = np.dtype(abi.storage_dtype(ary.dtype.name, device.target.narrowed))
+    if storage != ary.dtype:
+        return _staged_narrowed(ary, device, storage)
     item = ary.dtype.itemsize
     if any(s % item for s in ary.strides):
         raise LaunchError(f"an array with strides {ary.strides} not divisible by its "
@@ -301,5 +317,18 @@ def staged_host_array(ary, device):
     def copy_back():
         if hi > lo and ary.flags.writeable:
             buffer.read((ctypes.c_char * (hi - lo)).from_address(start))
+
+    return dev, copy_back
+
+
+def _staged_narrowed(ary, device, storage):
+    narrow = np.ascontiguousarray(ary, dtype=storage)
+    dev = DeviceArray(ary.shape, ary.dtype, device=device, storage=storage)
+    dev.buffer.write(narrow)
+
+    def copy_back():
+        if ary.flags.writeable:
+            dev.buffer.read(narrow)
+            ary[...] = narrow
 
     return dev, copy_back
