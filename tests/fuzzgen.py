@@ -20,8 +20,10 @@ Run as a script it prints the source of one program::
 import random
 import sys
 
-#: Input variables of every generated function.
-PARAMS = ("a", "b", "c")
+#: Input variables of every generated function; ``tab`` is an int64 array of
+#: :data:`TABLE_SIZE` values that the programs read inside their loops.
+PARAMS = ("a", "b", "c", "tab")
+TABLE_SIZE = 16
 
 _COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 _BINARY = ("+", "-", "*", "&", "|", "^")
@@ -31,7 +33,7 @@ class _Generator:
     def __init__(self, seed, index):
         self.rng = random.Random(f"{seed}:{index}")
         self.lines = []
-        self.ints = list(PARAMS) + ["x", "y", "z"]
+        self.ints = list(PARAMS[:3]) + ["x", "y", "z"]
         self.bools = ["p"]
         self.loop_depth = 0
         self.depth = 0
@@ -50,8 +52,11 @@ class _Generator:
 
     def atom(self):
         r = self.rng.random()
-        if r < 0.7:
+        if r < 0.62:
             return self.rng.choice(self.ints)
+        if r < 0.72:
+            self.features.add("load")
+            return f"tab[{self.rng.choice(self.ints)} & {TABLE_SIZE - 1}]"
         return str(self.rng.randint(-9, 9))
 
     def int_expr(self, depth=0):
@@ -90,9 +95,12 @@ class _Generator:
     # Statements --------------------------------------------------------
 
     def block(self, min_statements=1):
+        # Variables first bound in this block are unbound after it.
+        bound = list(self.ints)
         count = self.rng.randint(min_statements, 3)
         for _ in range(count):
             self.statement()
+        self.ints = bound
 
     def statement(self):
         self.budget -= 1
@@ -203,14 +211,21 @@ class _Generator:
             self.depth += 1
             self.emit(f"{counter} += 1")
             self.depth -= 1
-        else:
-            self.emit("while True:")
-            self.depth += 1
-            self.emit(f"{counter} += 1")
-            self.emit(f"if {counter} > {limit}:")
-            self.emit("    break")
-            self.depth -= 1
+            self.loop_body(counter)
+            return
+        self.emit("while True:")
+        self.depth += 1
+        self.emit(f"{counter} += 1")
+        self.emit(f"if {counter} > {limit}:")
+        self.emit("    break")
+        # A value first bound in the loop (it runs at least once) and used
+        # after it, read from memory: it leaves the loop on a divergent exit.
+        first = self.fresh("t")
+        self.emit(f"{first} = tab[({self.int_expr(1)}) & {TABLE_SIZE - 1}] + {counter}")
+        self.depth -= 1
+        self.ints.append(first)
         self.loop_body(counter)
+        self.features.add("value leaving a loop")
 
     def function(self, name):
         header = f"def {name}({', '.join(PARAMS)}):"

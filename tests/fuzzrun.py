@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 import numba_vulkan as nv
-from fuzzgen import function_source
+from fuzzgen import TABLE_SIZE, function_source
 
 #: Inputs per generated function.
 INPUTS = 24
@@ -39,7 +39,7 @@ def batch_source(seed, indices):
     for k, index in enumerate(indices):
         parts.append("@numba.njit")
         parts.append(function_source(seed, index, f"f{k}"))
-    body = ["def kernel(inp, out):",
+    body = ["def kernel(inp, tab, out):",
             "    i = nv.global_id(0)",
             "    if i < inp.shape[0]:",
             "        a = inp[i, 0]",
@@ -49,7 +49,7 @@ def batch_source(seed, indices):
     for k in range(len(indices)):
         keyword = "if" if k == 0 else "elif"
         body.append(f"        {keyword} s == {k}:")
-        body.append(f"            out[i] = f{k}(a, b, c)")
+        body.append(f"            out[i] = f{k}(a, b, c, tab)")
     parts.append("\n".join(body) + "\n")
     return "\n".join(parts)
 
@@ -85,9 +85,10 @@ def run_batch(seed, indices, outcome, rng):
     _exec_source(batch_source(seed, indices), filename, namespace)
     kernel = nv.jit(namespace["kernel"])
     inp = make_inputs(rng, len(indices))
+    tab = rng.integers(-512, 512, TABLE_SIZE, dtype=np.int64)
     out = np.zeros(len(inp), np.int64)
     try:
-        kernel.forall(len(inp))(inp, out)
+        kernel.forall(len(inp))(inp, tab, out)
     except (nv.VulkanError, numba.core.errors.NumbaError) as exc:
         if len(indices) == 1:
             outcome.cases += 1
@@ -101,12 +102,12 @@ def run_batch(seed, indices, outcome, rng):
         fn = namespace[f"f{k}"]
         rows = inp[:, 3] == k
         args = [tuple(int(v) for v in row[:3]) for row in inp[rows]]
-        expected = np.array([fn(*a) for a in args], np.int64)
+        expected = np.array([fn(*a, tab) for a in args], np.int64)
         got = out[rows]
         outcome.cases += 1
         # The interpreter must agree with numba.njit, or the program left the
         # range where their integer semantics coincide (a generator bug).
-        python = np.array([fn.py_func(*a) for a in args], np.int64)
+        python = np.array([fn.py_func(*a, [int(t) for t in tab]) for a in args], np.int64)
         if not np.array_equal(python, expected):
             outcome.fail(seed, index, "numba.njit and Python disagree: generator bug")
         elif not np.array_equal(got, expected):

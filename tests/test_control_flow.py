@@ -187,3 +187,26 @@ def test_structured_code_keeps_its_shape(rng):
     assert not any(f"%nv.{kind}." in plain.llvm_ir for kind in ("latch", "dispatch", "edge"))
     (restructured,) = compiled_kernels(run_short_circuit)
     assert "%nv.dispatch." in restructured.llvm_ir or "%nv.latch." in restructured.llvm_ir
+
+
+@nv.jit
+def take_tickets(counter, tickets):
+    i = nv.global_id(0)
+    if i < tickets.shape[0]:
+        while True:
+            seen = nv.atomic.add(counter, 0, 0)
+            prev = nv.atomic.cas(counter, 0, seen, seen + 1)
+            if prev == seen:
+                break
+        tickets[i] = prev
+
+
+def test_value_from_a_divergent_loop_keeps_each_lanes_last_value():
+    """Lavapipe recomputes a loop body's atomics for lanes that already left
+    the loop: the value must reach its use through a phi after the loop."""
+    counter = np.zeros(1, np.int32)
+    tickets = np.full(300, -1, np.int32)
+    take_tickets[5, 64](counter, tickets)
+    assert counter[0] == 300
+    np.testing.assert_array_equal(np.sort(tickets), np.arange(300))
+    _check_modules(take_tickets)

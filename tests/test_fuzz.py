@@ -22,7 +22,7 @@ def test_generated_programs_cover_the_shapes_that_need_restructuring():
             counts[feature] = counts.get(feature, 0) + 1
     expected = {"for", "while", "break", "continue", "return from a loop",
                 "return from nested loops", "nested loop", "loop else", "short circuit",
-                "conditional expression", "elif"}
+                "conditional expression", "elif", "load", "value leaving a loop"}
     assert set(counts) == expected
     assert all(n >= CI_CASES // 20 for n in counts.values()), counts
 

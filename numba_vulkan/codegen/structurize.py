@@ -30,12 +30,16 @@ import re
 
 import llvmlite.binding as llvm
 
+from numba_vulkan.codegen import markers
 from numba_vulkan.errors import UnsupportedError
 
 _LABEL = re.compile(r'^((?:"[^"]*")|[-a-zA-Z$._0-9]+):(?:\s*;.*)?$')
 _NAME = r'%((?:"[^"]*")|[-a-zA-Z$._0-9]+)'
 _BR = re.compile(rf"^br label {_NAME}$")
 _CBR = re.compile(rf"^br i1 (\S+), label {_NAME}, label {_NAME}$")
+_ALLOCA = re.compile(r'^\s*(%(?:"[^"]*"|[-a-zA-Z$._0-9]+)) = alloca (.+?)(?:, align \d+)?$')
+_STORE = re.compile(r"^\s*store (?:volatile )?[^,]+, ptr (%[^\s,]+)")
+_LOAD = re.compile(r"^\s*%\S+ = load (?:volatile )?[^,]+, ptr (%[^\s,]+)")
 _ODD_INT = re.compile(r"(?<=[\s(<\[{,])i(?!(?:1|8|16|32|64)\b)\d+\b")
 
 
@@ -95,8 +99,14 @@ class _Function:
         self.order = []
         self.counter = 0
         self.allocas = []
+        self.uses_push = False
         self._parse(lines)
         self.entry = self.order[0]
+        self.alloca_types = {}
+        for line in self.blocks[self.entry].body:
+            m = _ALLOCA.match(line)
+            if m:
+                self.alloca_types[m.group(1)] = m.group(2)
         self._unify_returns()
         self._remove_forwarders()
 
@@ -372,6 +382,7 @@ class _Function:
             exiting, target = exits[0]
             dedicated = self.new_block("exit", [], ("br", target))
             self.blocks[exiting].retarget(target, dedicated)
+            self.join_after(header, inside, preds, dedicated, target)
             return latches[0], dedicated
         cont = self.alloca("cont", "i1")
         selector = self.alloca("exitsel", "i32") if len(targets) > 1 else None
@@ -392,7 +403,61 @@ class _Function:
             if selector:
                 stores.append(f"  store i32 {ids[v]}, ptr {selector}, align 4")
             self.reroute(u, v, latch, stores)
+        self.join_after(header, inside, preds, dedicated, after)
         return latch, dedicated
+
+    def join_after(self, header, inside, preds, exit_block, after):
+        """Where values leave the loop, make its exit a join with a path
+        that skips the loop, so that they reach their uses through phis.
+
+        Lavapipe computes the instructions of a loop body for every lane
+        while any lane still loops: a value used after the loop straight
+        from the body holds what the last iteration computed, not what the
+        lane had when it left (a driver bug). Through a phi after the loop
+        each lane keeps its own value. The skip path's condition (no
+        workgroups along x) never holds but no compiler can know that.
+        """
+        live = self.live_out(inside, [after])
+        if not live:
+            return
+        zeroes = [f"  store {ty} zeroinitializer, ptr {a}" for a, ty in live.items()]
+        join = self.new_block("join", [], ("br", after))
+        skip = self.new_block("skip", zeroes, ("br", join))
+        groups, never = "%" + self.fresh("groups"), "%" + self.fresh("never")
+        guard = self.new_block("guard", [
+            f"  {groups} = call i32 @{markers.PUSH}i32(i32 0)",
+            f"  {never} = icmp eq i32 {groups}, 0"], ("cbr", never, skip, header))
+        self.uses_push = True
+        for p in preds[header]:
+            if p not in inside:
+                self.blocks[p].retarget(header, guard)
+        self.blocks[exit_block].retarget(after, join)
+
+    def live_out(self, inside, targets):
+        """Allocas (of reg2mem) stored in the loop and loaded after it, with
+        their types; handles and pointers stay as they are (a phi of them
+        would need variable pointers, and they do not vary by lane)."""
+        stored = set()
+        for n in inside:
+            for line in self.blocks[n].body:
+                m = _STORE.match(line)
+                if m:
+                    stored.add(m.group(1))
+        after, stack = set(), [t for t in targets]
+        while stack:
+            n = stack.pop()
+            if n in after or n in inside:
+                continue
+            after.add(n)
+            stack.extend(self.blocks[n].succs())
+        loaded = set()
+        for n in after:
+            for line in self.blocks[n].body:
+                m = _LOAD.match(line)
+                if m:
+                    loaded.add(m.group(1))
+        return {a: self.alloca_types[a] for a in sorted(stored & loaded)
+                if a in self.alloca_types and not self.alloca_types[a].startswith(("ptr", "target"))}
 
     # Acyclic regions -------------------------------------------------------
 
@@ -529,6 +594,188 @@ class _Function:
         return head
 
 
+_PTR_CALL = re.compile(r"^(\s*)(%[-\w.$]+) = (?:tail )?call (ptr addrspace\(\d+\)) "
+                       r"(@[-\w.$]+)\((.*)\)\s*$")
+_PTR_PHI = re.compile(r"^(\s*)(%[-\w.$]+) = phi (ptr addrspace\(\d+\)) (.*)$")
+_PTR_SELECT = re.compile(r"^(\s*)(%[-\w.$]+) = select i1 (\S+), (ptr addrspace\(\d+\)) (\S+), "
+                         r"ptr addrspace\(\d+\) (\S+)\s*$")
+_HANDLE = re.compile(r"^\s*(%[-\w.$]+) = (?:tail )?call target\(.*@llvm\.spv\.resource\."
+                     r"handlefrombinding")
+_TOKEN = re.compile(r"%[-\w.$]+")
+_ELEMENT_CALLEES = ("@llvm.spv.resource.getpointer.", f"@{markers.ELEMENT}")
+
+
+class _PointerLocaliser:
+    """Keep every element pointer in the block that uses it.
+
+    Logical SPIR-V cannot keep a pointer in a variable or a phi, but LLVM's
+    optimiser merges equal element-pointer computations across blocks (a
+    phi of two pointers into one buffer, one computation hoisted for
+    several blocks), and reg2mem would then store the pointer in memory.
+    This pass turns a phi or select of element pointers into a phi or
+    select of their indices with one element-pointer call after it, and
+    repeats an element-pointer call in every other block that uses it.
+    Buffer handles move to the entry block, which dominates every use.
+    """
+
+    def __init__(self, lines):
+        self.lines = list(lines)
+        self.counter = 0
+
+    def fresh(self, name):
+        self.counter += 1
+        return f"{name}.nv{self.counter}"
+
+    def run(self):
+        self.hoist_handles()
+        while self.merge_phis():
+            pass
+        self.split_selects()
+        self.repeat_calls()
+        return self.lines
+
+    def blocks(self):
+        """(label, first line, end line) of each block of the body."""
+        out, label, first = [], "nv.entry", 0
+        for i, line in enumerate(self.lines):
+            m = _LABEL.match(line.strip())
+            if m:
+                if i > first:
+                    out.append((label, first, i))
+                label, first = m.group(1), i + 1
+        out.append((label, first, len(self.lines)))
+        return out
+
+    def hoist_handles(self):
+        handles = [line for line in self.lines if _HANDLE.match(line)]
+        if not handles:
+            return
+        rest = [line for line in self.lines if not _HANDLE.match(line)]
+        entry = next(i for i, line in enumerate(rest)
+                     if line.strip() and not _LABEL.match(line.strip()))
+        self.lines = rest[:entry] + handles + rest[entry:]
+
+    def calls(self):
+        found = {}
+        for line in self.lines:
+            m = _PTR_CALL.match(line)
+            if m and m.group(4).startswith(_ELEMENT_CALLEES):
+                found[m.group(2)] = m
+        return found
+
+    def merge_phis(self):
+        """Rewrite one phi of element pointers whose incoming values are all
+        element-pointer calls on one object; return whether it did."""
+        calls = self.calls()
+        for i, line in enumerate(self.lines):
+            m = _PTR_PHI.match(line)
+            if not m:
+                continue
+            indent, name, ty, incoming = m.groups()
+            pairs = re.findall(r"\[\s*([^,\]]+),\s*([^\]]+)\]", incoming)
+            known = [calls.get(v.strip()) for v, _ in pairs]
+            if any(k is None and v.strip() not in ("undef", "poison") for k, (v, _) in
+                   zip(known, pairs)):
+                continue
+            defined = [k for k in known if k is not None]
+            if not defined:
+                continue
+            callee, base, count = self._shape(defined[0])
+            if any(self._shape(k) != (callee, base, count) for k in defined):
+                raise UnsupportedError(f"a pointer may point into two different arrays: "
+                                       f"{line.strip()}")
+            new = []
+            indices = []
+            for j in range(count):
+                index = self.fresh(f"{name}.index{j}")
+                parts = []
+                for k, (value, block) in zip(known, pairs):
+                    arg = self._args(k)[1 + j] if k is not None else "i32 undef"
+                    parts.append(f"[ {arg.split()[-1]}, {block.strip()} ]")
+                new.append(f"{indent}{index} = phi i32 {', '.join(parts)}")
+                indices.append(f"i32 {index}")
+            del self.lines[i]
+            # The element pointer itself goes after the block's last phi.
+            at = i
+            while at < len(self.lines) and " = phi " in self.lines[at]:
+                at += 1
+            call = (f"{indent}{name} = call {ty} {callee}({base}, {', '.join(indices)})")
+            self.lines[at:at] = [call]
+            self.lines[i:i] = new
+            return True
+        for line in self.lines:
+            if _PTR_PHI.match(line):
+                raise UnsupportedError(f"a pointer phi Vulkan cannot express: {line.strip()}")
+        return False
+
+    @staticmethod
+    def _args(match):
+        from numba_vulkan.codegen.logical import split_top
+        return split_top(match.group(5))
+
+    def _shape(self, match):
+        args = self._args(match)
+        return match.group(4), args[0], len(args) - 1
+
+    def split_selects(self):
+        """A select of two element pointers becomes, at each load through
+        it, a select of two loads; the pointers may be in two arrays."""
+        out = []
+        selects = {}
+        for line in self.lines:
+            m = _PTR_SELECT.match(line)
+            if m:
+                selects[m.group(2)] = m
+                continue
+            out.append(line)
+        if not selects:
+            return
+        result = []
+        for line in out:
+            m = re.match(r"^(\s*)(%[-\w.$]+) = load ([^,]+), (ptr addrspace\(\d+\)) "
+                         r"(%[-\w.$]+)(.*)$", line)
+            if m and m.group(5) in selects:
+                indent, name, ty, pty, ptr, rest = m.groups()
+                sel = selects[ptr]
+                a, b = self.fresh(f"{name}.a"), self.fresh(f"{name}.b")
+                result += [f"{indent}{a} = load {ty}, {pty} {sel.group(5)}{rest}",
+                           f"{indent}{b} = load {ty}, {pty} {sel.group(6)}{rest}",
+                           f"{indent}{name} = select i1 {sel.group(3)}, {ty} {a}, {ty} {b}"]
+                continue
+            for token in _TOKEN.findall(line):
+                if token in selects:
+                    raise UnsupportedError(f"a pointer select Vulkan cannot express: "
+                                           f"{line.strip()}")
+            result.append(line)
+        self.lines = result
+
+    def repeat_calls(self):
+        calls = self.calls()
+        home = {}
+        for label, first, end in self.blocks():
+            for i in range(first, end):
+                m = _PTR_CALL.match(self.lines[i])
+                if m and m.group(2) in calls:
+                    home[m.group(2)] = label
+        out = []
+        for label, first, end in self.blocks():
+            if first > 0:
+                out.append(self.lines[first - 1])
+            for i in range(first, end):
+                line = self.lines[i]
+                match = _PTR_CALL.match(line)
+                own = match.group(2) if match else None
+                for token in dict.fromkeys(_TOKEN.findall(line)):
+                    if token in calls and token != own and home[token] != label:
+                        call = calls[token]
+                        copy = self.fresh(token)
+                        out.append(f"{call.group(1)}{copy} = call {call.group(3)} "
+                                   f"{call.group(4)}({call.group(5)})")
+                        line = re.sub(re.escape(token) + r"(?![-\w.$])", copy, line)
+                out.append(line)
+        self.lines = out
+
+
 def _function_bounds(lines, entry):
     start = end = None
     for i, line in enumerate(lines):
@@ -562,18 +809,27 @@ def structurize(module, tm, entry="main"):
         A new module whose ``entry`` has structured control flow.
     """
     _run(module, tm, lambda pm: (pm.add_lower_switch_pass(),
-                                 pm.add_register_to_memory_pass(),
                                  pm.add_instruction_namer_pass()))
+    lines = str(module).splitlines()
+    start, end = _function_bounds(lines, entry)
+    lines[start + 1:end] = _PointerLocaliser(lines[start + 1:end]).run()
+    module = llvm.parse_assembly("\n".join(lines) + "\n")
+    _run(module, tm, lambda pm: pm.add_register_to_memory_pass())
     lines = str(module).splitlines()
     start, end = _function_bounds(lines, entry)
     function = _Function(lines[start + 1:end])
     function.structure(function.normalise_loops())
+    declaration = f"declare i32 @{markers.PUSH}i32(i32)"
+    if function.uses_push and not any(line.startswith(declaration) for line in lines):
+        lines[start:start] = [declaration]
+        start += 1
+        end += 1
     text = "\n".join(lines[:start + 1] + function.text() + lines[end:]) + "\n"
     result = llvm.parse_assembly(text)
     result.verify()
-    _run(result, tm, lambda pm: (pm.add_sroa_pass(),
-                                 pm.add_instruction_combine_pass(),
-                                 pm.add_dead_code_elimination_pass()))
+    # No instruction combining here: it would fold the computations after
+    # a loop into the phis that join_after placed there.
+    _run(result, tm, lambda pm: (pm.add_sroa_pass(), pm.add_dead_code_elimination_pass()))
     check_integer_widths(str(result))
     return result
 
