@@ -76,11 +76,19 @@ _retargeted = weakref.WeakKeyDictionary()
 
 
 def device_function_type(value):
-    """The Numba type of a CPU-jitted function called from a kernel, or None.
+    """The Numba type of a jitted function called from a kernel, or None.
 
-    ``@numba.njit`` functions are recompiled for Vulkan from their Python
-    source, with their options.
+    An ``@nv.jit`` function is called as a device function: any object with
+    a ``device_function()`` method that returns a :class:`DeviceDispatcher`
+    (the compiler does not import the dispatcher module). ``@numba.njit``
+    functions are recompiled for Vulkan from their Python source, with their
+    options.
     """
+    device_function = getattr(type(value), "device_function", None)
+    if callable(device_function) and not isinstance(value, dispatcher.Dispatcher):
+        device = value.device_function()
+        if isinstance(device, DeviceDispatcher):
+            return types.Dispatcher(device)
     if isinstance(value, dispatcher.Dispatcher) and not isinstance(value, DeviceDispatcher):
         device = _retargeted.get(value)
         if device is None:
