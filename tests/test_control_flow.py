@@ -210,3 +210,37 @@ def test_value_from_a_divergent_loop_keeps_each_lanes_last_value():
     assert counter[0] == 300
     np.testing.assert_array_equal(np.sort(tickets), np.arange(300))
     _check_modules(take_tickets)
+
+
+@numba.njit
+def escape_time(cr, ci, max_iter):
+    zr = 0.0
+    zi = 0.0
+    n = 0
+    while n < max_iter:
+        zr2 = zr * zr
+        zi2 = zi * zi
+        if zr2 + zi2 > 4.0:
+            return n
+        zi = 2.0 * zr * zi + ci
+        zr = zr2 - zi2 + cr
+        n += 1
+    return max_iter
+
+
+@nv.jit
+def mandelbrot(out, x0, y0, step, max_iter):
+    row, col = nv.global_id(1), nv.global_id(0)
+    if row >= out.shape[0] or col >= out.shape[1]:
+        return
+    out[row, col] = escape_time(x0 + col * step, y0 + row * step, max_iter)
+
+
+def test_mandelbrot_with_while_loop_and_early_exit():
+    out = np.zeros((48, 72), np.int32)
+    mandelbrot[(9, 6), (8, 8)](out, -2.2, -1.2, 0.05, 200)
+    rows, cols = np.indices(out.shape)
+    expected = np.vectorize(escape_time)(-2.2 + cols * 0.05, -1.2 + rows * 0.05, 200)
+    np.testing.assert_array_equal(out, expected)
+    assert (out == 200).any() and (out < 5).any()
+    _check_modules(mandelbrot)
