@@ -25,3 +25,66 @@ def test_arrays_beyond_int32_elements():
     from numba_vulkan.runtime.device import current_device
     p = Pipeline(current_device(), k.spirv, k.params, k.push_size)
     p.pack((1, 1, 1), [[Huge.shape[0], 1, 0]])
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="LLVM's SPIR-V backend has no Int64Atomics for Vulkan")
+def test_64_bit_atomics():
+    @nv.jit
+    def count(total):
+        nv.atomic.add(total, 0, 1)
+
+    total = np.zeros(1, np.int64)
+    count.forall(64)(total)
+    assert total[0] == 64
+
+
+@pytest.mark.xfail(strict=True, reason="float atomics use a compare-and-swap loop")
+def test_native_float_atomic_add():
+    @nv.jit
+    def accumulate(total, x):
+        nv.atomic.add(total, 0, x[nv.global_id(0)])
+
+    k = accumulate.compile("void(float32[::1], float32[::1])")
+    assert "OpAtomicFAddEXT" in k.disassemble()
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="workgroup arrays need a shape known at compile time")
+def test_workgroup_array_sized_at_launch():
+    @nv.jit
+    def scratch(out, n):
+        s = nv.shared.array(n, np.float32)
+        s[nv.local_id(0)] = 1
+        nv.barrier()
+        out[nv.global_id(0)] = s[0]
+
+    scratch.forall(64)(np.zeros(64, np.float32), 64)
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="Vulkan has no atomics on private memory")
+def test_atomics_on_private_arrays():
+    @nv.jit
+    def private_count(out):
+        a = nv.local.array(4, np.int32)
+        for k in range(4):
+            a[k] = 0
+        nv.atomic.add(a, out.shape[0] % 4, 1)
+        out[nv.global_id(0)] = a[0]
+
+    private_count.forall(64)(np.zeros(64, np.int32))
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="device functions are inlined into the kernel")
+def test_recursive_device_function():
+    @nv.jit
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    @nv.jit
+    def kernel(out):
+        out[0] = fact(5)
+
+    kernel[1, 1](np.zeros(1, np.int64))

@@ -356,6 +356,9 @@ class _Rewriter:
     def rewrite_atomic(self, name, rhs, line):
         target, ty = self._atomic_access(rhs)
         ptr, lines, elem, space = self.element_pointer(target, ty, line)
+        if space == 0:
+            raise UnsupportedError("atomics on a private array (nv.local.array): Vulkan has "
+                                   f"atomics on buffers and workgroup memory only: {line.strip()}")
         scope = _ATOMIC_SCOPES.get(space, "device")
         if rhs.startswith("atomicrmw "):
             words = rhs.split()

@@ -104,6 +104,12 @@ class VulkanCodegen(Codegen):
     def create_library(self, name, **kwargs):
         return VulkanCodeLibrary(self, name)
 
+    def insert_unresolved_ref(self, builder, fnty, name):
+        """Numba's lowering of a recursive call; SPIR-V kernels have none."""
+        from numba.core.errors import UnsupportedError
+        raise UnsupportedError("recursive calls are not supported in Vulkan kernels: every "
+                               "device function is inlined into the kernel")
+
     def magic_tuple(self):
         return ("spirv", "vulkan", "")
 
