@@ -239,6 +239,9 @@ class Device:
         self.command_pool = pool[0]
         from numba_vulkan.runtime.queue import Queue
         self.stream = Queue(self)
+        self.staging = None
+        #: Free buffers for launches with NumPy arrays, by size in bytes.
+        self.transient_buffers = {}
 
     def _compute_family(self):
         v = vk.module()

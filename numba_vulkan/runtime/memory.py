@@ -7,7 +7,7 @@ import numpy as np
 
 from numba_vulkan import abi
 from numba_vulkan.errors import DriverError, LaunchError
-from numba_vulkan.runtime import vk
+from numba_vulkan.runtime import transfer, vk
 
 #: Vulkan rejects zero-sized buffers; empty arrays get this many bytes.
 _MIN_BUFFER = 16
@@ -87,44 +87,33 @@ class Buffer:
         return np.frombuffer(self.mapped, dtype=np.uint8)
 
     def write(self, data, offset=0):
-        """Copy ``data`` (a bytes-like object) into the buffer at ``offset``."""
-        data = memoryview(data).cast("B")
-        if not data.nbytes:
+        """Copy ``data`` (a bytes-like object) into the buffer at ``offset``.
+
+        Ordered after every launch submitted before it, and before every
+        launch submitted after it.
+        """
+        data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        if not data.size:
             return
         if self.mapped is not None:
             self.device.stream.synchronize()
-            ctypes.memmove(ctypes.addressof(self.mapped) + offset, _address(data), data.nbytes)
+            transfer.host_copy(self.host_view()[offset:offset + data.size], data)
             return
-        staging = Buffer(self.device, data.nbytes, host=True)
-        ctypes.memmove(ctypes.addressof(staging.mapped), _address(data), data.nbytes)
-        self._copy(staging, self, 0, offset, data.nbytes)
+        transfer.staging(self.device).write(self, data, offset)
 
     def read(self, out, offset=0):
-        """Copy bytes from the buffer at ``offset`` into ``out`` (writable)."""
-        out = memoryview(out).cast("B")
-        if not out.nbytes:
+        """Copy bytes from the buffer at ``offset`` into ``out`` (writable).
+
+        Waits for every launch submitted before it.
+        """
+        out = np.frombuffer(memoryview(out).cast("B"), dtype=np.uint8)
+        if not out.size:
             return
-        self.device.stream.synchronize()
         if self.mapped is not None:
-            ctypes.memmove(_address(out), ctypes.addressof(self.mapped) + offset, out.nbytes)
+            self.device.stream.synchronize()
+            transfer.host_copy(out, self.host_view()[offset:offset + out.size])
             return
-        staging = Buffer(self.device, out.nbytes, host=True)
-        self._copy(self, staging, offset, 0, out.nbytes)
-        ctypes.memmove(_address(out), ctypes.addressof(staging.mapped), out.nbytes)
-
-    @staticmethod
-    def _copy(src, dst, src_offset, dst_offset, nbytes):
-        v = vk.module()
-        region = vk.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset,
-                                          "size": nbytes})
-        src.device.stream.run_once(
-            lambda cb: v.lib.vkCmdCopyBuffer(cb, src.handle, dst.handle, 1, region),
-            keep_alive=(src, dst))
-
-
-def _address(view):
-    """Address of a contiguous memoryview's first byte."""
-    return np.frombuffer(view, dtype=np.uint8).ctypes.data
+        transfer.staging(self.device).read(self, out, offset)
 
 
 class DeviceArray:
@@ -213,12 +202,19 @@ class DeviceArray:
 
         Waits for every launch submitted before it.
         """
+        if ary is not None and (ary.shape != self.shape or ary.dtype != self.dtype):
+            raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
+                              f"into a {ary.dtype}{list(ary.shape)} array")
+        if self.storage == self.dtype and self.is_c_contiguous():
+            # Straight into the result: no intermediate copy.
+            out = np.empty(self.shape, self.dtype) if ary is None else ary
+            if out.flags.c_contiguous:
+                self.buffer.read(out.reshape(-1).view(np.uint8),
+                                 self.offset * self.dtype.itemsize)
+                return out
         _, _, view = self._read_span()
         if ary is None:
             return view.astype(self.dtype)
-        if ary.shape != self.shape or ary.dtype != self.dtype:
-            raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
-                              f"into a {ary.dtype}{list(ary.shape)} array")
         ary[...] = view
         return ary
 
@@ -308,7 +304,7 @@ def staged_host_array(ary, device):
                           f"itemsize {item} cannot be passed to a kernel")
     lo, hi = _span(ary.shape, ary.strides, item)
     start = ary.__array_interface__["data"][0] + lo
-    buffer = Buffer(device, hi - lo)
+    buffer = _transient_buffer(device, hi - lo)
     if hi > lo:
         span = (ctypes.c_char * (hi - lo)).from_address(start)
         buffer.write(span)
@@ -317,8 +313,37 @@ def staged_host_array(ary, device):
     def copy_back():
         if hi > lo and ary.flags.writeable:
             buffer.read((ctypes.c_char * (hi - lo)).from_address(start))
+        _release_transient(buffer)
 
     return dev, copy_back
+
+
+#: Bytes of buffers kept for reuse by launches with NumPy arrays, per device.
+_TRANSIENT_LIMIT = 1 << 30
+
+
+def _transient_buffer(device, nbytes):
+    """A buffer of at least ``nbytes`` for one launch's copy of a host array.
+
+    Launches that pass the same NumPy arrays again reuse the buffers (and so
+    their recorded command buffers) instead of allocating device memory each
+    time. Reuse is safe without waiting: every use of a buffer is ordered on
+    the device's queue.
+    """
+    with device.lock:
+        free = device.transient_buffers.get(max(int(nbytes), _MIN_BUFFER))
+        if free:
+            return free.pop()
+    return Buffer(device, nbytes)
+
+
+def _release_transient(buffer):
+    device = buffer.device
+    with device.lock:
+        pool = device.transient_buffers
+        held = sum(b.nbytes for bufs in pool.values() for b in bufs)
+        if held + buffer.nbytes <= _TRANSIENT_LIMIT:
+            pool.setdefault(buffer.nbytes, []).append(buffer)
 
 
 def _staged_narrowed(ary, device, storage):

@@ -114,6 +114,9 @@ class Queue:
         Args:
             keep_alive: Objects (buffers, pipelines) that must outlive the work.
             on_done: Called once the work has finished, from :meth:`synchronize`.
+
+        Returns:
+            The submission's number, for :meth:`wait_for`.
         """
         lib = self._v.lib
         with self._lock:
@@ -126,6 +129,7 @@ class Queue:
             self._in_flight.append((self._submitted, keep_alive, on_done))
             if len(self._in_flight) > _POLL_EVERY:
                 self._retire(self._poll())
+            return self._submitted
 
     def _poll(self):
         vk.check(self._v.lib.vkGetSemaphoreCounterValue(self.device.handle, self._semaphore[0],
@@ -144,13 +148,17 @@ class Queue:
         return done
 
     def synchronize(self):
-        """Wait until all submitted work has finished.
+        """Wait until all submitted work has finished."""
+        self.wait_for(self._submitted)
 
-        Spins briefly first: a short kernel finishes sooner than the
+    def wait_for(self, number):
+        """Wait until the submission numbered ``number`` (and all before) finished.
+
+        Spins briefly first on a GPU: a short kernel finishes sooner than the
         operating system wakes a sleeping waiter.
         """
         with self._lock:
-            target = self._submitted
+            target = min(number, self._submitted)
             if self._completed >= target:
                 return
             deadline = time.perf_counter() + self._spin
