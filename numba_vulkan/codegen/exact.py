@@ -7,7 +7,13 @@ neither, and libclc's error-free transformations (and the fma emulation in
 :mod:`numba_vulkan.codegen.legalize`) depend on every rounding happening as
 written. LLVM's SPIR-V backend emits no such decoration, so this pass adds
 one for the result of every float arithmetic instruction of the binary.
-Kernels compiled with ``fastmath`` skip it.
+
+Drivers may also assume that no value is NaN or infinite and that the sign
+of a zero does not matter (NVIDIA's turns Python's ``max`` into its own
+min/max instruction, which ignores NaNs), unless the entry point has the
+``SignedZeroInfNanPreserve`` execution mode of SPV_KHR_float_controls
+(core in SPIR-V 1.4) for the float widths the module uses; this pass adds
+it too. Kernels compiled with ``fastmath`` skip both.
 """
 
 import re
@@ -17,6 +23,13 @@ from numba_vulkan import spirv
 
 _OP_DECORATE = 71
 _NO_CONTRACTION = 42
+_OP_EXTENSION = 10
+_OP_ENTRY_POINT = 15
+_OP_EXECUTION_MODE = 16
+_OP_CAPABILITY = 17
+_OP_TYPE_FLOAT = 22
+_SIGNED_ZERO_INF_NAN_PRESERVE = 4466
+_EXECUTION_MODE_PRESERVE = 4461
 #: OpFNegate, OpFAdd, OpFSub, OpFMul, OpFDiv, OpFRem, OpFMod,
 #: OpVectorTimesScalar, OpDot: result type at word 1, result id at word 2.
 _FLOAT_ARITHMETIC = {127, 129, 131, 133, 136, 140, 141, 142, 148}
@@ -26,17 +39,20 @@ _FIRST_DECLARATION = set(range(19, 40)) | {41, 42, 43, 44, 45, 46, 48, 49, 50, 5
 
 
 def decorate(binary):
-    """The module ``binary`` with every float arithmetic result NoContraction."""
+    """The module ``binary`` with every float arithmetic result NoContraction,
+    and NaNs, infinities and signed zeros preserved."""
     words = spirv.words(binary)
     header, body = list(words[:5]), words[5:]
     instructions, i = [], 0
     while i < len(body):
         count = body[i] >> 16
-        instructions.append(body[i:i + count])
+        instructions.append(list(body[i:i + count]))
         i += count
+    _preserve_special_values(header, instructions)
     results = [inst[2] for inst in instructions if inst[0] & 0xFFFF in _FLOAT_ARITHMETIC]
     if not results:
-        return binary
+        out = header + [w for inst in instructions for w in inst]
+        return struct.pack(f"<{len(out)}I", *out)
     already = {inst[1] for inst in instructions
                if inst[0] & 0xFFFF == _OP_DECORATE and inst[2] == _NO_CONTRACTION}
     position = next(k for k, inst in enumerate(instructions)
@@ -46,6 +62,27 @@ def decorate(binary):
     instructions[position:position] = added
     out = header + [w for inst in instructions for w in inst]
     return struct.pack(f"<{len(out)}I", *out)
+
+
+def _preserve_special_values(header, instructions):
+    widths = sorted({inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_TYPE_FLOAT})
+    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_ENTRY_POINT]
+    if not widths or not entries:
+        return
+    opcodes = [inst[0] & 0xFFFF for inst in instructions]
+    last_capability = max(k for k, op in enumerate(opcodes) if op == _OP_CAPABILITY)
+    added = [[(2 << 16) | _OP_CAPABILITY, _SIGNED_ZERO_INF_NAN_PRESERVE]]
+    if header[1] < 0x00010400:
+        name = b"SPV_KHR_float_controls\0"
+        name += bytes(-len(name) % 4)
+        added.append([((1 + len(name) // 4) << 16) | _OP_EXTENSION,
+                      *struct.unpack(f"<{len(name) // 4}I", name)])
+    instructions[last_capability + 1:last_capability + 1] = added
+    opcodes = [inst[0] & 0xFFFF for inst in instructions]
+    after = max(k for k, op in enumerate(opcodes) if op in (_OP_ENTRY_POINT, _OP_EXECUTION_MODE))
+    modes = [[(4 << 16) | _OP_EXECUTION_MODE, entry, _EXECUTION_MODE_PRESERVE, width]
+             for entry in entries for width in widths]
+    instructions[after + 1:after + 1] = modes
 
 
 _CONTRACT = re.compile(r"= (?:fadd|fsub|fmul|fdiv|frem|fneg) (?:[a-z]+ )*(?:fast|contract) ")

@@ -351,11 +351,78 @@ def _expand_select(m, stem):
     return emit.lines
 
 
+_COMPARE = re.compile(r"^\s*(%\S+) = fcmp (?:[a-z]+ )*[a-z]+ (?:float|double) ([^,]+), (\S+)\s*$")
+_PICK = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = select (?:[a-z]+ )*i1 (?P<cond>%\S+), "
+                   r"(?P<ty>float|double) (?P<a>%[^,]+), (?P=ty) (?P<b>%\S+)\s*$")
+
+
+def _expand_pick(m, stem):
+    # ``c ? x : y`` with c comparing x and y is Python's max or min: a
+    # driver may turn it into its min/max instruction, which returns the
+    # other operand of a NaN and orders -0 below +0 (NVIDIA does). Selecting
+    # the bits keeps the operand Python picks.
+    emit = _Emitter(m.group("indent"), stem)
+    ty = m.group("ty")
+    ity = "i32" if ty == "float" else "i64"
+    a = emit(f"bitcast {ty} {m.group('a')} to {ity}")
+    b = emit(f"bitcast {ty} {m.group('b')} to {ity}")
+    bits = emit(f"select i1 {m.group('cond')}, {ity} {a}, {ity} {b}")
+    emit(f"bitcast {ity} {bits} to {ty}", m.group("result"))
+    return emit.lines
+
+
+_FDIV = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = fdiv (?:[a-z]+ )*float (?P<a>[^,]+), "
+                   r"(?P<b>\S+)\s*$")
+_SQRT = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = (?:tail )?call (?:[a-z]+ )*float "
+                   r"@llvm\.sqrt\.f32\(float (?P<a>[^)]+)\)\s*$")
+
+
+def exact_float32(text):
+    """Divide and take square roots of float32 values in float64.
+
+    Vulkan only asks for float32 division within 2.5 ULP (NVIDIA's is
+    that, and gives 0 for divisors beyond 2**126) and for square roots
+    within 3. Computed in float64 and rounded once to float32 both are
+    correctly rounded, as on the CPU (the double rounding is harmless with
+    53 >= 2 * 24 + 2 bits). For targets that have float64 and kernels
+    without ``fastmath``.
+    """
+    out, counter = [], 0
+    for line in text.splitlines():
+        m = _FDIV.match(line) or _SQRT.match(line)
+        if not m:
+            out.append(line)
+            continue
+        counter += 1
+        emit = _Emitter(m.group("indent"), f"%nv.exact.{counter}")
+        a = emit(f"fpext float {m.group('a').strip()} to double")
+        if "b" in m.groupdict():
+            b = emit(f"fpext float {m.group('b').strip()} to double")
+            wide = emit(f"fdiv double {a}, {b}")
+        else:
+            wide = emit(f"call double @llvm.sqrt.f64(double {a})")
+        emit(f"fptrunc double {wide} to float", m.group("result"))
+        out.extend(emit.lines)
+    if counter and not re.search(r"^declare double @llvm\.sqrt\.f64\(", text, re.M):
+        out.append("declare double @llvm.sqrt.f64(double)")
+    return "\n".join(out) + "\n"
+
+
 def legalize(text):
     """Rewrite the instructions of ``text`` that the backend cannot lower for Vulkan."""
     out, counter, need_ctpop = [], 0, False
     elements = _element_types(text)
+    compared = {}
     for line in text.splitlines():
+        m = _COMPARE.match(line)
+        if m:
+            compared[m.group(1)] = {m.group(2).strip(), m.group(3).strip()}
+    for line in text.splitlines():
+        m = _PICK.match(line) if compared and " select " in line else None
+        if m and compared.get(m.group("cond")) == {m.group("a").strip(), m.group("b").strip()}:
+            counter += 1
+            out.extend(_expand_pick(m, f"%nv.legal.{counter}"))
+            continue
         if elements and (" load " in line or "store " in line):
             counter += 1
             retyped = _retype_access(line, elements, f"%nv.legal.{counter}")

@@ -23,15 +23,16 @@ from numba_vulkan.errors import UnsupportedError
 
 _SKIP = ("target ", "source_filename", "!", ";", "attributes ")
 
-_DOUBLE = re.compile(r"\bdouble\b")
+# Types, not value names such as %i64 or %"double".
+_DOUBLE = re.compile(r"(?<![%@\"\w.$-])double\b")
 _F64 = re.compile(r"(?<=\.)f64\b")
 _FLOAT_LITERAL = re.compile(
     r"(?<![\w.%@\"$-])(-?(?:0x[0-9A-Fa-f]{16}|\d+\.\d+(?:[eE][-+]?\d+)?))(?![\w.])")
 #: Numba's C helpers for doubles whose float twin takes the same arguments.
 _DOUBLE_HELPERS = {"numba_cpow": "numba_cpowf"}
 
-_I64 = re.compile(r"\bi64\b")
-_TYPED_INT = re.compile(r"\bi64 (-?\d+)\b")
+_I64 = re.compile(r"(?<![%@\"\w$-])i64\b")
+_TYPED_INT = re.compile(r"(?<![%@\"\w.$-])i64 (-?\d+)\b")
 _INT_OP = re.compile(
     r"= (?P<op>add|sub|mul|and|or|xor|shl|lshr|ashr|sdiv|udiv|srem|urem|"
     r"icmp(?: samesign)? \w+|phi|"

@@ -59,6 +59,8 @@ def build(sources, bindings, local_size, target, name="kernel"):
         final = narrow.final(final, target.narrowed)
         final = workarounds.signed_remainder(final)
         final = legalize.legalize(final)
+        if "float64" not in target.narrowed and not exact.contraction_allowed(sources):
+            final = legalize.exact_float32(final)
     # At -O0 the backend runs no pass that reshapes the control flow (code
     # generation preparation, loop strength reduction, tail duplication)
     # before its own structurizer: the shape built above reaches it intact.
