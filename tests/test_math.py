@@ -227,3 +227,49 @@ def test_lgamma(dtype, rng):
     assert error[worst] <= GAMMA_TOLERANCE["math.lgamma"][dtype], (
         f"lgamma({inputs[0][row, worst]!r}) = {got[worst]!r} on the device, "
         f"{want[worst]!r} on the CPU")
+
+
+def _extra_kernel(x, y, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        out[i, 0] = math.fmod(x[i], y[i])
+        out[i, 1] = math.remainder(x[i], y[i])
+        fraction, whole = math.modf(x[i])
+        out[i, 2] = fraction
+        out[i, 3] = whole
+        out[i, 4] = math.cbrt(x[i])
+        out[i, 5] = math.ulp(x[i])
+        out[i, 6] = math.log(abs(x[i]) + 1, abs(y[i]) + 2)
+
+
+extra_kernel = nv.jit(_extra_kernel)
+
+
+def _extra_reference(a, b):
+    """Python's own results, for the functions numba.njit lacks."""
+    return [math.fmod(a, b), math.remainder(a, b), *math.modf(a), math.cbrt(a), math.ulp(a),
+            math.log(abs(a) + 1, abs(b) + 2)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_math_functions_numba_lacks(dtype, rng):
+    """math.fmod, remainder, modf, cbrt, ulp and log with a base, which
+    numba.njit does not compile: against Python's math module."""
+    x = _samples(rng, dtype, -1e6, 1e6)
+    y = _samples(rng, dtype, -10, 10)
+    finite = np.isfinite(x) & np.isfinite(y) & (y != 0)
+    x, y = x[finite], y[finite]
+    x[:4] = [np.inf, -np.inf, np.nan, -0.0]
+    y[:4] = [2.0, 3.0, 2.0, 2.0]
+    out = np.zeros((x.size, 7), dtype)
+    extra_kernel.forall(x.size)(x, y, out)
+    want = np.array([_extra_reference(float(a), float(b)) if np.isfinite(a) else
+                     [np.nan, np.nan, *np.modf(a), np.cbrt(a), abs(a),
+                      math.log(abs(a) + 1, abs(b) + 2)]
+                     for a, b in zip(x, y)]).astype(dtype)
+    for column in range(7):
+        errors = ulp_error(out[:, column], want[:, column])
+        worst = int(np.argmax(errors))
+        assert errors[worst] <= TOLERANCE[dtype], (
+            f"column {column} at ({x[worst]!r}, {y[worst]!r}): {out[worst, column]!r} on the "
+            f"device, {want[worst, column]!r} from Python")

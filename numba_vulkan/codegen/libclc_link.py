@@ -30,7 +30,7 @@ _OPENCL = {
     **{n: n for n in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
                       "asinh", "acosh", "atanh", "exp", "exp2", "expm1", "log", "log2",
                       "log10", "log1p", "erf", "erfc", "lgamma", "tgamma", "cbrt", "pow",
-                      "atan2", "hypot", "nextafter", "fmod", "remainder")},
+                      "atan2", "hypot", "nextafter", "fmod", "remainder", "modf")},
     "numba_gamma": "tgamma",
     "numba_nextafter": "nextafter",
     "numba_ldexp": "ldexp",
@@ -145,6 +145,8 @@ def _target(name, ret, params):
         return libclc.mangled(opencl, code, "i")
     if opencl == "frexp":
         return libclc.mangled(opencl, code, "Pi")
+    if opencl == "modf":
+        return libclc.mangled(opencl, code, "P" + code)
     return libclc.mangled(opencl, *[code] * len(params))
 
 
