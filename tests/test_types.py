@@ -7,6 +7,8 @@ arithmetic rounded exactly as written (no fused multiply-add unless
 ``fastmath=True``).
 """
 
+import cmath
+
 import numba
 import numpy as np
 import pytest
@@ -283,3 +285,32 @@ def test_complex_scalar_argument(dtype):
     if dtype == "complex128":
         _complex_scalar.forall(10)(complex(0.5, 4.0), out)
         np.testing.assert_array_equal(out, (0.5 + 4j) * np.arange(1, 11) + (0.5 - 4j))
+
+
+def _cmath_ops(a, b, out, i):
+    z = a[i]
+    out[i, 0] = cmath.exp(z)
+    out[i, 1] = cmath.log(z)
+    out[i, 2] = cmath.sqrt(z)
+    out[i, 3] = cmath.sin(z)
+    out[i, 4] = cmath.acos(z)
+    out[i, 5] = cmath.tanh(z)
+    out[i, 6] = cmath.phase(z) + 1j * abs(z)
+    out[i, 7] = cmath.rect(z.real, z.imag) + b[i]
+
+
+cmath_kernel, cmath_cpu = _pair(_cmath_ops, "cmath_ops")
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_cmath_functions(dtype, rng):
+    n = 300
+    a = (rng.standard_normal(n) * 3 + 3j * rng.standard_normal(n)).astype(dtype)
+    b = np.zeros(n, dtype)
+    out = np.zeros((n, 8), dtype)
+    ref = np.zeros_like(out)
+    cmath_kernel.forall(n)(a, b, out)
+    cmath_cpu(a, b, ref)
+    eps = np.finfo(np.float32 if dtype == "complex64" else np.float64).eps
+    error = np.abs(out - ref) / np.maximum(np.abs(ref), 1)
+    assert error.max() <= 16 * eps, np.unravel_index(np.argmax(error), error.shape)
