@@ -88,3 +88,60 @@ def test_recursive_device_function():
         out[0] = fact(5)
 
     kernel[1, 1](np.zeros(1, np.int64))
+
+
+@pytest.mark.xfail(strict=True, reason="libclc's gamma functions are not glibc's")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gamma_within_two_ulp(dtype, rng):
+    import test_math
+    for name in test_math.GAMMA:
+        errors = test_math.results(dtype, test_math.GAMMA, rng)[name][0]
+        assert errors.max() <= test_math.TOLERANCE[dtype], name
+
+
+@pytest.mark.xfail(strict=True, reason="modules do not ask for DenormPreserve")
+def test_modules_preserve_subnormals():
+    @nv.jit
+    def halve(x):
+        i = nv.global_id(0)
+        if i < x.shape[0]:
+            x[i] = x[i] * 0.5
+
+    assert "DenormPreserve" in halve.compile("void(float64[::1])").disassemble()
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError, reason="Numba has no math.isclose")
+def test_math_isclose():
+    import math
+
+    @nv.jit
+    def close(a, b, out):
+        i = nv.global_id(0)
+        if i < a.shape[0]:
+            out[i] = math.isclose(a[i], b[i])
+
+    close.compile("void(float64[::1], float64[::1], boolean[::1])")
+
+
+@pytest.mark.xfail(strict=True, reason="exceptions reach the host only with error checks")
+def test_raise_without_checks_reaches_the_host():
+    @nv.jit
+    def check(x):
+        i = nv.global_id(0)
+        if i < x.shape[0] and x[i] < 0:
+            raise ValueError("negative")
+
+    with pytest.raises(ValueError):
+        check.forall(4)(np.array([1.0, -1.0, 2.0, 3.0]))
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="int64 narrowed to int32 cannot shift by 32 or more")
+def test_narrowed_int64_shift_by_40():
+    @nv.jit
+    def shift(x):
+        i = nv.global_id(0)
+        if i < x.shape[0]:
+            x[i] = x[i] >> 40
+
+    shift.compile("void(int64[::1])", target=nv.TargetDescription(float64=False, int64=False))
