@@ -117,7 +117,7 @@ def _source(name, rows, params):
         body.append(f"        out[r, i] = {expr}")
     args = ", ".join(f"{p}_in" for p in params)
     kernel = [f"def {name}({args}, out):", "    i = nv.global_id(0)",
-              f"    if i < out.shape[1]:", *body]
+              "    if i < out.shape[1]:", *body]
     cpu = [f"def {name}_cpu({args}, out):", "    for i in range(out.shape[1]):", *body]
     return "\n".join(kernel) + "\n\n" + "\n".join(cpu) + "\n"
 

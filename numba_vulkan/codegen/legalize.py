@@ -12,8 +12,12 @@ optimiser produces from a load followed by a bitcast. This pass rewrites
 each such instruction of the final IR into plain integer and float
 operations with the same result. ``llvm.fma`` becomes an emulation that
 keeps the product exact (Vulkan lets ``Fma`` round twice), and
-``llvm.fmuladd`` a multiply and an add. It runs after the last
-optimisation, so LLVM cannot fold the expansions back.
+``llvm.fmuladd`` a multiply and an add. A select between two floats by a
+comparison of the same two (Python's ``max`` and ``min``) selects their
+bits instead, so that no driver makes it a min/max instruction with other
+rules for NaN and -0. It runs after the last optimisation, so LLVM cannot
+fold the expansions back. :func:`exact_float32` makes float32 division and
+square roots correctly rounded.
 """
 
 import re

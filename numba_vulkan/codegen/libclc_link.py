@@ -11,16 +11,15 @@ the prepared library (:mod:`numba_vulkan.libclc`). Floating-point ``frem``
 becomes libclc's ``fmod`` for the same reason: Vulkan only promises
 ``x - y * trunc(x / y)``, which is wrong for large quotients.
 
-Intrinsics that are exact in every Vulkan implementation (``fabs``,
-``floor``, ``ceil``, ``trunc``, ``rint``, ``copysign``, ``fma``) stay as
-they are; ``sqrt`` stays as ``llvm.sqrt``, which is also what libclc's
-``sqrt`` is.
+Exact operations (``fabs``, ``floor``, ``ceil``, ``trunc``, ``rint``,
+``copysign``, ``fma``, ``sqrt``) stay LLVM intrinsics, C calls of them
+become intrinsics, and :mod:`numba_vulkan.codegen.legalize` sees that they
+stay exact. Numba's C helpers for complex powers are defined here in IR.
 """
 
 import re
 
 from numba_vulkan import libclc
-from numba_vulkan.errors import UnsupportedError
 
 _CODES = {"float": "f", "double": "d"}
 
@@ -40,6 +39,7 @@ _OPENCL = {
 #: C functions that are exact, to the LLVM intrinsic the backend lowers exactly.
 _EXACT = {"floor": "floor", "ceil": "ceil", "trunc": "trunc", "fabs": "fabs", "fma": "fma",
           "sqrt": "sqrt", "rint": "rint", "copysign": "copysign"}
+
 
 def _cpow(name, ty, code):
     """Numba's C helper for ``complex ** complex`` (CPython's algorithm)."""
@@ -96,7 +96,7 @@ entry:
 
 #: Numba's C helpers defined here in IR: name -> (IR text, libclc functions used).
 _HELPERS = {
-    # numba_cpowf computes in double on the CPU.
+    # The CPU computes numba_cpowf in double; here in float, within a few ULP.
     "numba_cpow": _cpow("numba_cpow", "double", "d"),
     "numba_cpowf": _cpow("numba_cpowf", "float", "f"),
 }
@@ -123,11 +123,9 @@ def _parameter_types(params):
 def _target(name, ret, params):
     """The function a declared function is replaced with, or None to keep it."""
     if name.startswith("llvm."):
-        parts = name.split(".")
-        base = parts[1]
-        ty = ret if ret in _CODES else None
-        if base in _OPENCL and ty and base not in ("tgamma",):
-            return libclc.mangled(_OPENCL[base], *[_CODES[ty]] * len(params))
+        base = name.split(".")[1]
+        if base in _OPENCL and ret in _CODES:
+            return libclc.mangled(_OPENCL[base], *[_CODES[ret]] * len(params))
         return None
     base = name
     ty = ret if ret in _CODES else None
@@ -151,7 +149,12 @@ def _target(name, ret, params):
 
 
 def _rename(text):
-    """Rename the math calls of one module; return it and the libclc names used."""
+    """Rename the math calls of one module.
+
+    Returns:
+        The module text, the libclc functions it calls, and the Numba C
+        helpers (of :data:`_HELPERS`) it declares.
+    """
     renames, used, lines, declared, helpers = {}, set(), [], set(), set()
     for line in text.splitlines():
         m = _DECLARE.match(line)

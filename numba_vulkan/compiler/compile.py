@@ -235,9 +235,9 @@ def _scalar(context, builder, ty, param):
         part = types.float32 if param.storage == "complex64" else types.float64
         size = 4 if part == types.float32 else 8
         value = context.make_complex(builder, ty)
-        for k, field in enumerate(("real", "imag")):
+        for k, component in enumerate(("real", "imag")):
             raw = markers.push(builder, context.get_value_type(part), param.offset + k * size)
-            setattr(value, field, context.cast(builder, raw, part, ty.underlying_float))
+            setattr(value, component, context.cast(builder, raw, part, ty.underlying_float))
         return value._getvalue()
     if isinstance(ty, types.Boolean):
         raw = markers.push(builder, i32, param.offset)
