@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 
 from numba_vulkan import config, spirv
-from numba_vulkan.errors import ValidationError
 from numba_vulkan.codegen import (backend, exact, fixups, legalize, libclc_link, logical,
                                    narrow, optimize, strip, structurize, validate,
                                    workarounds)
@@ -64,23 +63,12 @@ def build(sources, bindings, local_size, target, name="kernel"):
     # At -O0 the backend runs no pass that reshapes the control flow (code
     # generation preparation, loop strength reduction, tail duplication)
     # before its own structurizer: the shape built above reaches it intact.
-    for attempt in range(2):
-        binary = fixups.repair(strip.strip(backend.emit(final, target.triple, opt=0)))
-        if not exact.contraction_allowed(sources):
-            binary = exact.decorate(binary)
-        _dump(name, final, binary)
-        if not config.validate():
-            break
-        try:
-            validate.validate(binary, target.target_env)
-            break
-        except ValidationError as exc:
-            # LLVM's SPIR-V backend keeps state from one module to the next
-            # that now and then gives two results one id; a fresh backend
-            # process does not.
-            if attempt or "is defined more than once" not in str(exc):
-                raise
-            backend.shutdown()
+    binary = fixups.repair(strip.strip(backend.emit(final, target.triple, opt=0)))
+    if not exact.contraction_allowed(sources):
+        binary = exact.decorate(binary)
+    _dump(name, final, binary)
+    if config.validate():
+        validate.validate(binary, target.target_env)
     return Module(binary, final, spirv.capabilities(binary))
 
 
