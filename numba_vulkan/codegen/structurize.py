@@ -9,15 +9,20 @@ has a structurizer of its own, but it emits invalid modules (or aborts) on
 exactly these shapes, so this pass rebuilds the control flow first, into a
 form where the backend only has to find what is already there:
 
-* every loop has one latch, which is also its only exiting block, and one
-  dedicated exit block (``break``, ``continue`` and ``return`` inside a
-  loop set a flag and go to the latch; the exit block dispatches on a
-  selector to where the loop was left for);
+* every loop has one latch and one dedicated exit block, and leaves through
+  one exit test that runs every iteration. A loop with several exits
+  (``break``, ``return`` from inside, a ``continue`` elsewhere) gets a new
+  latch: each exit sets a flag and a selector and goes there, and the exit
+  block dispatches on the selector to where the loop was left for;
 * in the acyclic part of every loop body and of the function, each branch
   has an immediate post-dominator that no other construct uses as its merge
   block, and the paths between the two never leave or enter from the side.
   Where paths share blocks, they are joined early in a new block that
-  dispatches on a selector to the shared blocks.
+  dispatches on a selector to the shared blocks;
+* element pointers never cross blocks (logical SPIR-V cannot hold a
+  pointer in a phi), and values that leave a loop reach their uses through
+  a phi after it (see :meth:`_Function.join_after` for the driver bug this
+  avoids).
 
 Already structured code (a counted loop, if/else) keeps its shape; only the
 parts that need it get flags and selectors. The pass runs on the optimised
