@@ -51,6 +51,9 @@ class _Plan:
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
+        if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
+            raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
+                              f"{device.info.name} does not support")
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
                                  cache=pipeline_cache.for_device(device))
         # Where a kernel compiled with error checks reports the first error.

@@ -2,6 +2,7 @@
 arrays and atomics, checked exactly (or to float tolerance) against NumPy."""
 
 import numpy as np
+import pytest
 
 import numba_vulkan as nv
 from helpers import assert_valid_spirv, compiled_kernels
@@ -245,3 +246,63 @@ def test_atomics_with_tuple_and_negative_indices():
     expected = np.arange(90, dtype=np.float32)
     expected[::3] = 7
     np.testing.assert_array_equal(counts, expected)
+
+
+@nv.jit
+def wide_atomics(vals, ints, uints, floats, old):
+    i = nv.global_id(0)
+    if i < vals.shape[0]:
+        v = vals[i]
+        old[i] = nv.atomic.add(ints, 0, 1)
+        nv.atomic.max(ints, 1, v)
+        nv.atomic.min(ints, 2, v)
+        nv.atomic.sub(ints, 3, v)
+        nv.atomic.xor(ints, 4, v)
+        seen = ints[5]
+        while True:
+            prev = nv.atomic.cas(ints, 5, seen, seen + 1)
+            if prev == seen:
+                break
+            seen = prev
+        nv.atomic.add(uints, 0, np.uint64(1) << np.uint64(40))
+        nv.atomic.add(floats, 0, np.float64(v) * 0.5)
+        nv.atomic.max(floats, 1, np.float64(v))
+        s = nv.shared.array(1, np.int64)
+        if nv.local_id(0) == 0:
+            s[0] = 0
+        nv.barrier()
+        nv.atomic.add(s, 0, v)
+        nv.barrier()
+        if nv.local_id(0) == 0:
+            nv.atomic.add(ints, 6, s[0])
+
+
+def test_64_bit_atomics(rng):
+    n = 500
+    vals = rng.integers(-10 ** 12, 10 ** 12, n).astype(np.int64)
+    ints = np.zeros(7, np.int64)
+    ints[2] = 10 ** 15
+    uints = np.zeros(1, np.uint64)
+    floats = np.array([0.0, -1e300])
+    old = np.zeros(n, np.int64)
+    wide_atomics[2, 250](vals, ints, uints, floats, old)
+    np.testing.assert_array_equal(np.sort(old), np.arange(n))
+    assert ints[0] == n and ints[5] == n and ints[6] == vals.sum()
+    assert ints[1] == vals.max() and ints[2] == vals.min() and ints[3] == -vals.sum()
+    assert ints[4] == np.bitwise_xor.reduce(vals)
+    assert uints[0] == n << 40
+    np.testing.assert_allclose(floats[0], (vals * 0.5).sum(), rtol=1e-12)
+    assert floats[1] == vals.max()
+    (compiled,) = compiled_kernels(wide_atomics)
+    assert "Int64Atomics" in compiled.capabilities
+    assert_valid_spirv(compiled)
+
+
+def test_64_bit_atomics_need_the_device_feature():
+    from types import SimpleNamespace
+    from numba_vulkan.dispatcher import _Plan
+    compiled = wide_atomics.compile(
+        "void(int64[::1], int64[::1], uint64[::1], float64[::1], int64[::1])")
+    device = SimpleNamespace(info=SimpleNamespace(name="no atomics", features=frozenset()))
+    with pytest.raises(nv.LaunchError, match="64-bit atomics"):
+        _Plan(compiled, device)

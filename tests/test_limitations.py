@@ -27,18 +27,6 @@ def test_arrays_beyond_int32_elements():
     p.pack((1, 1, 1), [[Huge.shape[0], 1, 0]])
 
 
-@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
-                   reason="LLVM's SPIR-V backend has no Int64Atomics for Vulkan")
-def test_64_bit_atomics():
-    @nv.jit
-    def count(total):
-        nv.atomic.add(total, 0, 1)
-
-    total = np.zeros(1, np.int64)
-    count.forall(64)(total)
-    assert total[0] == 64
-
-
 @pytest.mark.xfail(strict=True, reason="float atomics use a compare-and-swap loop")
 def test_native_float_atomic_add():
     @nv.jit

@@ -12,6 +12,11 @@ Each repair undoes one known defect of LLVM 22's SPIR-V backend for Vulkan:
   backend then packs that value and a success flag into the call's result
   type as if it were a struct: two ``OpCompositeInsert`` into a scalar.
   Those become copies of the old value.
+* It refuses 64-bit atomics for Vulkan (no ``Int64Atomics`` capability
+  there), so the compiler calls a placeholder function per operation
+  (``nv.atomic64.<op>.<scope>``) on a volatile load of the element; each
+  call becomes the atomic instruction on the loaded element's pointer, the
+  load and the placeholders go, and the module declares ``Int64Atomics``.
 * ``llvm.spv.group.memory.barrier.with.group.sync`` becomes an
   ``OpControlBarrier`` whose memory semantics name no storage class, which
   orders no memory in Vulkan's model. The barrier gets the semantics of
@@ -30,25 +35,30 @@ _OP_CONSTANT_NULL = 46
 _OP_COMPOSITE_INSERT = 82
 _OP_COPY_OBJECT = 83
 _OP_CONTROL_BARRIER = 224
+_OP_NAME = 5
+_OP_DECORATE = 71
+_OP_CAPABILITY = 17
+_OP_FUNCTION = 54
+_OP_FUNCTION_END = 56
+_OP_FUNCTION_CALL = 57
+_OP_LOAD = 61
+_CAPABILITY_LINKAGE = 5
+_CAPABILITY_INT64_ATOMICS = 12
+_DECORATION_LINKAGE = 41
+
+#: Name prefix of the placeholder functions of 64-bit atomics.
+WIDE_ATOMIC = "nv.atomic64."
+#: SPIR-V opcode of each LLVM ``atomicrmw`` operation (and of cmpxchg).
+_ATOMIC_OPCODES = {"xchg": 229, "cmpxchg": 230, "add": 234, "sub": 235, "min": 236,
+                   "umin": 237, "max": 238, "umax": 239, "and": 240, "or": 241, "xor": 242}
 
 #: AcquireRelease | UniformMemory | WorkgroupMemory.
 BARRIER_SEMANTICS = 0x8 | 0x40 | 0x100
 
 
-def _instructions(words):
-    out, i = [], 5
-    while i < len(words):
-        count = words[i] >> 16
-        out.append(list(words[i:i + count]))
-        i += count
-    return out
-
-
 def repair(binary):
     """The module with the backend's known defects repaired (see above)."""
-    words = spirv.words(binary)
-    header = list(words[:5])
-    instructions = _instructions(words)
+    header, instructions = spirv.parse(binary)
     widths = {}
     constants = {}
     for inst in instructions:
@@ -58,6 +68,7 @@ def repair(binary):
         elif opcode == _OP_CONSTANT:
             constants[inst[2]] = (inst[1], tuple(inst[3:]))
     out, inserted = [], {}
+    instructions = _wide_atomics(instructions, header, constants, inserted)
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
         if opcode == _OP_CONSTANT_NULL and inst[1] in widths:
@@ -75,8 +86,63 @@ def repair(binary):
         last = max(k for k, inst in enumerate(out)
                    if (inst[0] & 0xFFFF) in (_OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_CONSTANT))
         out[last + 1:last + 1] = list(inserted.values())
-    flat = header + [w for inst in out for w in inst]
-    return struct.pack(f"<{len(flat)}I", *flat)
+    return spirv.assemble(header, out)
+
+
+def _string(words):
+    data = struct.pack(f"<{len(words)}I", *words)
+    return data.split(b"\0", 1)[0].decode()
+
+
+def _wide_atomics(instructions, header, constants, inserted):
+    placeholders = {}
+    for inst in instructions:
+        if (inst[0] & 0xFFFF) == _OP_NAME:
+            name = _string(inst[2:])
+            if name.startswith(WIDE_ATOMIC):
+                op, scope = name[len(WIDE_ATOMIC):].rsplit(".", 1)
+                placeholders[inst[1]] = (_ATOMIC_OPCODES[op], int(scope))
+    if not placeholders:
+        return instructions
+    uint = next(inst[1] for inst in instructions
+                if (inst[0] & 0xFFFF) == _OP_TYPE_INT and inst[2:] == [32, 0])
+    loads = {inst[2]: k for k, inst in enumerate(instructions)
+             if (inst[0] & 0xFFFF) == _OP_LOAD}
+    drop = set()
+    for k, inst in enumerate(instructions):
+        if (inst[0] & 0xFFFF) != _OP_FUNCTION_CALL or inst[3] not in placeholders:
+            continue
+        opcode, scope = placeholders[inst[3]]
+        ty, result, element, args = inst[1], inst[2], inst[4], inst[5:]
+        load = loads[element]
+        drop.add(load)
+        pointer = instructions[load][3]
+        scope_id = _constant(header, constants, inserted, uint, scope)
+        relaxed = _constant(header, constants, inserted, uint, 0)
+        if opcode == _ATOMIC_OPCODES["cmpxchg"]:
+            expected, value = args
+            operands = [pointer, scope_id, relaxed, relaxed, value, expected]
+        else:
+            operands = [pointer, scope_id, relaxed, args[0]]
+        instructions[k] = [((3 + len(operands)) << 16) | opcode, ty, result, *operands]
+    out, inside = [], False
+    for k, inst in enumerate(instructions):
+        opcode = inst[0] & 0xFFFF
+        if k in drop:
+            continue
+        if opcode == _OP_FUNCTION and inst[2] in placeholders:
+            inside = True
+        if inside:
+            inside = opcode != _OP_FUNCTION_END
+            continue
+        if opcode in (_OP_NAME, _OP_DECORATE) and inst[1] in placeholders:
+            continue
+        out.append(inst)
+    if not any((i[0] & 0xFFFF) == _OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):
+        out = [i for i in out
+               if not ((i[0] & 0xFFFF) == _OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
+    out.insert(0, [(2 << 16) | _OP_CAPABILITY, _CAPABILITY_INT64_ATOMICS])
+    return out
 
 
 def _constant(header, constants, inserted, ty, value):

@@ -21,7 +21,7 @@ instruction, rather than producing a wrong module.
 import re
 from dataclasses import dataclass
 
-from numba_vulkan.codegen import markers
+from numba_vulkan.codegen import fixups, markers
 from numba_vulkan.errors import UnsupportedError
 
 _LOCAL = r'%(?:"[^"]*"|[-a-zA-Z$._0-9]+)'
@@ -169,6 +169,7 @@ class _Rewriter:
         self.used_buffers = set()
         self.used_globals = set()
         self.cmpxchg_spaces = set()
+        self.wide_atomics = set()
         self.views = {}
         named = {}
         for line in self.lines:
@@ -360,6 +361,8 @@ class _Rewriter:
             raise UnsupportedError("atomics on a private array (nv.local.array): Vulkan has "
                                    f"atomics on buffers and workgroup memory only: {line.strip()}")
         scope = _ATOMIC_SCOPES.get(space, "device")
+        if ty == "i64":
+            return lines + self.wide_atomic(name, rhs, ptr, space, scope)
         if rhs.startswith("atomicrmw "):
             words = rhs.split()
             operands = split_top(" ".join(w for w in words[1:] if w != "volatile"))
@@ -385,6 +388,37 @@ class _Rewriter:
             f"  {name} = insertvalue {{ {ty}, i1 }} {half}, i1 {ok}, 1",
         ]
         return lines
+
+    def wide_atomic(self, name, rhs, ptr, space, scope):
+        """A 64-bit atomic as a call that :mod:`numba_vulkan.codegen.fixups`
+        turns into the SPIR-V instruction.
+
+        LLVM's backend refuses 64-bit atomics for Vulkan (it offers no
+        ``Int64Atomics`` capability there). The call takes the element
+        through a volatile load, so that the module keeps the element
+        pointer next to it; the repair reads the pointer from that load and
+        drops it.
+        """
+        loaded = self.fresh()
+        out = [f"  {loaded} = load volatile i64, ptr addrspace({space}) {ptr}, align 8"]
+        code = _SPIRV_SCOPES[scope]
+        if rhs.startswith("atomicrmw "):
+            words = [w for w in rhs.split()[1:] if w != "volatile"]
+            value = split_top(" ".join(words))[1].split()[1]
+            callee = f"{fixups.WIDE_ATOMIC}{words[0]}.{code}"
+            self.wide_atomics.add((callee, 2))
+            out.append(f"  {name} = call i64 @{callee}(i64 {loaded}, i64 {value})")
+            return out
+        operands = split_top(" ".join(w for w in rhs.split()[1:] if w not in ("weak", "volatile")))
+        expected, value = operands[1].split()[1], operands[2].split()[1]
+        callee = f"{fixups.WIDE_ATOMIC}cmpxchg.{code}"
+        self.wide_atomics.add((callee, 3))
+        old, ok, half = self.fresh(), self.fresh(), self.fresh()
+        out += [f"  {old} = call i64 @{callee}(i64 {loaded}, i64 {expected}, i64 {value})",
+                f"  {ok} = icmp eq i64 {old}, {expected}",
+                f"  {half} = insertvalue {{ i64, i1 }} poison, i64 {old}, 0",
+                f"  {name} = insertvalue {{ i64, i1 }} {half}, i1 {ok}, 1"]
+        return out
 
     def rewrite_line(self, line):
         m = _ASSIGN.match(line)
@@ -596,6 +630,8 @@ class _Rewriter:
         lines, declared = [], set()
         for space in sorted(self.cmpxchg_spaces):
             lines.append(f"declare i32 @llvm.spv.cmpxchg.p{space}(ptr addrspace({space}), ...)")
+        for callee, arity in sorted(self.wide_atomics):
+            lines.append(f"declare i64 @{callee}({', '.join(['i64'] * arity)})")
         for marker, space, rank in sorted({(_element_marker(g), g.addrspace, len(g.shape))
                                            for g in self.used_globals}):
             params = ", ".join([f"ptr addrspace({space})"] + ["i32"] * rank)

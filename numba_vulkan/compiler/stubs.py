@@ -197,8 +197,9 @@ _INT_RMW = {
 }
 #: Operations on floats, done with a compare-and-swap loop on their bits.
 _FLOAT_OPS = ("add", "sub", "min", "max", "exch")
-#: Element types atomics support: 32 bits (see docs/limitations.md for 64).
-_ATOMIC_DTYPES = (types.int32, types.uint32, types.float32)
+#: Element types atomics support.
+_ATOMIC_DTYPES = (types.int32, types.uint32, types.int64, types.uint64, types.float32,
+                  types.float64)
 
 
 def _atomic_index(ary, idx):
@@ -214,7 +215,7 @@ def _check_atomic(name, ary, idx, values):
         raise TypingError(f"{what}: the first argument must be an array, not {ary}")
     if ary.dtype not in _ATOMIC_DTYPES:
         raise TypingError(f"{what}: arrays of {ary.dtype} are not supported; atomics work "
-                          "on int32, uint32 and float32 arrays")
+                          "on int32, uint32, int64, uint64, float32 and float64 arrays")
     if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas",):
         raise TypingError(f"{what} is not defined for float arrays")
     if not _atomic_index(ary, idx):
@@ -269,10 +270,10 @@ def _float_update(builder, name, old, value):
     return builder.select(wins, value, old)
 
 
-def _cas_loop(builder, ptr, update):
+def _cas_loop(builder, ptr, floatty, update):
     """Replace the float at ``ptr`` by ``update(old)`` with a compare-and-swap
     loop on its bits; return the old value."""
-    bits = ir.IntType(32)
+    bits = ir.IntType(64 if isinstance(floatty, ir.DoubleType) else 32)
     start = builder.load(ptr, typ=bits)
     entry = builder.block
     loop = builder.append_basic_block("nv.cas.loop")
@@ -281,7 +282,7 @@ def _cas_loop(builder, ptr, update):
     builder.position_at_end(loop)
     current = builder.phi(bits)
     current.add_incoming(start, entry)
-    old = builder.bitcast(current, ir.FloatType())
+    old = builder.bitcast(current, floatty)
     new = builder.bitcast(update(old), bits)
     pair = builder.cmpxchg(ptr, current, new, "monotonic", "monotonic")
     seen = builder.extract_value(pair, 0)
@@ -303,13 +304,14 @@ def _register_atomic(name):
             ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
             expected = context.cast(builder, args[2], expty, dtype)
             value = context.cast(builder, args[3], valty, dtype)
+            floatty = context.get_value_type(dtype)
             if isinstance(dtype, types.Float):
-                bits = ir.IntType(32)
+                bits = ir.IntType(dtype.bitwidth)
                 expected = builder.bitcast(expected, bits)
                 value = builder.bitcast(value, bits)
             pair = builder.cmpxchg(ptr, expected, value, "monotonic", "monotonic")
             old = builder.extract_value(pair, 0)
-            return builder.bitcast(old, ir.FloatType()) if isinstance(dtype, types.Float) else old
+            return builder.bitcast(old, floatty) if isinstance(dtype, types.Float) else old
         return
 
     @lowering_registry.lower(func, types.Array, types.Any, types.Any)
@@ -319,7 +321,8 @@ def _register_atomic(name):
         ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
         value = context.cast(builder, args[2], valty, dtype)
         if isinstance(dtype, types.Float):
-            return _cas_loop(builder, ptr, lambda old: _float_update(builder, name, old, value))
+            return _cas_loop(builder, ptr, context.get_value_type(dtype),
+                             lambda old: _float_update(builder, name, old, value))
         op = _INT_RMW[name][0 if dtype.signed else 1]
         return builder.atomic_rmw(op, ptr, value, "monotonic")
 
