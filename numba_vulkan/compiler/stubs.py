@@ -1,6 +1,5 @@
 """Typing and lowering of the kernel API in :mod:`numba_vulkan.intrinsics`."""
 
-import itertools
 import math
 
 from llvmlite import ir
@@ -117,9 +116,6 @@ def _array_template(func, what):
 _array_template(intrinsics.shared.array, "nv.shared.array")
 _array_template(intrinsics.local.array, "nv.local.array")
 
-_shared_counter = itertools.count()
-
-
 def _array_value(context, builder, aryty, dims, data):
     item = context.get_abi_sizeof(context.get_data_type(aryty.dtype))
     strides, stride = [], item
@@ -141,8 +137,10 @@ def _lower_shared_array(context, builder, sig, args):
     storage = ir.ArrayType(context.get_data_type(sig.return_type.dtype), math.prod(dims))
     # Workgroup memory is a module-level variable in LLVM's address space 3;
     # Numba's arrays hold generic pointers, so the data pointer is a cast.
-    var = ir.GlobalVariable(builder.module, storage, f"nv.shared.{next(_shared_counter)}",
-                            addrspace=WORKGROUP)
+    # Named per module, not per process: the IR (and so the kernel cache
+    # key) must not depend on what else the process compiled first.
+    var = ir.GlobalVariable(builder.module, storage,
+                            builder.module.get_unique_name("nv.shared"), addrspace=WORKGROUP)
     var.linkage = "internal"
     var.initializer = ir.Constant(storage, ir.Undefined)
     var.align = 16
