@@ -28,15 +28,33 @@ def words(binary):
     return struct.unpack(f"<{len(binary) // 4}I", binary)
 
 
-def capabilities(binary):
-    """Names of the capabilities a module declares, in order."""
+def parse(binary):
+    """``(header, instructions)`` of a module: the 5 header words, and each
+    instruction as a list of its words (the first holds count and opcode)."""
     w = words(binary)
     out, i = [], 5
     while i < len(w):
-        count, opcode = w[i] >> 16, w[i] & 0xFFFF
-        if count == 0:
-            raise ValueError("not a SPIR-V module: zero-length instruction")
-        if opcode == _OP_CAPABILITY:
-            out.append(CAPABILITIES.get(w[i + 1], str(w[i + 1])))
+        count = w[i] >> 16
+        if count == 0 or i + count > len(w):
+            raise ValueError("not a SPIR-V module: bad instruction length")
+        out.append(list(w[i:i + count]))
         i += count
-    return out
+    return list(w[:5]), out
+
+
+def assemble(header, instructions):
+    """The binary of a module from :func:`parse`'s parts."""
+    flat = list(header) + [word for inst in instructions for word in inst]
+    return struct.pack(f"<{len(flat)}I", *flat)
+
+
+def opcode(instruction):
+    """The opcode of an instruction from :func:`parse`."""
+    return instruction[0] & 0xFFFF
+
+
+def capabilities(binary):
+    """Names of the capabilities a module declares, in order."""
+    _, instructions = parse(binary)
+    return [CAPABILITIES.get(inst[1], str(inst[1])) for inst in instructions
+            if opcode(inst) == _OP_CAPABILITY]

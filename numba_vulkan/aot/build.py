@@ -25,7 +25,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -50,16 +49,9 @@ def strip_debug(binary):
     They are optional, and they hold what differs between processes and
     machines: Numba's per-process function numbers and module names.
     """
-    words = spirv.words(binary)
-    out, i = list(words[:5]), 5
-    while i < len(words):
-        count, opcode = words[i] >> 16, words[i] & 0xFFFF
-        if count == 0 or i + count > len(words):
-            raise ValueError("not a SPIR-V module: bad instruction length")
-        if opcode not in _DEBUG_OPCODES:
-            out.extend(words[i:i + count])
-        i += count
-    return struct.pack(f"<{len(out)}I", *out)
+    header, instructions = spirv.parse(binary)
+    return spirv.assemble(header, [inst for inst in instructions
+                                   if spirv.opcode(inst) not in _DEBUG_OPCODES])
 
 
 @dataclass

@@ -41,18 +41,11 @@ _FIRST_DECLARATION = set(range(19, 40)) | {41, 42, 43, 44, 45, 46, 48, 49, 50, 5
 def decorate(binary):
     """The module ``binary`` with every float arithmetic result NoContraction,
     and NaNs, infinities and signed zeros preserved."""
-    words = spirv.words(binary)
-    header, body = list(words[:5]), words[5:]
-    instructions, i = [], 0
-    while i < len(body):
-        count = body[i] >> 16
-        instructions.append(list(body[i:i + count]))
-        i += count
+    header, instructions = spirv.parse(binary)
     _preserve_special_values(header, instructions)
     results = [inst[2] for inst in instructions if inst[0] & 0xFFFF in _FLOAT_ARITHMETIC]
     if not results:
-        out = header + [w for inst in instructions for w in inst]
-        return struct.pack(f"<{len(out)}I", *out)
+        return spirv.assemble(header, instructions)
     already = {inst[1] for inst in instructions
                if inst[0] & 0xFFFF == _OP_DECORATE and inst[2] == _NO_CONTRACTION}
     position = next(k for k, inst in enumerate(instructions)
@@ -60,8 +53,7 @@ def decorate(binary):
     added = [((3 << 16) | _OP_DECORATE, result, _NO_CONTRACTION)
              for result in results if result not in already]
     instructions[position:position] = added
-    out = header + [w for inst in instructions for w in inst]
-    return struct.pack(f"<{len(out)}I", *out)
+    return spirv.assemble(header, instructions)
 
 
 def _preserve_special_values(header, instructions):

@@ -12,8 +12,6 @@ happens to equal the id counts as a use: that can only keep something, never
 remove something in use.
 """
 
-import struct
-
 from numba_vulkan import spirv
 
 _OP_NAME = 5
@@ -27,15 +25,6 @@ _INT8_CAPABILITY = 39
 _REMOVABLE_TYPES = {21, 28, 32}           # OpTypeInt, OpTypeArray, OpTypePointer
 #: Constants: result type at word 1, result id at word 2.
 _REMOVABLE_CONSTANTS = {41, 42, 43, 44, 46}
-
-
-def _instructions(words):
-    out, i = [], 5
-    while i < len(words):
-        count = words[i] >> 16
-        out.append(list(words[i:i + count]))
-        i += count
-    return out
 
 
 def _result_id(inst):
@@ -72,9 +61,7 @@ def _uses(instructions, skip):
 def strip(binary):
     """The module without unused Function variables, their constants and
     types, and without ``Int8`` where no 8-bit integer type remains."""
-    words = spirv.words(binary)
-    header = list(words[:5])
-    instructions = _instructions(words)
+    header, instructions = spirv.parse(binary)
     removed = set()
     changed = True
     while changed:
@@ -98,5 +85,4 @@ def strip(binary):
     if not any((i[0] & 0xFFFF) == _OP_TYPE_INT and i[2] == 8 for i in kept):
         kept = [i for i in kept
                 if not ((i[0] & 0xFFFF) == _OP_CAPABILITY and i[1] == _INT8_CAPABILITY)]
-    flat = header + [w for inst in kept for w in inst]
-    return struct.pack(f"<{len(flat)}I", *flat)
+    return spirv.assemble(header, kept)
