@@ -28,11 +28,12 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from numba_vulkan import abi, spirv
 from numba_vulkan.aot import codekey, index, manifest as manifests
-from numba_vulkan.errors import AOTError, ManifestError, VulkanError
+from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
 #: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
 #: OpSourceContinued, OpSource, OpSourceExtension, OpName, OpMemberName,
@@ -149,8 +150,11 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
         kernel = importlib.import_module(module_name)
         for part in qualname.split("."):
             kernel = getattr(kernel, part)
-        compiled = VulkanDispatcher(kernel.py_func, dict(options))._build(
-            tuple(sig), tuple(threads), target)
+        with warnings.catch_warnings():
+            # A narrow profile asks for narrowing: no need to warn about it.
+            warnings.simplefilter("ignore", NarrowingWarning)
+            compiled = VulkanDispatcher(kernel.py_func, dict(options))._build(
+                tuple(sig), tuple(threads), target)
         binary = strip_debug(compiled.spirv)
         validate.validate(binary, target_env)
     except Exception as exc:  # any failure is this module's, reported with the others
