@@ -93,12 +93,16 @@ def aot_strict():
     return _flag("NUMBA_VULKAN_AOT_STRICT", False)
 
 
+#: The variable :func:`aot_record` reads; ``aot record`` sets it for its child.
+AOT_RECORD = "NUMBA_VULKAN_AOT_RECORD"
+
+
 def aot_record():
     """File that each kernel compiled by JIT is appended to, or None.
 
     ``python -m numba_vulkan.aot record`` sets it for the program it runs.
     """
-    return _text("NUMBA_VULKAN_AOT_RECORD")
+    return _text(AOT_RECORD)
 
 
 def pipeline_cache():

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 
+from numba_vulkan import config
 from numba_vulkan.errors import AOTError, ManifestError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -150,7 +151,7 @@ def record_command(args):
     fd, path = tempfile.mkstemp(prefix="numba-vulkan-record-", suffix=".jsonl")
     os.close(fd)
     try:
-        env = dict(os.environ, NUMBA_VULKAN_AOT_RECORD=path)
+        env = dict(os.environ, **{config.AOT_RECORD: path})
         try:
             status = subprocess.run(command, env=env).returncode
         except OSError as exc:
