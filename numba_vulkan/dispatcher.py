@@ -166,6 +166,13 @@ class VulkanDispatcher:
             threads: The workgroup size.
             target: A :class:`~numba_vulkan.target.TargetDescription`; the
                 current device's by default.
+
+        The kernel is looked up in the registered AOT directories first
+        (``docs/aot.md``), then in the kernel cache (``docs/cache.md``): the
+        ``kernels/`` tier always, and with ``@nv.jit(cache=True)`` also the
+        ``functions/`` tier, which finds the whole kernel by the bytecode and
+        source files of the kernel and every function it calls, without
+        running Numba.
         """
         from numba_vulkan.compiler.compile import signature_text
         if target is None:
