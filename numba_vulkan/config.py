@@ -142,3 +142,14 @@ def mask_features():
 def dump_dir():
     """Directory to write each compiled module's IR and SPIR-V to, or None."""
     return _text("NUMBA_VULKAN_DUMP")
+
+
+def child_environment(**changes):
+    """This process's environment with ``changes``, for a child process.
+
+    Children (the backend, ``aot record``'s program) read their settings
+    from it, so every setting passes to them unchanged.
+    """
+    env = dict(os.environ)
+    env.update(changes)
+    return env

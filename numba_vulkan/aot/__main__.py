@@ -151,7 +151,7 @@ def record_command(args):
     fd, path = tempfile.mkstemp(prefix="numba-vulkan-record-", suffix=".jsonl")
     os.close(fd)
     try:
-        env = dict(os.environ, **{config.AOT_RECORD: path})
+        env = config.child_environment(**{config.AOT_RECORD: path})
         try:
             status = subprocess.run(command, env=env).returncode
         except OSError as exc:
