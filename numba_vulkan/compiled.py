@@ -63,8 +63,7 @@ class CompiledKernel:
     def from_metadata(cls, meta, spirv, llvm_ir=""):
         """Rebuild from :meth:`to_metadata` output; raises ValueError if malformed."""
         try:
-            vulkan, float64, int64, push = meta["target"]
-            target = TargetDescription(tuple(vulkan), bool(float64), bool(int64), int(push))
+            target = TargetDescription.from_key(meta["target"])
             kernel = cls(
                 name=str(meta["name"]), signature=tuple(str(s) for s in meta["signature"]),
                 local_size=tuple(int(n) for n in meta["local_size"]), target=target,

@@ -204,7 +204,7 @@ class VulkanDispatcher:
     def _build(self, sig, threads, target):
         from numba_vulkan.compiler.compile import compile_kernel, numba_types
         kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
-                                   self.options)
+                                   self.options, target.float32_atomic_add)
         _warn_if_narrowed(self.__qualname__, sig, target, kernel_ir)
         bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
         # The kernels/ tier: Numba ran, codegen is skipped on a hit.
@@ -215,8 +215,13 @@ class VulkanDispatcher:
         if module is None:
             # Imported here: it loads LLVM, which a cache hit does without.
             from numba_vulkan.codegen import pipeline
-            module = pipeline.build(kernel_ir.modules, bindings, threads, target,
-                                    name=self.__qualname__)
+            from numba_vulkan.codegen.logical import MixedFloatAtomics
+            try:
+                module = pipeline.build(kernel_ir.modules, bindings, threads, target,
+                                        name=self.__qualname__)
+            except MixedFloatAtomics:
+                # Compare-and-swap loops for every float atomic instead.
+                return self._build(sig, threads, target.with_features(float32_atomic_add=False))
             kernelcache.store_module(name, module, label)
         metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
         return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,

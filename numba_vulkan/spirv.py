@@ -10,9 +10,10 @@ CAPABILITIES = {
     12: "Int64Atomics", 22: "Int16", 39: "Int8", 4433: "StorageBuffer16BitAccess",
     4434: "UniformAndStorageBuffer16BitAccess", 4435: "StoragePushConstant16",
     4448: "StorageBuffer8BitAccess", 4449: "UniformAndStorageBuffer8BitAccess",
-    4450: "StoragePushConstant8", 5569: "AtomicFloat32AddEXT",
-    5570: "AtomicFloat64AddEXT", 4441: "VariablePointersStorageBuffer",
-    4442: "VariablePointers", 6016: "AtomicFloat32MinMaxEXT",
+    4450: "StoragePushConstant8", 6033: "AtomicFloat32AddEXT",
+    6034: "AtomicFloat64AddEXT", 4441: "VariablePointersStorageBuffer",
+    4442: "VariablePointers", 5612: "AtomicFloat32MinMaxEXT",
+    4464: "DenormPreserve", 4465: "DenormFlushToZero", 4466: "SignedZeroInfNanPreserve",
 }
 
 _OP_CAPABILITY = 17

@@ -27,12 +27,16 @@ class TargetDescription:
             narrowed to int32.
         max_push_constants: Bytes of push constants every device of the class
             offers (128 is Vulkan's guaranteed minimum).
+        float32_atomic_add: Whether the devices add float32 atomically in
+            hardware (``VK_EXT_shader_atomic_float``); if not, a float atomic
+            add is a compare-and-swap loop, which works everywhere.
     """
 
     vulkan: tuple = (1, 2)
     float64: bool = True
     int64: bool = True
     max_push_constants: int = 128
+    float32_atomic_add: bool = False
 
     def __post_init__(self):
         if tuple(self.vulkan) not in _VULKAN_VERSIONS:
@@ -57,8 +61,27 @@ class TargetDescription:
         return _VULKAN_VERSIONS[tuple(self.vulkan)][1]
 
     def key(self):
-        """The description as a JSON-compatible list, for cache keys."""
-        return [list(self.vulkan), self.float64, self.int64, self.max_push_constants]
+        """The description as a JSON-compatible list, for cache keys and entries.
+
+        Optional features are appended by name only when present, so the key
+        of a description without them is the same as before they existed.
+        """
+        key = [list(self.vulkan), self.float64, self.int64, self.max_push_constants]
+        if self.float32_atomic_add:
+            key.append("float32_atomic_add")
+        return key
+
+    @classmethod
+    def from_key(cls, key):
+        """The description whose :meth:`key` is ``key``; ValueError if malformed."""
+        try:
+            vulkan, float64, int64, push, *optional = key
+            if any(name != "float32_atomic_add" for name in optional):
+                raise ValueError(f"unknown target features {optional}")
+            return cls(tuple(vulkan), bool(float64), bool(int64), int(push),
+                       float32_atomic_add="float32_atomic_add" in optional)
+        except TypeError as exc:
+            raise ValueError(f"not a target description: {key!r}") from exc
 
     def with_features(self, **changes):
         """A copy with some fields changed."""

@@ -27,13 +27,13 @@ def test_arrays_beyond_int32_elements():
     p.pack((1, 1, 1), [[Huge.shape[0], 1, 0]])
 
 
-@pytest.mark.xfail(strict=True, reason="float atomics use a compare-and-swap loop")
-def test_native_float_atomic_add():
+@pytest.mark.xfail(strict=True, reason="float64 atomics use a compare-and-swap loop")
+def test_native_float64_atomic_add():
     @nv.jit
     def accumulate(total, x):
         nv.atomic.add(total, 0, x[nv.global_id(0)])
 
-    k = accumulate.compile("void(float32[::1], float32[::1])")
+    k = accumulate.compile("void(float64[::1], float64[::1])")
     assert "OpAtomicFAddEXT" in k.disassemble()
 
 

@@ -144,8 +144,7 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
     from numba_vulkan.codegen import validate
     from numba_vulkan.dispatcher import VulkanDispatcher
     from numba_vulkan.target import TargetDescription
-    vulkan, float64, int64, push = target_key
-    target = TargetDescription(tuple(vulkan), float64, int64, push)
+    target = TargetDescription.from_key(target_key)
     try:
         kernel = importlib.import_module(module_name)
         for part in qualname.split("."):

@@ -170,8 +170,7 @@ def check_module(data, entry, where):
 def target_of(entry):
     """The :class:`TargetDescription` an entry was built for; ValueError if malformed."""
     try:
-        vulkan, float64, int64, push = entry["target"]
-        return TargetDescription(tuple(vulkan), bool(float64), bool(int64), int(push))
+        return TargetDescription.from_key(entry["target"])
     except (TypeError, ValueError) as exc:
         raise ValueError(f"target {entry['target']!r} is not a target description: "
                          f"{exc}") from None

@@ -30,6 +30,11 @@ def compile_ir(text, triple, opt=2):
     """Compile an LLVM IR module to SPIR-V in this process."""
     from numba_vulkan.codegen.optimize import target_machine
     import llvmlite.binding as llvm
+    if "atomicrmw fadd" in text:
+        # The backend emits OpAtomicFAddEXT only with its extension allowed;
+        # the compiler asks for native float atomics only on targets that
+        # have them.
+        llvm.set_option("", "--spirv-ext=+SPV_EXT_shader_atomic_float_add")
     module = llvm.parse_assembly(text)
     module.triple = triple
     return target_machine(triple, opt).emit_object(module)

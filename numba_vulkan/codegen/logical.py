@@ -46,6 +46,12 @@ _SCALAR_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2,
 _MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "float": "f32", "double": "f64"}
 
 
+class MixedFloatAtomics(UnsupportedError):
+    """An array takes both a native float atomic add and a compare-and-swap
+    loop on its bits; SPIR-V cannot type one buffer both ways. The compiler
+    then uses compare-and-swap loops for the adds too."""
+
+
 def split_top(text, sep=","):
     """Split ``text`` at ``sep`` characters outside brackets and quotes."""
     parts, depth, start, quoted = [], 0, 0, False
@@ -318,6 +324,14 @@ class _Rewriter:
                         _SCALAR_SIZES[ty] != _SCALAR_SIZES[natural]:
                     raise UnsupportedError(f"an atomic access of {ty} into an array of "
                                            f"{natural}: {line.strip()}")
+        for line in body:
+            rhs = (_ASSIGN.match(line).group(2) if _ASSIGN.match(line) else line.strip())
+            if rhs.startswith("atomicrmw fadd") or rhs.startswith("atomicrmw volatile fadd"):
+                obj = self._object_of(self._atomic_access(rhs)[0])
+                if obj is not None and (obj if isinstance(obj, int) else obj.name) in views:
+                    raise MixedFloatAtomics(
+                        "a native float atomic add and a compare-and-swap loop on the same "
+                        f"array: {line.strip()}")
         return views
 
     @staticmethod

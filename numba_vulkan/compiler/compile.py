@@ -130,7 +130,7 @@ def normalise_argtypes(argtypes):
     return tuple(out)
 
 
-def compile_kernel(pyfunc, argtypes, narrowed=(), options=None):
+def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_add=False):
     """Type and lower ``pyfunc`` for ``argtypes``; return a :class:`KernelIR`.
 
     Args:
@@ -138,6 +138,8 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None):
         argtypes: Numba types of its arguments.
         narrowed: dtype names the target narrows to 32 bits.
         options: Compile options such as ``fastmath``.
+        float32_atomic_add: Whether the target adds float32 atomically in
+            hardware; if not, float atomics are compare-and-swap loops.
     """
     options = dict(options or {})
     argtypes = normalise_argtypes(argtypes)
@@ -145,6 +147,8 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None):
     params, push_size = abi.layout(specs, narrowed, has_checks(options))
     typing_context, target_context = contexts()
     with global_compiler_lock, target_override("vulkan"):
+        # The lowering of atomics reads this; the lock keeps it per compile.
+        target_context.float32_atomic_add = float32_atomic_add
         try:
             cres = compiler.compile_extra(typing_context, target_context, pyfunc,
                                           args=argtypes, return_type=None,
@@ -152,6 +156,8 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None):
         except NumbaError as exc:
             raise CompilerError(f"cannot compile kernel {pyfunc.__qualname__}:\n{exc}",
                                 kernel=pyfunc.__qualname__) from exc
+        finally:
+            target_context.float32_atomic_add = False
         if cres.signature.return_type not in (types.none, types.void):
             raise CompilerError(
                 f"kernel {pyfunc.__qualname__} returns {cres.signature.return_type}; "

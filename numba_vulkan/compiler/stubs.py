@@ -318,6 +318,11 @@ def _register_atomic(name):
         dtype = aryty.dtype
         ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
         value = context.cast(builder, args[2], valty, dtype)
+        if (dtype == types.float32 and name in ("add", "sub")
+                and getattr(context, "float32_atomic_add", False)):
+            if name == "sub":
+                value = builder.fneg(value)
+            return builder.atomic_rmw("fadd", ptr, value, "monotonic")
         if isinstance(dtype, types.Float):
             return _cas_loop(builder, ptr, context.get_value_type(dtype),
                              lambda old: _float_update(builder, name, old, value))

@@ -9,6 +9,10 @@ from numba_vulkan.runtime import vk
 from numba_vulkan.target import TargetDescription
 
 
+#: The device extension with native float atomic add.
+ATOMIC_FLOAT_EXTENSION = "VK_EXT_shader_atomic_float"
+
+
 def _version(major, minor, patch=0):
     return (major << 22) | (minor << 12) | patch
 
@@ -30,7 +34,8 @@ class DeviceInfo:
             or ``"other"``.
         features: Names of the optional features the device has, such as
             ``float64``, ``int64``, ``int16``, ``int8``, ``storage8``,
-            ``storage16``, ``int64_atomics``, ``float32_atomic_add``.
+            ``storage16``, ``int64_atomics``, ``float32_atomic_add`` (native
+            float32 atomic add on buffers and workgroup memory).
         subgroup_size: Invocations per subgroup.
         max_workgroup_size: Largest workgroup along x, y and z.
         max_workgroup_invocations: Largest workgroup, all axes together.
@@ -62,7 +67,8 @@ class DeviceInfo:
         vulkan = min((major, minor), (1, 3))
         return TargetDescription(vulkan=vulkan, float64="float64" in self.features,
                                  int64="int64" in self.features,
-                                 max_push_constants=min(self.max_push_constants, 256))
+                                 max_push_constants=min(self.max_push_constants, 256),
+                                 float32_atomic_add="float32_atomic_add" in self.features)
 
 
 _DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -160,6 +166,11 @@ class Instance:
             "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11})
         f2 = vk.new("VkPhysicalDeviceFeatures2*", {
             "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": f12})
+        atomic_float = None
+        if ATOMIC_FLOAT_EXTENSION in Instance.device_extensions(physical):
+            atomic_float = vk.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*", {
+                "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT})
+            f11.pNext = atomic_float
         v.lib.vkGetPhysicalDeviceFeatures2(physical, f2)
         core = f2.features
         names = {
@@ -168,10 +179,26 @@ class Instance:
             "storage8": f12.storageBuffer8BitAccess,
             "storage16": f11.storageBuffer16BitAccess,
             "int64_atomics": f12.shaderBufferInt64Atomics,
+            "float32_atomic_add": atomic_float is not None and (
+                atomic_float.shaderBufferFloat32AtomicAdd
+                and atomic_float.shaderSharedFloat32AtomicAdd),
         }
         masked = config.mask_features()
         have = {n for n, on in names.items() if on and n not in masked}
         return have, (f2, f12, f11)
+
+    @staticmethod
+    def device_extensions(physical):
+        """Names of the device extensions a physical device offers."""
+        v = vk.module()
+        count = vk.new("uint32_t*")
+        vk.check(v.lib.vkEnumerateDeviceExtensionProperties(physical, v.ffi.NULL, count,
+                                                            v.ffi.NULL),
+                 "vkEnumerateDeviceExtensionProperties")
+        props = vk.new("VkExtensionProperties[]", count[0])
+        vk.check(v.lib.vkEnumerateDeviceExtensionProperties(physical, v.ffi.NULL, count, props),
+                 "vkEnumerateDeviceExtensionProperties", allowed=(0, v.VK_INCOMPLETE))
+        return {v.ffi.string(props[i].extensionName).decode() for i in range(count[0])}
 
 
 class Device:
@@ -213,6 +240,14 @@ class Device:
         e12.timelineSemaphore = 1
         for name in ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess"):
             setattr(e11, name, getattr(f11, name))
+        extensions = []
+        if "float32_atomic_add" in have:
+            atomic_float = vk.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*", {
+                "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+                "shaderBufferFloat32AtomicAdd": 1, "shaderSharedFloat32AtomicAdd": 1})
+            e11.pNext = atomic_float
+            extensions.append(vk.new("char[]", ATOMIC_FLOAT_EXTENSION.encode()))
+        extension_names = vk.new("char*[]", extensions) if extensions else ffi.NULL
         self.queue_family = self._compute_family()
         priority = vk.new("float[]", [1.0])
         queue_info = vk.new("VkDeviceQueueCreateInfo*", {
@@ -221,7 +256,9 @@ class Device:
             "pQueuePriorities": priority})
         info = vk.new("VkDeviceCreateInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": enabled,
-            "queueCreateInfoCount": 1, "pQueueCreateInfos": queue_info})
+            "queueCreateInfoCount": 1, "pQueueCreateInfos": queue_info,
+            "enabledExtensionCount": len(extensions),
+            "ppEnabledExtensionNames": extension_names})
         handle = vk.new("VkDevice*")
         vk.check(lib.vkCreateDevice(self.physical, info, ffi.NULL, handle), "vkCreateDevice")
         self.handle = handle[0]
