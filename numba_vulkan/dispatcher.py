@@ -131,7 +131,7 @@ class VulkanDispatcher:
         self._lock = threading.RLock()
         self._plans = {}
         self._compiled = {}
-        self._device_function = None
+        self._device_functions = {}
 
     def __repr__(self):
         return f"<numba_vulkan kernel {self.__qualname__}>"
@@ -246,12 +246,14 @@ class VulkanDispatcher:
 
     def device_function(self):
         """This function as a device function, for calls from other kernels."""
+        from numba_vulkan.compiler.functions import DeviceDispatcher, lowering_variant
         with self._lock:
-            if self._device_function is None:
-                from numba_vulkan.compiler.functions import DeviceDispatcher
-                self._device_function = DeviceDispatcher(self.py_func,
-                                                         targetoptions=self.options)
-            return self._device_function
+            variant = lowering_variant()
+            device = self._device_functions.get(variant)
+            if device is None:
+                device = self._device_functions[variant] = DeviceDispatcher(
+                    self.py_func, targetoptions=self.options)
+            return device
 
     # Launching -------------------------------------------------------------
 

@@ -73,3 +73,29 @@ def test_target_keys_round_trip():
     assert len(nv.TargetDescription().key()) == 4
     with pytest.raises(ValueError):
         nv.TargetDescription.from_key([[1, 2], True, True, 128, "teleport"])
+
+
+@nv.jit
+def _accumulate(out, value):
+    nv.atomic.add(out, 0, value)
+
+
+@nv.jit
+def _sum_through_device_function(x, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        _accumulate(out, x[i])
+
+
+def test_device_function_compiled_per_target():
+    native = nv.TargetDescription(vulkan=(1, 3), float32_atomic_add=True)
+    portable = nv.TargetDescription(vulkan=(1, 3))
+    # Compiled first for one target, the device function must not be reused
+    # as it is for the other.
+    for first, second in ((native, portable), (portable, native)):
+        a = _sum_through_device_function.compile(SIG, threads=(32, 1, 1), target=first)
+        b = _sum_through_device_function.compile(SIG, threads=(32, 1, 1), target=second)
+        for k, target in ((a, first), (b, second)):
+            assert ("AtomicFloat32AddEXT" in k.capabilities) == target.float32_atomic_add
+            assert_valid_spirv(k)
+        _sum_through_device_function._compiled.clear()

@@ -75,6 +75,16 @@ jit_registry[Vulkan] = device_jit
 _retargeted = weakref.WeakKeyDictionary()
 
 
+def lowering_variant():
+    """What, besides argument types, the lowering of a function depends on.
+
+    A device function's compiled overloads are reused for every kernel that
+    calls it with the same argument types, so a function is compiled once
+    per variant: whether float32 atomic adds are native.
+    """
+    return bool(getattr(vulkan_target.target_context, "float32_atomic_add", False))
+
+
 def device_function_type(value):
     """The Numba type of a jitted function called from a kernel, or None.
 
@@ -90,11 +100,12 @@ def device_function_type(value):
         if isinstance(device, DeviceDispatcher):
             return types.Dispatcher(device)
     if isinstance(value, dispatcher.Dispatcher) and not isinstance(value, DeviceDispatcher):
-        device = _retargeted.get(value)
+        variants = _retargeted.setdefault(value, {})
+        device = variants.get(lowering_variant())
         if device is None:
             options = {k: v for k, v in value.targetoptions.items()
                        if k in ("fastmath", "error_model", "boundscheck", "inline")}
-            device = DeviceDispatcher(value.py_func, targetoptions=options)
-            _retargeted[value] = device
+            device = variants[lowering_variant()] = DeviceDispatcher(value.py_func,
+                                                                     targetoptions=options)
         return types.Dispatcher(device)
     return None
