@@ -171,14 +171,7 @@ class VulkanBackend(Backend):
         dev = nv.device_array(host.shape, np.float32)
         touch = nv.jit(define(TOUCH, "touch", {"nv": nv, **_numba_types("float32")}, "touch"))
         arg = host.copy()
-        return {
-            "copy_h2d": (lambda: dev.copy_to_device(host),
-                         lambda: np.array_equal(dev.copy_to_host(), host)),
-            "copy_d2h": (lambda: dev.copy_to_host(back),
-                         lambda: np.array_equal(back, host)),
-            "copy_numpy_arg": (lambda: touch[1, 1](arg),
-                               lambda: np.array_equal(arg, host)),
-        }
+        return _transfer_cases(host, back, dev, touch, arg)
 
     def environment(self):
         info = self.device.info
@@ -283,14 +276,7 @@ class CudaBackend(Backend):
         touch = cuda.jit(define(source, "touch", {"cuda": cuda, **_numba_types("float32")},
                                 "touch (cuda)"))
         arg = host.copy()
-        return {
-            "copy_h2d": (lambda: dev.copy_to_device(host),
-                         lambda: np.array_equal(dev.copy_to_host(), host)),
-            "copy_d2h": (lambda: dev.copy_to_host(back),
-                         lambda: np.array_equal(back, host)),
-            "copy_numpy_arg": (lambda: touch[1, 1](arg),
-                               lambda: np.array_equal(arg, host)),
-        }
+        return _transfer_cases(host, back, dev, touch, arg)
 
     def environment(self):
         cuda = self.cuda
@@ -597,3 +583,17 @@ def make_ceiling(vulkan_is_cpu):
         return HostCeiling(), notes
     notes.append("no torch or cupy with CUDA, and the Vulkan device is not the CPU")
     return None, notes
+
+
+def _transfer_cases(host, back, dev, touch, arg):
+    """The copy benchmarks as ``(run, check)`` pairs, for any backend whose
+    device arrays copy like numba.cuda's and whose ``touch`` kernel launches
+    on one NumPy array."""
+    return {
+        "copy_h2d": (lambda: dev.copy_to_device(host),
+                     lambda: np.array_equal(dev.copy_to_host(), host)),
+        "copy_d2h": (lambda: dev.copy_to_host(back),
+                     lambda: np.array_equal(back, host)),
+        "copy_numpy_arg": (lambda: touch[1, 1](arg),
+                           lambda: np.array_equal(arg, host)),
+    }

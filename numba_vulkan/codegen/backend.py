@@ -152,7 +152,6 @@ def _child_env():
 
 _lock = threading.Lock()
 _child = None
-atexit.register(lambda: shutdown())
 
 
 def _save_for_reproduction(text):
@@ -229,6 +228,9 @@ def shutdown():
         if _child is not None:
             _child.close()
             _child = None
+
+
+atexit.register(shutdown)
 
 
 def main(argv=None):

@@ -171,15 +171,3 @@ class Queue:
             done = self._retire(target)
         for on_done in done:
             on_done()
-
-    def run_once(self, record, keep_alive=()):
-        """Record commands with ``record(command_buffer)``, run them and wait."""
-        command_buffer = self.allocate_command_buffer()
-        try:
-            self.begin(command_buffer, reusable=False)
-            record(command_buffer)
-            self.end(command_buffer)
-            self.submit(command_buffer, keep_alive)
-            self.synchronize()
-        finally:
-            self.free_command_buffer(command_buffer)
