@@ -20,6 +20,9 @@ from numba_vulkan.runtime.pipeline import Pipeline
 
 _COMPLEX = ("complex64", "complex128")
 
+# How a launch passes each argument (_Plan.kinds).
+_ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
+
 #: Workgroup size of ``forall`` launches, capped by the device's limit.
 FORALL_THREADS = 256
 
@@ -34,6 +37,9 @@ OPTIONS = {
 
 
 def _dim3(value, what):
+    # Exactly int: a bool or an int subclass takes the general path.
+    if type(value) is int and value > 0:
+        return (value, 1, 1)
     if isinstance(value, (int, np.integer)):
         value = (int(value),)
     value = tuple(int(v) for v in value)
@@ -46,11 +52,14 @@ def _dim3(value, what):
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
-    __slots__ = ("pipeline", "params", "kernel", "status")
+    __slots__ = ("pipeline", "params", "kernel", "status", "kinds")
 
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
+        self.kinds = tuple(_COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
+                           if p.kind == "scalar" else _ARRAY
+                           for p in kernel.params if p.kind != "status")
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
@@ -275,34 +284,44 @@ class VulkanDispatcher:
     def _launch(self, groups, threads, args):
         device = current_device()
         try:
-            sig = tuple(signature.of_value(a) for a in args)
+            sig = tuple(map(signature.of_value, args))
         except TypeError:
             raise self._argument_error(args) from None
-        if len(args) != len(self._parameter_names):
-            raise TypeError(f"{self.__qualname__}() takes {len(self._parameter_names)} "
-                            f"arguments, {len(args)} were given")
-        plan = self._plan(sig, threads, device)
-        buffers, values, copy_backs = [], [], []
-        for value, param in zip(args, plan.params):
-            if param.kind == "scalar":
-                values.append((value.real, value.imag) if param.dtype in _COMPLEX else value)
-                continue
-            if isinstance(value, np.ndarray):
-                value, copy_back = memory.staged_host_array(value, device)
-                copy_backs.append(copy_back)
-            elif value.buffer.device is not device:
-                raise LaunchError(f"argument {param.name!r} lives on another device")
-            values.append(value.launch_fields)
-            buffers.append(value.buffer)
-        if plan.status is not None:
-            buffers.append(plan.status.buffer)
-        push = plan.pipeline.pack(groups, values)
-        plan.pipeline.launch(groups, buffers, push)
-        if copy_backs or plan.status is not None:
+        plan = self._plans.get((sig, threads, device))
+        if plan is None:
+            # A plan for these types exists only once the count was checked.
+            if len(args) != len(self._parameter_names):
+                raise TypeError(f"{self.__qualname__}() takes {len(self._parameter_names)} "
+                                f"arguments, {len(args)} were given")
+            plan = self._plan(sig, threads, device)
+        buffers, flat, copy_backs = [], [*groups], None
+        for value, kind in zip(args, plan.kinds):
+            if kind == _ARRAY:
+                if isinstance(value, np.ndarray):
+                    value, copy_back = memory.staged_host_array(value, device)
+                    if copy_backs is None:
+                        copy_backs = []
+                    copy_backs.append(copy_back)
+                elif value.buffer.device is not device:
+                    # The first argument that is this array is the one found wanting.
+                    param = plan.params[next(k for k, a in enumerate(args) if a is value)]
+                    raise LaunchError(f"argument {param.name!r} lives on another device")
+                flat += value.launch_fields
+                buffers.append(value.buffer)
+            elif kind == _SCALAR:
+                flat.append(value)
+            else:
+                flat += (value.real, value.imag)
+        status = plan.status
+        if status is not None:
+            buffers.append(status.buffer)
+        pipeline = plan.pipeline
+        pipeline.launch(groups, buffers, pipeline.pack_flat(flat))
+        if copy_backs or status is not None:
             device.stream.synchronize()
-            for copy_back in copy_backs:
+            for copy_back in copy_backs or ():
                 copy_back()
-            if plan.status is not None:
+            if status is not None:
                 plan.check()
 
 

@@ -16,6 +16,12 @@ from numba_vulkan.abi import SCALAR_DTYPES
 
 _ARRAY = re.compile(r"^(\w+)\[(\d+)d,([CA])\]$")
 
+# Launches look scalars up by their exact type: getattr on a value without
+# ``type_text`` raises and catches an AttributeError, which costs more than
+# the rest of of_value. Subclasses take the general path below.
+_SCALAR_TYPES = {bool: "bool", int: "int64", float: "float64", complex: "complex128",
+                 **{np.dtype(name).type: name for name in SCALAR_DTYPES}}
+
 
 def array(dtype, ndim, layout):
     """The text form of an array type."""
@@ -38,6 +44,9 @@ def of_value(value):
     Python ints are int64, floats float64, as in Numba; NumPy scalars keep
     their dtype; arrays (NumPy or device) are C or A by their strides.
     """
+    text = _SCALAR_TYPES.get(type(value))
+    if text is not None:
+        return text
     text = getattr(value, "type_text", None)
     if text is not None:
         return text

@@ -91,6 +91,7 @@ class Pipeline:
                  "vkCreateDescriptorPool")
         self.descriptor_pool = out[0]
         self._recorded = collections.OrderedDict()
+        self._submit = device.stream.submit
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(
             self, Pipeline._release, device, self.shader, self.set_layout, self.layout,
@@ -120,6 +121,11 @@ class Pipeline:
                 flat.extend(value)
             else:
                 flat.append(value)
+        return self.pack_flat(flat)
+
+    def pack_flat(self, flat):
+        """The push constant block from the workgroup counts followed by every
+        argument's values, flattened as :meth:`pack` does."""
         try:
             return self.packer.pack(*flat)
         except struct.error as exc:
@@ -134,23 +140,30 @@ class Pipeline:
                 each array binding.
             push: The push constant block from :meth:`pack`.
         """
-        key = (groups, tuple(id(b) for b in buffers), push)
+        # The buffers' count is fixed per pipeline, so their ids need no tuple of their own.
+        key = (groups, push, *map(id, buffers))
+        recorded = self._recorded
         with self._lock:
-            entry = self._recorded.pop(key, None)
-            if entry is not None and not all(r() is b for r, b in zip(entry[2], buffers)):
-                # A buffer of that launch died and another took its id.
-                self._evict(entry)
-                entry = None
+            entry = recorded.get(key)
+            if entry is not None:
+                for ref, buffer in zip(entry[2], buffers):
+                    if ref() is not buffer:
+                        # A buffer of that launch died and another took its id.
+                        del recorded[key]
+                        self._evict(entry)
+                        entry = None
+                        break
+                else:
+                    recorded.move_to_end(key)
             if entry is None:
-                if len(self._recorded) >= _RECORDED_LAUNCHES:
-                    self._evict(self._recorded.popitem(last=False)[1])
-                entry = self._record(groups, buffers, push)
-            self._recorded[key] = entry
+                if len(recorded) >= _RECORDED_LAUNCHES:
+                    self._evict(recorded.popitem(last=False)[1])
+                entry = recorded[key] = self._record(groups, buffers, push)
         timer = timing.active(self.device)
         if timer is not None:
             timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers))
             return
-        self.device.stream.submit(entry[0], keep_alive=(self, buffers))
+        self._submit(entry[0], (self, buffers))
 
     def _record(self, groups, buffers, push):
         v = vk.module()

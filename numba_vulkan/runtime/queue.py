@@ -12,7 +12,7 @@ import time
 
 from numba_vulkan.runtime import vk
 
-#: Submissions after which finished ones are looked for and released.
+#: Every this many submissions, finished ones are looked for and released.
 _POLL_EVERY = 64
 #: How long synchronize() polls before it sleeps in the driver, on a GPU.
 #: On a CPU device polling would take a core from the driver's own threads.
@@ -56,6 +56,11 @@ class Queue:
         self._wait_info = vk.new("VkSemaphoreWaitInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, "semaphoreCount": 1,
             "pSemaphores": self._semaphore, "pValues": self._wait_value})
+        # Looked up once: every launch and wait goes through these.
+        self._device, self._queue, self._null = device.handle, device.queue, v.ffi.NULL
+        self._semaphore_handle = self._semaphore[0]
+        self._queue_submit = v.lib.vkQueueSubmit
+        self._get_counter = v.lib.vkGetSemaphoreCounterValue
 
     def allocate_command_buffer(self):
         """A new primary command buffer from the device's pool."""
@@ -118,23 +123,26 @@ class Queue:
         Returns:
             The submission's number, for :meth:`wait_for`.
         """
-        lib = self._v.lib
         with self._lock:
-            self._submitted += 1
-            self._signal_value[0] = self._submitted
+            number = self._submitted + 1
+            self._signal_value[0] = number
             self._command_slot[0] = command_buffer
-            with self.device.lock:
-                vk.check(lib.vkQueueSubmit(self.device.queue, 1, self._submit_info,
-                                           self._v.ffi.NULL), "vkQueueSubmit")
-            self._in_flight.append((self._submitted, keep_alive, on_done))
-            if len(self._in_flight) > _POLL_EVERY:
+            # This lock alone guards the VkQueue: nothing else submits to it.
+            result = self._queue_submit(self._queue, 1, self._submit_info, self._null)
+            if result:
+                vk.check(result, "vkQueueSubmit")
+            # Counted only once submitted: a failed submission signals nothing,
+            # and a later wait for its number would never return.
+            self._submitted = number
+            self._in_flight.append((number, keep_alive, on_done))
+            if not number % _POLL_EVERY:
                 self._retire(self._poll())
-            return self._submitted
+            return number
 
     def _poll(self):
-        vk.check(self._v.lib.vkGetSemaphoreCounterValue(self.device.handle, self._semaphore[0],
-                                                        self._counter),
-                 "vkGetSemaphoreCounterValue")
+        result = self._get_counter(self._device, self._semaphore_handle, self._counter)
+        if result:
+            vk.check(result, "vkGetSemaphoreCounterValue")
         return self._counter[0]
 
     def _retire(self, completed):
@@ -161,12 +169,13 @@ class Queue:
             target = min(number, self._submitted)
             if self._completed >= target:
                 return
-            deadline = time.perf_counter() + self._spin
-            while self._poll() < target and time.perf_counter() < deadline:
-                pass
+            if self._poll() < target and self._spin:
+                deadline = time.perf_counter() + self._spin
+                while self._poll() < target and time.perf_counter() < deadline:
+                    pass
             if self._counter[0] < target:
                 self._wait_value[0] = target
-                vk.check(self._v.lib.vkWaitSemaphores(self.device.handle, self._wait_info,
+                vk.check(self._v.lib.vkWaitSemaphores(self._device, self._wait_info,
                                                       2 ** 64 - 1), "vkWaitSemaphores")
             done = self._retire(target)
         for on_done in done:
