@@ -11,6 +11,9 @@ from numba_vulkan.target import TargetDescription
 
 #: The device extension with native float atomic add.
 ATOMIC_FLOAT_EXTENSION = "VK_EXT_shader_atomic_float"
+#: The device extension that lets the device read and write host memory it
+#: did not allocate (a NumPy array's own pages).
+HOST_IMPORT_EXTENSION = "VK_EXT_external_memory_host"
 
 
 def _version(major, minor, patch=0):
@@ -247,6 +250,12 @@ class Device:
                 "shaderBufferFloat32AtomicAdd": 1, "shaderSharedFloat32AtomicAdd": 1})
             e11.pNext = atomic_float
             extensions.append(vk.new("char[]", ATOMIC_FLOAT_EXTENSION.encode()))
+        #: Alignment of host memory imported by address, or 0 where the
+        #: device cannot import host memory.
+        self.host_import_alignment = 0
+        if HOST_IMPORT_EXTENSION in Instance.device_extensions(self.physical):
+            self.host_import_alignment = self._host_import_alignment()
+            extensions.append(vk.new("char[]", HOST_IMPORT_EXTENSION.encode()))
         extension_names = vk.new("char*[]", extensions) if extensions else ffi.NULL
         self.queue_family = self._compute_family()
         priority = vk.new("float[]", [1.0])
@@ -266,6 +275,7 @@ class Device:
         lib.vkGetDeviceQueue(self.handle, self.queue_family, 0, queue)
         self.queue = queue[0]
         self.memory_types = self._memory_types()
+        self.bar_memory_type = self._bar_memory_type()
         pool_info = vk.new("VkCommandPoolCreateInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
             "flags": v.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -277,8 +287,18 @@ class Device:
         from numba_vulkan.runtime.queue import Queue
         self.stream = Queue(self)
         self.staging = None
+        self.host_importer = None
         #: Free buffers for launches with NumPy arrays, by size in bytes.
         self.transient_buffers = {}
+
+    def _host_import_alignment(self):
+        v = vk.module()
+        host = vk.new("VkPhysicalDeviceExternalMemoryHostPropertiesEXT*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT})
+        props = vk.new("VkPhysicalDeviceProperties2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": host})
+        v.lib.vkGetPhysicalDeviceProperties2(self.physical, props)
+        return int(host.minImportedHostPointerAlignment)
 
     def _compute_family(self):
         v = vk.module()
@@ -298,6 +318,26 @@ class Device:
         v.lib.vkGetPhysicalDeviceMemoryProperties(self.physical, props)
         return [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
                 for i in range(props.memoryTypeCount)]
+
+    def _bar_memory_type(self):
+        """A device-local, host-visible type on the main device-local heap.
+
+        With resizable BAR the host can map all of video memory: writing
+        through such a mapping beats staging (no second copy), though reading
+        through it is very slow. Without it the host-visible device-local
+        type has a heap of its own, too small to hold arrays.
+        """
+        v = vk.module()
+        local = v.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        visible = v.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | v.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        main = self.find_memory_type(~0, local, avoid=visible)
+        if main is None or self.memory_types[main][0] & visible:
+            return None
+        heap = self.memory_types[main][1]
+        for i, (flags, heap_index) in enumerate(self.memory_types):
+            if heap_index == heap and flags & (local | visible) == local | visible:
+                return i
+        return None
 
     def find_memory_type(self, type_bits, required, preferred=0, avoid=0):
         """Index of a memory type allowed by ``type_bits`` with the ``required``

@@ -17,8 +17,10 @@ class Buffer:
     """A ``VkBuffer`` with its own memory, usable as a storage buffer.
 
     Device-local memory is preferred. Where that memory is also host-visible
-    (CPU drivers, unified memory, resizable BAR) it stays mapped and copies
-    are plain memory copies; elsewhere copies go through a staging buffer.
+    (CPU drivers, unified memory, a GPU with resizable BAR) it stays mapped
+    and writes are plain memory copies, and so are reads where the mapping is
+    cached; elsewhere the device copies, through staging memory or from host
+    memory it imports (see :mod:`~numba_vulkan.runtime.transfer`).
     """
 
     def __init__(self, device, nbytes, host=False):
@@ -41,6 +43,9 @@ class Buffer:
         if host:
             index = device.find_memory_type(requirements.memoryTypeBits, visible,
                                             preferred=v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+        elif device.bar_memory_type is not None and (
+                requirements.memoryTypeBits >> device.bar_memory_type) & 1:
+            index = device.bar_memory_type
         else:
             index = device.find_memory_type(requirements.memoryTypeBits, local, avoid=visible)
             if index is None:
@@ -61,6 +66,9 @@ class Buffer:
                  "vkBindBufferMemory")
         flags = device.memory_types[index][0]
         self.mapped = None
+        #: Whether reads may go through the mapping: reading uncached memory
+        #: (video memory behind the PCIe BAR) is far slower than a DMA.
+        self.readable = bool(flags & v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
         if flags & visible == visible:
             pointer = vk.new("void**")
             vk.check(lib.vkMapMemory(device.handle, self.memory, 0, self.nbytes, 0, pointer),
@@ -99,7 +107,7 @@ class Buffer:
             self.device.stream.synchronize()
             transfer.host_copy(self.host_view()[offset:offset + data.size], data)
             return
-        transfer.staging(self.device).write(self, data, offset)
+        transfer.write(self, data, offset)
 
     def read(self, out, offset=0):
         """Copy bytes from the buffer at ``offset`` into ``out`` (writable).
@@ -109,11 +117,11 @@ class Buffer:
         out = np.frombuffer(memoryview(out).cast("B"), dtype=np.uint8)
         if not out.size:
             return
-        if self.mapped is not None:
+        if self.mapped is not None and self.readable:
             self.device.stream.synchronize()
             transfer.host_copy(out, self.host_view()[offset:offset + out.size])
             return
-        transfer.staging(self.device).read(self, out, offset)
+        transfer.read(self, out, offset)
 
 
 class DeviceArray:

@@ -1,85 +1,142 @@
 """Moving bytes between host memory and device buffers, fast.
 
-Two things limit a copy: one thread's memcpy (a few GB/s from pageable
-memory), and, where device memory is not host-visible, waiting for each DMA
-before the next host copy. So host copies are split across threads (NumPy
-releases the GIL while copying), and copies through staging memory go in
-chunks through two staging buffers: while the device moves one chunk, the
-host fills or drains the other.
+Where the host cannot map device memory (a discrete GPU), a copy takes one
+of two paths:
+
+* Import: with ``VK_EXT_external_memory_host`` the device imports the NumPy
+  array's own pages for the duration of one copy, and its DMA engine reads or
+  writes them directly. No memcpy runs on the host, so the copy runs at the
+  bus's speed, less the cost of pinning the pages.
+* Staging: the host copies through a few host-visible chunks while the
+  device moves the previous ones. One thread's memcpy is far slower than the
+  bus, so each chunk's host copy is split across threads (NumPy releases the
+  GIL while copying).
+
+Import, when turned on (``NUMBA_VULKAN_HOST_IMPORT``), is tried first for
+large copies, and staging is the fallback for everything it refuses.
 """
 
+import collections
 import concurrent.futures
 import os
 import threading
 
 import numpy as np
 
+from numba_vulkan import config
+from numba_vulkan.errors import DriverError
 from numba_vulkan.runtime import vk
 
 #: Bytes per staging chunk.
-CHUNK = 32 << 20
-#: Copies smaller than this run on the calling thread alone.
+CHUNK = 64 << 20
+#: Staging chunks in flight at once: one being filled (or drained) on the
+#: host while the device moves the others.
+SLOTS = 3
+#: Most threads that split a host copy; None picks one per CPU, at most 16.
+THREADS = None
+#: Copies smaller than this are staged: for them importing (pinning) host
+#: pages costs more than copying them.
+IMPORT_MIN = 4 << 20
+#: Bytes imported at a time: the pinning of one piece overlaps the device's
+#: copy of the one before.
+IMPORT_PIECE = 64 << 20
+#: Imported pieces held at once.
+_IMPORT_DEPTH = 4
+#: Host copies smaller than this run on the calling thread alone.
 _PARALLEL_MIN = 4 << 20
+#: No thread gets a smaller piece of a host copy than this: on an H200 host,
+#: pieces of 1 or 2 MiB made copies slower than fewer threads did.
+_PIECE_MIN = 4 << 20
+#: Smallest staging buffer, so that small copies do not reallocate each time.
+_SLOT_MIN = 1 << 20
 
 _pool_lock = threading.Lock()
 _pool = None
+_pool_threads = 0
 
 
 def _threads():
-    return max(1, min(8, os.cpu_count() or 1))
+    if THREADS is not None:
+        return max(1, int(THREADS))
+    return max(1, min(16, os.cpu_count() or 1))
 
 
-def _executor():
-    global _pool
+def _executor(threads):
+    global _pool, _pool_threads
     with _pool_lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(_threads(),
-                                                          thread_name_prefix="nv-copy")
+        if _pool is None or _pool_threads < threads:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="nv-copy")
+            _pool_threads = threads
         return _pool
 
 
 def host_copy(dst, src):
     """Copy the uint8 array ``src`` into the uint8 array ``dst`` of equal size."""
     n = src.size
-    parts = _threads() if n >= _PARALLEL_MIN else 1
-    if parts == 1:
+    parts = min(_threads(), n // _PIECE_MIN) if n >= _PARALLEL_MIN else 1
+    if parts <= 1:
         np.copyto(dst, src)
         return
     step = -(-n // parts)
-    futures = [_executor().submit(np.copyto, dst[i:i + step], src[i:i + step])
-               for i in range(0, n, step)]
+    pool = _executor(parts)
+    # The calling thread copies the last piece itself rather than sit idle.
+    futures = [pool.submit(np.copyto, dst[i:i + step], src[i:i + step])
+               for i in range(0, n - step, step)]
+    last = (parts - 1) * step
+    np.copyto(dst[last:], src[last:])
     for future in futures:
         future.result()
 
 
 class _Slot:
-    __slots__ = ("buffer", "view", "command_buffer", "ticket")
+    __slots__ = ("device", "buffer", "view", "command_buffer", "ticket")
 
     def __init__(self, device):
-        from numba_vulkan.runtime.memory import Buffer
-        self.buffer = Buffer(device, CHUNK, host=True)
-        self.view = self.buffer.host_view()
+        self.device = device
+        self.buffer = self.view = None
         self.command_buffer = device.stream.allocate_command_buffer()
         self.ticket = 0
 
+    def reserve(self, size):
+        """Make the staging buffer hold at least ``size`` bytes.
+
+        Only called once the slot's last copy has finished. Buffers grow to
+        the size copies need, so that a device only ever given small copies
+        never holds chunks of ``CHUNK`` bytes.
+        """
+        if self.buffer is not None and self.buffer.nbytes >= size:
+            return
+        from numba_vulkan.runtime.memory import Buffer
+        capacity = max(_SLOT_MIN, 1 << (size - 1).bit_length())
+        capacity = max(size, min(capacity, CHUNK))
+        self.buffer = Buffer(self.device, capacity, host=True)
+        self.view = self.buffer.host_view()
+
+
+def _record_copy(device, command_buffer, src, dst, src_offset, dst_offset, size, keep_alive):
+    v = vk.module()
+    stream = device.stream
+    region = vk.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset,
+                                      "size": size})
+    stream.begin(command_buffer, reusable=False)
+    v.lib.vkCmdCopyBuffer(command_buffer, src, dst, 1, region)
+    stream.end(command_buffer)
+    return stream.submit(command_buffer, keep_alive=keep_alive)
+
 
 class Staging:
-    """Two host-visible chunks through which one device's copies go."""
+    """Host-visible chunks through which one device's staged copies go."""
 
     def __init__(self, device):
         self.device = device
         self.lock = threading.Lock()
-        self.slots = [_Slot(device), _Slot(device)]
+        self.slots = [_Slot(device) for _ in range(SLOTS)]
 
     def _submit_copy(self, slot, src, dst, src_offset, dst_offset, size):
-        v = vk.module()
-        stream = self.device.stream
-        region = vk.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset,
-                                          "size": size})
-        stream.begin(slot.command_buffer, reusable=False)
-        v.lib.vkCmdCopyBuffer(slot.command_buffer, src.handle, dst.handle, 1, region)
-        stream.end(slot.command_buffer)
-        slot.ticket = stream.submit(slot.command_buffer, keep_alive=(src, dst))
+        slot.ticket = _record_copy(self.device, slot.command_buffer, src.handle, dst.handle,
+                                   src_offset, dst_offset, size, (src, dst))
 
     def write(self, buffer, data, offset):
         """Copy the uint8 array ``data`` into ``buffer`` at byte ``offset``.
@@ -91,8 +148,9 @@ class Staging:
         with self.lock:
             for k, start in enumerate(range(0, data.size, CHUNK)):
                 size = min(CHUNK, data.size - start)
-                slot = self.slots[k % 2]
+                slot = self.slots[k % len(self.slots)]
                 stream.wait_for(slot.ticket)
+                slot.reserve(size)
                 host_copy(slot.view[:size], data[start:start + size])
                 self._submit_copy(slot, slot.buffer, buffer, 0, offset + start, size)
 
@@ -100,25 +158,177 @@ class Staging:
         """Copy ``out.size`` bytes of ``buffer`` from byte ``offset`` into ``out``."""
         stream = self.device.stream
         starts = list(range(0, out.size, CHUNK))
+        slots = self.slots
         with self.lock:
-            for slot in self.slots:
+            for slot in slots:
                 stream.wait_for(slot.ticket)
 
             def issue(k):
-                start = starts[k]
-                size = min(CHUNK, out.size - start)
-                self._submit_copy(self.slots[k % 2], buffer, self.slots[k % 2].buffer,
-                                  offset + start, 0, size)
+                slot = slots[k % len(slots)]
+                size = min(CHUNK, out.size - starts[k])
+                slot.reserve(size)
+                self._submit_copy(slot, buffer, slot.buffer, offset + starts[k], 0, size)
 
-            for k in range(min(2, len(starts))):
+            for k in range(min(len(slots), len(starts))):
                 issue(k)
             for k, start in enumerate(starts):
                 size = min(CHUNK, out.size - start)
-                slot = self.slots[k % 2]
+                slot = slots[k % len(slots)]
                 stream.wait_for(slot.ticket)
                 host_copy(out[start:start + size], slot.view[:size])
-                if k + 2 < len(starts):
-                    issue(k + 2)
+                if k + len(slots) < len(starts):
+                    issue(k + len(slots))
+
+
+class ImportFailed(DriverError):
+    """The device would not import a range of host memory."""
+
+
+class HostImport:
+    """Copies that the device makes straight from or into host memory.
+
+    A copy imports the pages under the host range, a piece at a time
+    (``VK_EXT_external_memory_host``), records a buffer copy for each piece,
+    waits for them and releases the imports, so nothing stays pinned between
+    copies. Copies are serialised: some drivers refuse to pin a page twice.
+    """
+
+    def __init__(self, device):
+        v = vk.module()
+        self.device = device
+        self.alignment = device.host_import_alignment
+        function = v.lib.vkGetDeviceProcAddr(device.handle,
+                                             b"vkGetMemoryHostPointerPropertiesEXT")
+        if function == v.ffi.NULL:
+            raise DriverError("vkGetMemoryHostPointerPropertiesEXT is missing")
+        self._pointer_properties = v.ffi.cast("PFN_vkGetMemoryHostPointerPropertiesEXT",
+                                              function)
+        self.lock = threading.Lock()
+        self.command_buffers = [device.stream.allocate_command_buffer()
+                                for _ in range(_IMPORT_DEPTH)]
+
+    def _import(self, address, nbytes):
+        """Import the whole pages under ``[address, address + nbytes)``.
+
+        Returns ``(buffer, memory, offset)``: a transfer buffer bound to the
+        imported memory, and where ``address`` lies in it. Raises
+        :class:`ImportFailed`, having released everything, if the device
+        refuses.
+        """
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        device = self.device.handle
+        handle_type = v.VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT
+        start = address & ~(self.alignment - 1)
+        size = -(-(address + nbytes - start) // self.alignment) * self.alignment
+        pointer = ffi.cast("void*", start)
+        properties = vk.new("VkMemoryHostPointerPropertiesEXT*", {
+            "sType": v.VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT})
+        result = self._pointer_properties(device, handle_type, pointer, properties)
+        if result != 0:
+            raise ImportFailed(f"vkGetMemoryHostPointerPropertiesEXT failed: "
+                               f"{vk.result_name(result)}", result)
+        external = vk.new("VkExternalMemoryBufferCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+            "handleTypes": handle_type})
+        info = vk.new("VkBufferCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external,
+            "size": size,
+            "usage": v.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | v.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+            "sharingMode": v.VK_SHARING_MODE_EXCLUSIVE})
+        out = vk.new("VkBuffer[1]")
+        result = lib.vkCreateBuffer(device, info, ffi.NULL, out)
+        if result != 0:
+            raise ImportFailed(f"vkCreateBuffer failed: {vk.result_name(result)}", result)
+        buffer = out[0]
+        memory = None
+        try:
+            requirements = vk.new("VkMemoryRequirements*")
+            lib.vkGetBufferMemoryRequirements(device, buffer, requirements)
+            bits = requirements.memoryTypeBits & properties.memoryTypeBits
+            if not bits or requirements.size > size:
+                raise ImportFailed("no memory type can import this host memory")
+            index = self.device.find_memory_type(
+                bits, 0, preferred=v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+            host = vk.new("VkImportMemoryHostPointerInfoEXT*", {
+                "sType": v.VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+                "handleType": handle_type, "pHostPointer": pointer})
+            alloc = vk.new("VkMemoryAllocateInfo*", {
+                "sType": v.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": host,
+                "allocationSize": size, "memoryTypeIndex": index})
+            handle = vk.new("VkDeviceMemory[1]")
+            result = lib.vkAllocateMemory(device, alloc, ffi.NULL, handle)
+            if result != 0:
+                raise ImportFailed(f"importing {size} bytes of host memory failed: "
+                                   f"{vk.result_name(result)}", result)
+            memory = handle[0]
+            result = lib.vkBindBufferMemory(device, buffer, memory, 0)
+            if result != 0:
+                raise ImportFailed(f"vkBindBufferMemory failed: {vk.result_name(result)}",
+                                   result)
+        except BaseException:
+            self._release(buffer, memory)
+            raise
+        return buffer, memory, address - start
+
+    def _release(self, buffer, memory):
+        v = vk.module()
+        v.lib.vkDestroyBuffer(self.device.handle, buffer, v.ffi.NULL)
+        if memory is not None:
+            v.lib.vkFreeMemory(self.device.handle, memory, v.ffi.NULL)
+
+    def _copy(self, host, nbytes, device_buffer, device_offset, to_device):
+        """Copy in pieces: importing (pinning) the next piece overlaps the
+        device's copy of the last, and releasing one overlaps the next copies."""
+        piece = max(self.alignment, IMPORT_PIECE // self.alignment * self.alignment)
+        end = host + nbytes
+        held = collections.deque()
+        with self.lock:
+            try:
+                position, count = host, 0
+                while position < end:
+                    if len(held) == _IMPORT_DEPTH:
+                        self._retire(held.popleft())
+                    # Pieces end on page boundaries: no page is imported twice.
+                    stop = min(end, (position & ~(self.alignment - 1)) + piece)
+                    imported, memory, at = self._import(position, stop - position)
+                    entry = [0, imported, memory]
+                    held.append(entry)
+                    # The piece _IMPORT_DEPTH before this one, the last to
+                    # use this command buffer, has been retired.
+                    command_buffer = self.command_buffers[count % _IMPORT_DEPTH]
+                    count += 1
+                    host_side = (imported, at)
+                    device_side = (device_buffer.handle, device_offset + position - host)
+                    (src, src_offset), (dst, dst_offset) = (
+                        (host_side, device_side) if to_device else (device_side, host_side))
+                    entry[0] = _record_copy(self.device, command_buffer, src, dst, src_offset,
+                                            dst_offset, stop - position, (device_buffer,))
+                    position = stop
+            finally:
+                # The host memory is the caller's: every copy must be over
+                # before its import is released and the call returns.
+                while held:
+                    self._retire(held.popleft())
+
+    def _retire(self, entry):
+        ticket, imported, memory = entry
+        if ticket:
+            self.device.stream.wait_for(ticket)
+        self._release(imported, memory)
+
+    def write(self, buffer, data, offset):
+        """Copy the contiguous uint8 array ``data`` into ``buffer`` at ``offset``.
+
+        Returns once the device has copied it. Raises :class:`ImportFailed`
+        if the device would not import ``data``'s memory.
+        """
+        self._copy(data.ctypes.data, data.size, buffer, offset, to_device=True)
+
+    def read(self, buffer, out, offset):
+        """Copy ``out.size`` bytes of ``buffer`` from ``offset`` into the
+        contiguous uint8 array ``out``; as :meth:`write` otherwise."""
+        self._copy(out.ctypes.data, out.size, buffer, offset, to_device=False)
 
 
 def staging(device):
@@ -127,3 +337,46 @@ def staging(device):
         if device.staging is None:
             device.staging = Staging(device)
         return device.staging
+
+
+def host_import(device):
+    """The device's :class:`HostImport`, or None where it cannot import."""
+    if not device.host_import_alignment:
+        return None
+    with device.lock:
+        if device.host_importer is None:
+            device.host_importer = HostImport(device)
+        return device.host_importer
+
+
+def _importer(device, nbytes):
+    if nbytes < IMPORT_MIN or not config.host_import():
+        return None
+    return host_import(device)
+
+
+def write(buffer, data, offset):
+    """Copy the uint8 array ``data`` into ``buffer`` at ``offset`` with the
+    device's DMA: straight from ``data``'s memory where import is on and the
+    device can import it, else through staging memory."""
+    importer = _importer(buffer.device, data.size)
+    if importer is not None:
+        try:
+            importer.write(buffer, data, offset)
+            return
+        except ImportFailed:
+            pass
+    staging(buffer.device).write(buffer, data, offset)
+
+
+def read(buffer, out, offset):
+    """Copy ``out.size`` bytes of ``buffer`` from ``offset`` into the uint8
+    array ``out``, by the same paths as :func:`write`."""
+    importer = _importer(buffer.device, out.size)
+    if importer is not None:
+        try:
+            importer.read(buffer, out, offset)
+            return
+        except ImportFailed:
+            pass
+    staging(buffer.device).read(buffer, out, offset)
