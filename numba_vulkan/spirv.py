@@ -59,3 +59,20 @@ def capabilities(binary):
     _, instructions = parse(binary)
     return [CAPABILITIES.get(inst[1], str(inst[1])) for inst in instructions
             if opcode(inst) == _OP_CAPABILITY]
+
+
+_OP_SELECTION_MERGE = 247
+_OP_SWITCH = 251
+
+
+def unmerged_switch(binary):
+    """Whether an ``OpSwitch`` lacks the ``OpSelectionMerge`` that structured
+    control flow requires right before it."""
+    _, instructions = parse(binary)
+    previous = None
+    for inst in instructions:
+        op = opcode(inst)
+        if op == _OP_SWITCH and previous != _OP_SELECTION_MERGE:
+            return True
+        previous = op
+    return False

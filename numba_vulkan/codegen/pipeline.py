@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 
 from numba_vulkan import config, spirv
-from numba_vulkan.codegen import (backend, exact, fixups, legalize, libclc_link, logical,
-                                   narrow, optimize, strip, structurize, validate,
+from numba_vulkan.codegen import (backend, counters, exact, fixups, legalize, libclc_link,
+                                   logical, narrow, optimize, strip, structurize, validate,
                                    workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
@@ -53,23 +53,40 @@ def build(sources, bindings, local_size, target, name="kernel"):
         text = logical.rewrite(str(module), bindings)
         module = optimize.link([text], target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm, speed=2)
-        module = structurize.structurize(module, tm, ENTRY_POINT)
-        final = logical.lower_markers(str(module), tuple(local_size))
-        final = narrow.final(final, target.narrowed)
-        final = workarounds.signed_remainder(final)
-        final = legalize.legalize(final)
-        if "float64" not in target.narrowed and not exact.contraction_allowed(sources):
-            final = legalize.exact_float32(final)
-    # At -O0 the backend runs no pass that reshapes the control flow (code
-    # generation preparation, loop strength reduction, tail duplication)
-    # before its own structurizer: the shape built above reaches it intact.
-    binary = fixups.repair(strip.strip(backend.emit(final, target.triple, opt=0)))
+        final = _structured(module, tm, local_size, target, sources, breaks=True)
+    binary = _emit(final, target)
+    if spirv.unmerged_switch(binary):
+        # The backend's own structurizer mishandled a loop left by breaks;
+        # every loop leaving through a flag in its latch avoids that.
+        with _llvm_lock:
+            final = _structured(module, tm, local_size, target, sources, breaks=False)
+        binary = _emit(final, target)
     if not exact.contraction_allowed(sources):
         binary = exact.decorate(binary)
     _dump(name, final, binary)
     if config.validate():
         validate.validate(binary, target.target_env)
     return Module(binary, final, spirv.capabilities(binary))
+
+
+def _structured(module, tm, local_size, target, sources, breaks):
+    """The final IR for the backend: structured control flow, markers
+    lowered, narrowed and legalised."""
+    module = structurize.structurize(module, tm, ENTRY_POINT, breaks)
+    final = logical.lower_markers(counters.narrow(str(module)), tuple(local_size))
+    final = narrow.final(final, target.narrowed)
+    final = workarounds.signed_remainder(final)
+    final = legalize.legalize(final)
+    if "float64" not in target.narrowed and not exact.contraction_allowed(sources):
+        final = legalize.exact_float32(final)
+    return final
+
+
+def _emit(final, target):
+    # At -O0 the backend runs no pass that reshapes the control flow (code
+    # generation preparation, loop strength reduction, tail duplication)
+    # before its own structurizer: the shape built above reaches it intact.
+    return fixups.repair(strip.strip(backend.emit(final, target.triple, opt=0)))
 
 
 def _dump(name, text, binary):

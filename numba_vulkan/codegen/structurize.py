@@ -9,11 +9,13 @@ has a structurizer of its own, but it emits invalid modules (or aborts) on
 exactly these shapes, so this pass rebuilds the control flow first, into a
 form where the backend only has to find what is already there:
 
-* every loop has one latch and one dedicated exit block, and leaves through
-  one exit test that runs every iteration. A loop with several exits
-  (``break``, ``return`` from inside, a ``continue`` elsewhere) gets a new
-  latch: each exit sets a flag and a selector and goes there, and the exit
-  block dispatches on the selector to where the loop was left for;
+* every loop has one latch and one dedicated exit block (its merge block).
+  An innermost loop with at most two exits (``while`` with a ``break``)
+  leaves by breaks: each exit branches straight to the exit block. Other
+  loops with several exits (``return`` from inside, exits from nested
+  loops) get a new latch: each exit sets a flag and goes there, and the
+  latch tests the flag. Either way a selector records where the loop was
+  left for, and the exit block dispatches on it;
 * in the acyclic part of every loop body and of the function, each branch
   has an immediate post-dominator that no other construct uses as its merge
   block, and the paths between the two never leave or enter from the side.
@@ -45,6 +47,13 @@ _CBR = re.compile(rf"^br i1 (\S+), label {_NAME}, label {_NAME}$")
 _ALLOCA = re.compile(r'^\s*(%(?:"[^"]*"|[-a-zA-Z$._0-9]+)) = alloca (.+?)(?:, align \d+)?$')
 _STORE = re.compile(r"^\s*store (?:volatile )?[^,]+, ptr (%[^\s,]+)")
 _LOAD = re.compile(r"^\s*%\S+ = load (?:volatile )?[^,]+, ptr (%[^\s,]+)")
+#: Most exits a loop may leave by as breaks. The backend's structurizer
+#: gives a loop left by several edges a new exit block that branches on
+#: which edge was taken; for three or more edges, and around nested loops,
+#: that can be a switch without a merge instruction, which spirv-val
+#: rejects. So only innermost loops with at most this many exits leave by
+#: breaks; others leave through a flag tested in their latch.
+_MAX_BREAKS = 2
 _ODD_INT = re.compile(r"(?<=[\s(<\[{,])i(?!(?:1|8|16|32|64)\b)\d+\b")
 
 
@@ -99,7 +108,8 @@ class _Loop:
 class _Function:
     """The blocks of one function in reg2mem form, and the rewrite."""
 
-    def __init__(self, lines):
+    def __init__(self, lines, breaks=True):
+        self.breaks = breaks
         self.blocks = {}
         self.order = []
         self.counter = 0
@@ -240,7 +250,9 @@ class _Function:
         ``stores`` on the way (in ``source`` itself when it branches
         unconditionally, else in a new block on the edge)."""
         block = self.blocks[source]
-        if block.term == ("br", old):
+        if not stores:
+            block.retarget(old, new)
+        elif block.term == ("br", old):
             block.body.extend(stores)
             block.term = ("br", new)
         else:
@@ -347,8 +359,8 @@ class _Function:
     # Loops -----------------------------------------------------------------
 
     def normalise_loops(self):
-        """Give every loop one latch that is its only exiting block, and a
-        dedicated exit block.
+        """Give every loop one latch and a dedicated exit block, which every
+        exit reaches directly (a break) or through the latch.
 
         Outer loops go first: their exits (a ``return`` from an inner loop)
         then lead to the outer latch, which lies inside every inner loop's
@@ -362,13 +374,14 @@ class _Function:
             if not pending:
                 break
             loop = max(pending, key=lambda lp: len(lp.blocks))
-            done[loop.header] = self._normalise(loop)
+            innermost = not any(h != loop.header and h in loop.blocks for h in loops)
+            done[loop.header] = self._normalise(loop, innermost)
         loops = self.find_loops()
         for h, loop in loops.items():
             loop.latch, loop.exit = done[h]
         return loops
 
-    def _normalise(self, loop):
+    def _normalise(self, loop, innermost):
         header, inside = loop.header, loop.blocks
         preds = self.preds()
         latches = [p for p in preds[header] if p in inside]
@@ -389,7 +402,6 @@ class _Function:
             self.blocks[exiting].retarget(target, dedicated)
             self.join_after(header, inside, preds, dedicated, target)
             return latches[0], dedicated
-        cont = self.alloca("cont", "i1")
         selector = self.alloca("exitsel", "i32") if len(targets) > 1 else None
         ids = {v: k for k, v in enumerate(targets)}
         if targets:
@@ -398,6 +410,33 @@ class _Function:
             # A loop that never exits still needs a merge block.
             after = self.new_block("exit", [], ("br", self.exit))
         dedicated = self.new_block("exit", [], ("br", after))
+        if self.breaks and innermost and len(exits) <= _MAX_BREAKS:
+            latch = self._breaks(header, latches, exits, ids, selector, dedicated)
+        else:
+            latch = self._exit_flag(header, latches, exits, ids, selector, dedicated)
+        self.join_after(header, inside, preds, dedicated, after)
+        return latch, dedicated
+
+    def _breaks(self, header, latches, exits, ids, selector, dedicated):
+        """Make every exit a break: a branch straight to the loop's merge
+        block (after setting the selector). GPU compilers turn a break into
+        a predicated exit; a flag tested in the latch instead costs a value
+        and a branch that every lane runs every iteration. Returns the latch."""
+        if len(latches) == 1 and self.blocks[latches[0]].term == ("br", header):
+            latch = latches[0]
+        else:
+            latch = self.new_block("latch", [], ("br", header))
+            for u in latches:
+                self.reroute(u, header, latch, [])
+        for u, v in exits:
+            stores = [f"  store i32 {ids[v]}, ptr {selector}, align 4"] if selector else []
+            self.reroute(u, v, dedicated, stores)
+        return latch
+
+    def _exit_flag(self, header, latches, exits, ids, selector, dedicated):
+        """Send every exit and back edge to a new latch that leaves the loop
+        when a flag says so. Returns the latch."""
+        cont = self.alloca("cont", "i1")
         flag = "%" + self.fresh("cont")
         latch = self.new_block("latch", [f"  {flag} = load i1, ptr {cont}, align 1"],
                                ("cbr", flag, header, dedicated))
@@ -408,8 +447,7 @@ class _Function:
             if selector:
                 stores.append(f"  store i32 {ids[v]}, ptr {selector}, align 4")
             self.reroute(u, v, latch, stores)
-        self.join_after(header, inside, preds, dedicated, after)
-        return latch, dedicated
+        return latch
 
     def join_after(self, header, inside, preds, exit_block, after):
         """Where values leave the loop, make its exit a join with a path
@@ -483,9 +521,12 @@ class _Function:
             return [self.loops[node].exit]
         succs = self.blocks[node].succs()
         if level is not None:
-            # The one exit test of a loop left as it was is a break, not a
-            # branch of the loop body.
-            succs = [s for s in succs if s != self.loops[level].exit]
+            # A branch to the loop's merge block is a break, not a branch of
+            # the loop body. A block that only breaks ends its path through
+            # the body: for finding merge blocks it leads to the region's
+            # end, so a selection with a breaking arm merges where its other
+            # arms meet that end.
+            succs = [s for s in succs if s != self.loops[level].exit] or [stop]
         return succs
 
     def region(self, start, stop, level):
@@ -802,13 +843,15 @@ def _run(module, tm, add_passes):
     pm.run(module, pb)
 
 
-def structurize(module, tm, entry="main"):
+def structurize(module, tm, entry="main", breaks=True):
     """Restructure the control flow of ``entry`` in ``module``.
 
     Args:
         module: An optimised :class:`llvmlite.binding.ModuleRef` in which
             everything is inlined into ``entry``.
         tm: The SPIR-V target machine.
+        breaks: Let innermost loops with few exits leave by breaks; False
+            sends every exit through a flag in the loop's latch.
 
     Returns:
         A new module whose ``entry`` has structured control flow.
@@ -822,7 +865,7 @@ def structurize(module, tm, entry="main"):
     _run(module, tm, lambda pm: pm.add_register_to_memory_pass())
     lines = str(module).splitlines()
     start, end = _function_bounds(lines, entry)
-    function = _Function(lines[start + 1:end])
+    function = _Function(lines[start + 1:end], breaks)
     function.structure(function.normalise_loops())
     declaration = f"declare i32 @{markers.PUSH}i32(i32)"
     if function.uses_push and not any(line.startswith(declaration) for line in lines):

@@ -1,0 +1,105 @@
+"""Loop counters run in 32 bits where they are bounded by a 32-bit value,
+and give numba.njit's results; other 64-bit values stay 64-bit."""
+
+import llvmlite.binding as llvm
+import numba
+import numpy as np
+
+import numba_vulkan as nv
+from numba_vulkan.codegen import counters
+from helpers import assert_valid_spirv, compiled_kernels
+
+
+@numba.njit
+def escape_count(cr, ci, limit):
+    zr = 0.0
+    zi = 0.0
+    n = 0
+    while n < limit:
+        zr2 = zr * zr
+        zi2 = zi * zi
+        if zr2 + zi2 > 4.0:
+            break
+        zi = 2.0 * zr * zi + ci
+        zr = zr2 - zi2 + cr
+        n += 1
+    return n
+
+
+@numba.njit
+def strided_sum(x, start, stop, step):
+    total = 0.0
+    for k in range(start, stop, step):
+        total += x[k % x.shape[0]]
+    return total
+
+
+def test_escape_counts_and_range_loops_match_njit_with_32_bit_counters():
+    @nv.jit
+    def kernel(c, limits, x, out_n, out_s):
+        i = nv.global_id(0)
+        if i < c.shape[0]:
+            out_n[i] = escape_count(c[i, 0], c[i, 1], limits[i])
+            out_s[i] = strided_sum(x, limits[i] - 40, limits[i], 3)
+
+    rng = np.random.default_rng(11)
+    n = 300
+    c = rng.uniform(-2.0, 1.0, (n, 2))
+    limits = rng.integers(-5, 200, n).astype(np.int32)
+    x = rng.random(64)
+    out_n = np.zeros(n, np.int32)
+    out_s = np.zeros(n)
+    kernel[(n + 63) // 64, 64](c, limits, x, out_n, out_s)
+    expected_n = [escape_count(c[i, 0], c[i, 1], limits[i]) for i in range(n)]
+    expected_s = [strided_sum(x, limits[i] - 40, limits[i], 3) for i in range(n)]
+    np.testing.assert_array_equal(out_n, expected_n)
+    np.testing.assert_allclose(out_s, expected_s, rtol=1e-12)
+    (compiled,) = compiled_kernels(kernel)
+    assert_valid_spirv(compiled)
+    assert "phi i32" in compiled.llvm_ir
+    assert "phi i64" not in compiled.llvm_ir
+
+
+_FUNCTION = """
+define i32 @f(i32 %bound, i64 %wide) {
+entry:
+  %b = sext i32 %bound to i64
+  br label %loop
+loop:
+  %n = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %next = add nuw nsw i64 %n, 1
+  %use = USE
+  %done = icmp sge i64 %next, %b
+  br i1 %done, label %exit, label %loop
+exit:
+  %r = trunc i64 %next to i32
+  ret i32 %r
+}
+"""
+
+
+def _narrowed(use):
+    text = counters.narrow(_FUNCTION.replace("USE", use))
+    llvm.parse_assembly(text).verify()
+    return text
+
+
+def test_a_bounded_counter_becomes_32_bit():
+    text = _narrowed("icmp eq i64 %n, 7")
+    assert "phi i32 [ 0, %entry ], [ %next, %loop ]" in text
+    assert "icmp sge i32 %next, %bound" in text
+    assert "i64 %n" not in text
+
+
+def test_a_counter_with_a_64_bit_use_stays_64_bit():
+    for use in ("mul i64 %n, %wide", "icmp eq i64 %n, %wide", "add nsw i64 %n, 2"):
+        text = _narrowed(use)
+        assert "phi i64" in text, use
+
+
+def test_a_tally_without_a_32_bit_bound_stays_64_bit():
+    closed = _FUNCTION.replace("USE", "trunc i64 %n to i32")
+    assert "phi i32" in counters.narrow(closed)
+    text = counters.narrow(closed.replace("icmp sge i64 %next, %b", "icmp sge i64 %wide, 5"))
+    llvm.parse_assembly(text).verify()
+    assert "phi i64" in text
