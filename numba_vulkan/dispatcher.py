@@ -57,8 +57,8 @@ class _Plan:
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
-        self.kinds = tuple(_COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
-                           if p.kind == "scalar" else _ARRAY
+        self.kinds = tuple(_ARRAY if p.kind == "array" else
+                           _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
                            for p in kernel.params if p.kind != "status")
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "

@@ -1,5 +1,8 @@
 """End to end: kernels compile to SPIR-V and give NumPy's results on lavapipe."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -198,3 +201,25 @@ def test_bool_uint32_and_3d_arrays(rng):
     mixed_scalars[(1, 1, 1), (8, 8, 4)](False, 7, np.uint32(3), out_u, out_3d)
     assert (out_3d == -1).all()
     _check_modules(mixed_scalars)
+
+
+def test_synchronize_after_the_last_reference_to_a_kernel_is_gone():
+    # The queue drops what finished work kept alive; a pipeline released
+    # then synchronizes, which must not wait for the queue's own lock.
+    script = (
+        "import gc, numpy as np, numba_vulkan as nv\n"
+        "def run():\n"
+        "    @nv.jit\n"
+        "    def bump(x):\n"
+        "        x[nv.global_id(0)] += 1\n"
+        "    d = nv.to_device(np.zeros(64, np.int32))\n"
+        "    bump[1, 64](d)\n"
+        "    return d\n"
+        "d = run()\n"
+        "gc.collect()\n"
+        "nv.synchronize()\n"
+        "assert (d.copy_to_host() == 1).all()\n"
+        "print('ok')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr

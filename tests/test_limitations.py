@@ -133,3 +133,25 @@ def test_narrowed_int64_shift_by_40():
             x[i] = x[i] >> 40
 
     shift.compile("void(int64[::1])", target=nv.TargetDescription(float64=False, int64=False))
+
+
+@pytest.mark.xfail(strict=True, reason="a counter compared with a 32-bit value runs in 32 bits")
+def test_counter_stepped_past_2_to_the_31_in_one_invocation():
+    # Run with x = 3e9, n would pass 2^31 and wrap, and ``n > k`` would stop
+    # counting there; that takes 3e9 trips of one loop in one invocation, so
+    # the test reads the compiled code for the counter that would wrap.
+    @nv.jit
+    def tally(out, x, k):
+        n = 0
+        v = 0.0
+        while v < x:
+            v += 1.0
+            n += 1
+            if n > k:
+                out[1] += 1
+        out[0] = n
+
+    compiled = tally.compile("void(int32[::1], float64, int32)")
+    counter = [line for line in compiled.llvm_ir.splitlines()
+               if line.lstrip().startswith("%n.2.0") and " phi " in line]
+    assert len(counter) == 1 and " phi i64 " in counter[0]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 
 from numba_vulkan import config, spirv
-from numba_vulkan.codegen import (backend, counters, exact, fixups, legalize, libclc_link,
+from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
                                    logical, narrow, optimize, strip, structurize, validate,
                                    workarounds)
 
@@ -73,7 +73,8 @@ def _structured(module, tm, local_size, target, sources, breaks):
     """The final IR for the backend: structured control flow, markers
     lowered, narrowed and legalised."""
     module = structurize.structurize(module, tm, ENTRY_POINT, breaks)
-    final = logical.lower_markers(counters.narrow(str(module)), tuple(local_size))
+    final = logical.lower_markers(int32.low_bits(int32.counters(str(module))),
+                                  tuple(local_size))
     final = narrow.final(final, target.narrowed)
     final = workarounds.signed_remainder(final)
     final = legalize.legalize(final)

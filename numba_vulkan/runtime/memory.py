@@ -16,14 +16,24 @@ _MIN_BUFFER = 16
 class Buffer:
     """A ``VkBuffer`` with its own memory, usable as a storage buffer.
 
-    Device-local memory is preferred. Where that memory is also host-visible
-    (CPU drivers, unified memory, a GPU with resizable BAR) it stays mapped
-    and writes are plain memory copies, and so are reads where the mapping is
+    Device-local memory is preferred, and of that, memory the host cannot
+    map: on an H200 a launch that writes host-visible video memory (through
+    a resizable BAR) took about 5 µs longer to synchronize. Where all memory
+    is host-visible (CPU drivers, unified memory) the buffer stays mapped and
+    writes are plain memory copies, and so are reads where the mapping is
     cached; elsewhere the device copies, through staging memory or from host
     memory it imports (see :mod:`~numba_vulkan.runtime.transfer`).
+
+    Args:
+        device: The :class:`~numba_vulkan.runtime.device.Device`.
+        nbytes: Size in bytes.
+        host: Host-visible memory, cached where possible: staging for reads.
+        upload: Memory the host writes and the device reads: video memory
+            mapped through a resizable BAR where the device has one (the
+            host's writes then cross the bus once), else as ``host``.
     """
 
-    def __init__(self, device, nbytes, host=False):
+    def __init__(self, device, nbytes, host=False, upload=False):
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         self.device = device
@@ -40,12 +50,12 @@ class Buffer:
         lib.vkGetBufferMemoryRequirements(device.handle, self.handle, requirements)
         visible = v.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | v.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         local = v.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-        if host:
-            index = device.find_memory_type(requirements.memoryTypeBits, visible,
-                                            preferred=v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-        elif device.bar_memory_type is not None and (
+        if upload and device.bar_memory_type is not None and (
                 requirements.memoryTypeBits >> device.bar_memory_type) & 1:
             index = device.bar_memory_type
+        elif host or upload:
+            index = device.find_memory_type(requirements.memoryTypeBits, visible,
+                                            preferred=v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
         else:
             index = device.find_memory_type(requirements.memoryTypeBits, local, avoid=visible)
             if index is None:

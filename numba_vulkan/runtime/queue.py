@@ -118,7 +118,8 @@ class Queue:
 
         Args:
             keep_alive: Objects (buffers, pipelines) that must outlive the work.
-            on_done: Called once the work has finished, from :meth:`synchronize`.
+            on_done: Called once the work has finished, from :meth:`synchronize`
+                or a later submission.
 
         Returns:
             The submission's number, for :meth:`wait_for`.
@@ -135,9 +136,9 @@ class Queue:
             # and a later wait for its number would never return.
             self._submitted = number
             self._in_flight.append((number, keep_alive, on_done))
-            if not number % _POLL_EVERY:
-                self._retire(self._poll())
-            return number
+            finished = self._retire(self._poll()) if not number % _POLL_EVERY else ()
+        self._finish(finished)
+        return number
 
     def _poll(self):
         result = self._get_counter(self._device, self._semaphore_handle, self._counter)
@@ -146,14 +147,21 @@ class Queue:
         return self._counter[0]
 
     def _retire(self, completed):
-        """Drop what finished work kept alive; return its callbacks."""
+        """Take the submissions up to ``completed`` off the in-flight list."""
         self._completed = max(self._completed, completed)
-        done = []
+        finished = []
         while self._in_flight and self._in_flight[0][0] <= completed:
-            _, _, on_done = self._in_flight.popleft()
+            finished.append(self._in_flight.popleft())
+        return finished
+
+    @staticmethod
+    def _finish(finished):
+        """Run finished work's callbacks; what it kept alive goes with the
+        list. Both happen outside the lock: releasing the last reference to
+        a pipeline synchronizes, which takes the lock again."""
+        for _, _, on_done in finished:
             if on_done is not None:
-                done.append(on_done)
-        return done
+                on_done()
 
     def synchronize(self):
         """Wait until all submitted work has finished."""
@@ -184,6 +192,5 @@ class Queue:
                 self._wait_value[0] = target
                 vk.check(self._v.lib.vkWaitSemaphores(self._device, self._wait_info,
                                                       2 ** 64 - 1), "vkWaitSemaphores")
-            done = self._retire(target)
-        for on_done in done:
-            on_done()
+            finished = self._retire(target)
+        self._finish(finished)

@@ -1,22 +1,26 @@
-"""Loop counters in 32 bits where they provably stay there.
+"""64-bit integer arithmetic done in 32 bits where the result is the same.
 
-Numba types every integer a kernel counts with as int64 (``n = 0; n += 1``,
-``for i in range(k)``), and LLVM has no pass that narrows an induction
-variable. GPUs do 64-bit integer arithmetic in two or more 32-bit steps,
-so a loop whose trip is short pays for the counter as much as for its
-work: Mandelbrot's inner loop ran 14 % faster on an H200 with an int32
-counter, all else equal.
+Numba types every integer a kernel computes with as int64 (``n += 1``,
+``for i in range(k)``, index arithmetic), and GPUs do 64-bit integer
+arithmetic in two or more 32-bit steps (a multiply in several). LLVM has
+no pass that narrows such values for a target that has int64, so this
+module does two rewrites of the final IR:
 
-A group of 64-bit values is narrowed when it is closed: phis and
-additions of ±1 with ``nsw`` whose operands are members, 32-bit constants
-or sign extensions of 32-bit values, and whose uses are members,
-truncations to 32 bits or comparisons with such operands. Such a counter
-moves by one step at a time from a 32-bit start, and at least one of its
-comparisons sets it against a 32-bit value: the loop's bound. Each group
-must have such a comparison, which keeps a plain tally of trips in 64 bits.
-What remains assumed is that a bounded counter is not stepped past 2^31
-within one invocation (2^31 trips of one loop in one GPU thread);
-``docs/limitations.md`` says so.
+* :func:`low_bits`: an addition, subtraction, multiplication, left shift
+  or bitwise operation whose result is only ever truncated to 32 bits (an
+  element index, mostly) needs only the low 32 bits of its operands, so it
+  is done in 32 bits. This is exact.
+* :func:`counters`: a loop counter moving by ±1 from a 32-bit start and
+  compared with a 32-bit value (its bound) is kept in 32 bits. A group of
+  64-bit values is narrowed when it is closed: phis and additions of ±1
+  with ``nsw`` whose operands are members, 32-bit constants or sign
+  extensions of 32-bit values, and whose uses are members, truncations to
+  32 bits or comparisons with such operands; and at least one of those
+  comparisons is with a 32-bit value, which keeps a plain tally of trips in
+  64 bits. What is assumed is that a bounded counter is not stepped past
+  2^31 within one invocation (2^31 trips of one loop in one GPU thread);
+  ``docs/limitations.md`` says so. On an H200, Mandelbrot's inner loop ran
+  14 % faster with an int32 counter, all else equal.
 """
 
 import re
@@ -40,9 +44,9 @@ def _constant(token):
     return value if _I32_MIN <= value <= _I32_MAX else None
 
 
-def narrow(text):
-    """Rewrite the closed groups of 64-bit counters in ``text`` (IR of a
-    module) as 32-bit values."""
+def counters(text):
+    """Rewrite the closed groups of bounded 64-bit counters in ``text`` (IR
+    of a module) as 32-bit values."""
     lines = text.split("\n")
     defs, leaves = {}, {}
     for i, line in enumerate(lines):
@@ -153,3 +157,76 @@ def _bounded_groups(members, bounded, defs):
                 parent[root(token)] = root(name)
     keep = {root(m) for m in bounded & members}
     return {m for m in members if root(m) in keep}
+
+
+_LOW = re.compile(r"^(add|sub|mul|shl|and|or|xor)((?: nuw| nsw| disjoint)*) i64 (\S+), (\S+)$")
+_EXTEND = re.compile(r"^[sz]ext i32 (\S+) to i64$")
+
+
+def low_bits(text):
+    """Do in 32 bits the 64-bit integer operations of ``text`` (IR of a
+    module) whose results only reach truncations to 32 bits."""
+    lines = text.split("\n")
+    ops, extended = {}, {}
+    for i, line in enumerate(lines):
+        m = _DEF.match(line)
+        if not m:
+            continue
+        name, rhs = m.groups()
+        op = _LOW.match(rhs)
+        # A shift by 32 or more would be poison in 32 bits.
+        if op and (op.group(1) != "shl" or _constant(op.group(4)) in range(32)):
+            ops[name] = (i, op)
+        e = _EXTEND.match(rhs)
+        if e:
+            extended[name] = e.group(1)
+    if not ops:
+        return text
+    uses = {}
+    for i, line in enumerate(lines):
+        m = _DEF.match(line)
+        own = m.group(1) if m else None
+        for token in _NAME.findall(line):
+            if token != own and token in ops:
+                uses.setdefault(token, set()).add(i)
+    members = set(ops)
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(members):
+            for j in uses.get(name, ()):
+                use = _DEF.match(lines[j])
+                if use and (use.group(1) in members or _TRUNC.match(use.group(2))):
+                    continue
+                members.discard(name)
+                changed = True
+                break
+    if not members:
+        return text
+    inserted = {}
+    for name in members:
+        i, op = ops[name]
+        kind, _, a, b = op.groups()
+        operands = []
+        for token in (a, b):
+            if token in members:
+                operands.append(token)
+            elif token in extended:
+                operands.append(extended[token])
+            elif token.lstrip("-").isdigit():
+                operands.append(str((int(token) + 2 ** 31) % 2 ** 32 - 2 ** 31))
+            else:
+                low = f"%nv.lo.{sum(map(len, inserted.values()))}"
+                inserted.setdefault(i, []).append(f"  {low} = trunc i64 {token} to i32")
+                operands.append(low)
+        lines[i] = f"  {name} = {kind} i32 {operands[0]}, {operands[1]}"
+        for j in uses.get(name, ()):
+            user, urhs = _DEF.match(lines[j]).groups()
+            t = _TRUNC.match(urhs)
+            if t:
+                lines[j] = f"  {user} = add i32 {t.group(1)}, 0"
+    out = []
+    for i, line in enumerate(lines):
+        out.extend(inserted.get(i, ()))
+        out.append(line)
+    return "\n".join(out)

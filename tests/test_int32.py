@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 import numba_vulkan as nv
-from numba_vulkan.codegen import counters
+from numba_vulkan.codegen import int32
 from helpers import assert_valid_spirv, compiled_kernels
 
 
@@ -79,7 +79,7 @@ exit:
 
 
 def _narrowed(use):
-    text = counters.narrow(_FUNCTION.replace("USE", use))
+    text = int32.counters(_FUNCTION.replace("USE", use))
     llvm.parse_assembly(text).verify()
     return text
 
@@ -99,7 +99,45 @@ def test_a_counter_with_a_64_bit_use_stays_64_bit():
 
 def test_a_tally_without_a_32_bit_bound_stays_64_bit():
     closed = _FUNCTION.replace("USE", "trunc i64 %n to i32")
-    assert "phi i32" in counters.narrow(closed)
-    text = counters.narrow(closed.replace("icmp sge i64 %next, %b", "icmp sge i64 %wide, 5"))
+    assert "phi i32" in int32.counters(closed)
+    text = int32.counters(closed.replace("icmp sge i64 %next, %b", "icmp sge i64 %wide, 5"))
     llvm.parse_assembly(text).verify()
     assert "phi i64" in text
+
+
+_ARITHMETIC = """
+define i32 @g(i32 %a, i64 %wide, i32 %c) {
+entry:
+  %ea = sext i32 %a to i64
+  %ec = zext i32 %c to i64
+  %m = mul nsw i64 %ea, %wide
+  %s = add nuw nsw i64 %m, %ec
+  %k = shl i64 %s, SHIFT
+  %t = trunc i64 %k to i32
+  %x = add i64 %wide, 1
+  %big = icmp sgt i64 %x, 9
+  %tx = trunc i64 %x to i32
+  %r = select i1 %big, i32 %t, i32 %tx
+  ret i32 %r
+}
+"""
+
+
+def _low_bits(shift):
+    text = int32.low_bits(_ARITHMETIC.replace("SHIFT", shift))
+    llvm.parse_assembly(text).verify()
+    return text
+
+
+def test_arithmetic_only_truncated_runs_in_32_bits():
+    text = _low_bits("3")
+    assert "mul i32 %a, %nv.lo" in text
+    assert "add i32 %m, %c" in text
+    assert "shl i32 %s, 3" in text
+    assert "add i64 %wide, 1" in text
+
+
+def test_a_shift_past_31_stays_64_bit():
+    text = _low_bits("40")
+    assert "shl i64 %s, 40" in text
+    assert "mul nsw i64" in text
