@@ -1,14 +1,11 @@
-"""Copies the device makes from imported host memory, the staging fallback,
-and the choice of memory types for writes through a resizable BAR."""
-
-import functools
-import types
+"""Copies the device makes from imported host memory, and the staging
+fallback."""
 
 import numpy as np
 import pytest
 
 from numba_vulkan.runtime import transfer
-from numba_vulkan.runtime.device import Device, current_device
+from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.memory import Buffer, DeviceArray
 
 
@@ -111,7 +108,7 @@ def test_device_arrays_through_dma(monkeypatch, rng, import_on):
 
 
 def test_uncached_mapping_is_read_by_dma(rng):
-    """Writes go through the mapping; reads of uncached (BAR) memory do not."""
+    """Writes go through the mapping; reads of uncached memory do not."""
     buffer = Buffer(current_device(), 20_000)
     data = rng.integers(0, 256, 12_345, dtype=np.uint8)
     buffer.write(data, 3)
@@ -119,18 +116,3 @@ def test_uncached_mapping_is_read_by_dma(rng):
     out = np.zeros_like(data)
     buffer.read(out, 3)
     np.testing.assert_array_equal(out, data)
-
-
-def _bar_type(memory_types):
-    stub = types.SimpleNamespace(memory_types=memory_types)
-    stub.find_memory_type = functools.partial(Device.find_memory_type, stub)
-    return Device._bar_memory_type(stub)
-
-
-def test_bar_memory_type_needs_resizable_bar():
-    h200 = [(0x0, 1), (0x1, 0), (0x6, 1), (0xE, 1), (0x7, 0)]
-    assert _bar_type(h200) == 4
-    small_bar = [(0x1, 0), (0x6, 1), (0xE, 1), (0x7, 2)]   # a 256 MiB window of its own
-    assert _bar_type(small_bar) is None
-    unified = [(0xF, 0)]                                      # every type already mappable
-    assert _bar_type(unified) is None

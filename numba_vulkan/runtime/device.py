@@ -275,7 +275,6 @@ class Device:
         lib.vkGetDeviceQueue(self.handle, self.queue_family, 0, queue)
         self.queue = queue[0]
         self.memory_types = self._memory_types()
-        self.bar_memory_type = self._bar_memory_type()
         pool_info = vk.new("VkCommandPoolCreateInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
             "flags": v.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -318,26 +317,6 @@ class Device:
         v.lib.vkGetPhysicalDeviceMemoryProperties(self.physical, props)
         return [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
                 for i in range(props.memoryTypeCount)]
-
-    def _bar_memory_type(self):
-        """A device-local, host-visible type on the main device-local heap.
-
-        With resizable BAR the host can map all of video memory: writing
-        through such a mapping beats staging (no second copy), though reading
-        through it is very slow. Without it the host-visible device-local
-        type has a heap of its own, too small to hold arrays.
-        """
-        v = vk.module()
-        local = v.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-        visible = v.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | v.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        main = self.find_memory_type(~0, local, avoid=visible)
-        if main is None or self.memory_types[main][0] & visible:
-            return None
-        heap = self.memory_types[main][1]
-        for i, (flags, heap_index) in enumerate(self.memory_types):
-            if heap_index == heap and flags & (local | visible) == local | visible:
-                return i
-        return None
 
     def find_memory_type(self, type_bits, required, preferred=0, avoid=0):
         """Index of a memory type allowed by ``type_bits`` with the ``required``

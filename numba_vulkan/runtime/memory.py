@@ -17,23 +17,23 @@ class Buffer:
     """A ``VkBuffer`` with its own memory, usable as a storage buffer.
 
     Device-local memory is preferred, and of that, memory the host cannot
-    map: on an H200 a launch that writes host-visible video memory (through
-    a resizable BAR) took about 5 µs longer to synchronize. Where all memory
-    is host-visible (CPU drivers, unified memory) the buffer stays mapped and
-    writes are plain memory copies, and so are reads where the mapping is
-    cached; elsewhere the device copies, through staging memory or from host
-    memory it imports (see :mod:`~numba_vulkan.runtime.transfer`).
+    map. An H200 also offers all of its memory host-visible (resizable BAR),
+    but there a launch that writes such memory took 5 to 7 µs longer to
+    synchronize, and once any buffer lived there every launch did; writing
+    through the mapping was no faster than staging once a copy within video
+    memory followed. Where all memory is host-visible (CPU drivers, unified
+    memory) the buffer stays mapped and writes are plain memory copies, and
+    so are reads where the mapping is cached; elsewhere the device copies,
+    through staging memory or from host memory it imports (see
+    :mod:`~numba_vulkan.runtime.transfer`).
 
     Args:
         device: The :class:`~numba_vulkan.runtime.device.Device`.
         nbytes: Size in bytes.
-        host: Host-visible memory, cached where possible: staging for reads.
-        upload: Memory the host writes and the device reads: video memory
-            mapped through a resizable BAR where the device has one (the
-            host's writes then cross the bus once), else as ``host``.
+        host: Host-visible memory, cached where possible (for staging).
     """
 
-    def __init__(self, device, nbytes, host=False, upload=False):
+    def __init__(self, device, nbytes, host=False):
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         self.device = device
@@ -50,10 +50,7 @@ class Buffer:
         lib.vkGetBufferMemoryRequirements(device.handle, self.handle, requirements)
         visible = v.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | v.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         local = v.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-        if upload and device.bar_memory_type is not None and (
-                requirements.memoryTypeBits >> device.bar_memory_type) & 1:
-            index = device.bar_memory_type
-        elif host or upload:
+        if host:
             index = device.find_memory_type(requirements.memoryTypeBits, visible,
                                             preferred=v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
         else:
@@ -77,7 +74,8 @@ class Buffer:
         flags = device.memory_types[index][0]
         self.mapped = None
         #: Whether reads may go through the mapping: reading uncached memory
-        #: (video memory behind the PCIe BAR) is far slower than a DMA.
+        #: (write-combined, or video memory behind the PCIe BAR) is far
+        #: slower than a DMA.
         self.readable = bool(flags & v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
         if flags & visible == visible:
             pointer = vk.new("void**")

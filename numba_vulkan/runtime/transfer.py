@@ -10,11 +10,7 @@ of two paths:
 * Staging: the host copies through a few host-visible chunks while the
   device moves the previous ones. One thread's memcpy is far slower than the
   bus, so each chunk's host copy is split across threads (NumPy releases the
-  GIL while copying). Writes stage in video memory that the host maps
-  through a resizable BAR where the device has one (on an H200, 30 GB/s
-  against 25 through host memory), and the device's copy out of it is a copy
-  within video memory; reads stage in cached host memory, since reading
-  through the BAR is very slow.
+  GIL while copying).
 
 Import, when turned on (``NUMBA_VULKAN_HOST_IMPORT``), is tried first for
 large copies, and staging is the fallback for everything it refuses.
@@ -95,11 +91,10 @@ def host_copy(dst, src):
 
 
 class _Slot:
-    __slots__ = ("device", "upload", "buffer", "view", "command_buffer", "ticket")
+    __slots__ = ("device", "buffer", "view", "command_buffer", "ticket")
 
-    def __init__(self, device, upload):
+    def __init__(self, device):
         self.device = device
-        self.upload = upload
         self.buffer = self.view = None
         self.command_buffer = device.stream.allocate_command_buffer()
         self.ticket = 0
@@ -116,7 +111,7 @@ class _Slot:
         from numba_vulkan.runtime.memory import Buffer
         capacity = max(_SLOT_MIN, 1 << (size - 1).bit_length())
         capacity = max(size, min(capacity, CHUNK))
-        self.buffer = Buffer(self.device, capacity, host=not self.upload, upload=self.upload)
+        self.buffer = Buffer(self.device, capacity, host=True)
         self.view = self.buffer.host_view()
 
 
@@ -137,10 +132,7 @@ class Staging:
     def __init__(self, device):
         self.device = device
         self.lock = threading.Lock()
-        # Writes go through memory the device reads fast (video memory behind
-        # a resizable BAR, where there is one); reads through cached memory.
-        self.uploads = [_Slot(device, upload=True) for _ in range(SLOTS)]
-        self.slots = [_Slot(device, upload=False) for _ in range(SLOTS)]
+        self.slots = [_Slot(device) for _ in range(SLOTS)]
 
     def _submit_copy(self, slot, src, dst, src_offset, dst_offset, size):
         slot.ticket = _record_copy(self.device, slot.command_buffer, src.handle, dst.handle,
@@ -156,7 +148,7 @@ class Staging:
         with self.lock:
             for k, start in enumerate(range(0, data.size, CHUNK)):
                 size = min(CHUNK, data.size - start)
-                slot = self.uploads[k % len(self.uploads)]
+                slot = self.slots[k % len(self.slots)]
                 stream.wait_for(slot.ticket)
                 slot.reserve(size)
                 host_copy(slot.view[:size], data[start:start + size])
