@@ -91,6 +91,16 @@ def test_a_bounded_counter_becomes_32_bit():
     assert "i64 %n" not in text
 
 
+def test_a_bound_known_not_negative_may_be_zero_extended():
+    text = int32.counters(_FUNCTION.replace("USE", "icmp eq i64 %n, 7")
+                          .replace("sext i32 %bound", "zext nneg i32 %bound"))
+    llvm.parse_assembly(text).verify()
+    assert "icmp sge i32 %next, %bound" in text
+    text = int32.counters(_FUNCTION.replace("USE", "icmp eq i64 %n, 7")
+                          .replace("sext i32 %bound", "zext i32 %bound"))
+    assert "phi i64" in text
+
+
 def test_a_counter_with_a_64_bit_use_stays_64_bit():
     for use in ("mul i64 %n, %wide", "icmp eq i64 %n, %wide", "add nsw i64 %n, 2"):
         text = _narrowed(use)

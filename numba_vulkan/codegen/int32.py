@@ -14,7 +14,8 @@ module does two rewrites of the final IR:
   compared with a 32-bit value (its bound) is kept in 32 bits. A group of
   64-bit values is narrowed when it is closed: phis and additions of ±1
   with ``nsw`` whose operands are members, 32-bit constants or sign
-  extensions of 32-bit values, and whose uses are members, truncations to
+  extensions of 32-bit values (or zero extensions of values known not
+  negative), and whose uses are members, truncations to
   32 bits or comparisons with such operands; and at least one of those
   comparisons is with a 32-bit value, which keeps a plain tally of trips in
   64 bits. What is assumed is that a bounded counter is not stepped past
@@ -29,7 +30,9 @@ _DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
 _PHI = re.compile(r"^phi i64 (.*)$")
 _INCOMING = re.compile(r"\[\s*([^,\]]+),\s*(%[-\w.$]+)\s*\]")
 _ADD = re.compile(r"^(add|sub)((?: nuw| nsw)*) i64 (\S+), (\S+)$")
-_SEXT = re.compile(r"^sext i32 (\S+) to i64$")
+#: Extensions of 32-bit values that keep their signed value: a zero
+#: extension of a value known not negative is a sign extension.
+_SEXT = re.compile(r"^(?:sext|zext nneg) i32 (\S+) to i64$")
 _TRUNC = re.compile(r"^trunc i64 (%[-\w.$]+) to i32$")
 _ICMP = re.compile(r"^icmp (\w+) i64 (\S+), (\S+)$")
 _NAME = re.compile(r"%[-\w.$]+")
