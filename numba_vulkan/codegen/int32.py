@@ -47,6 +47,19 @@ def _constant(token):
     return value if _I32_MIN <= value <= _I32_MAX else None
 
 
+def _uses(lines, names):
+    """The lines (by index) that use each of ``names``, other than its own
+    definition."""
+    uses = {}
+    for i, line in enumerate(lines):
+        m = _DEF.match(line)
+        own = m.group(1) if m else None
+        for token in _NAME.findall(line):
+            if token != own and token in names:
+                uses.setdefault(token, set()).add(i)
+    return uses
+
+
 def counters(text):
     """Rewrite the closed groups of bounded 64-bit counters in ``text`` (IR
     of a module) as 32-bit values."""
@@ -64,13 +77,7 @@ def counters(text):
             leaves[name] = s.group(1)
     if not defs:
         return text
-    uses = {}
-    for i, line in enumerate(lines):
-        m = _DEF.match(line)
-        own = m.group(1) if m else None
-        for token in _NAME.findall(line):
-            if token != own and (token in defs or token in leaves):
-                uses.setdefault(token, set()).add(i)
+    uses = _uses(lines, defs.keys() | leaves.keys())
 
     members = set(defs)
 
@@ -185,13 +192,7 @@ def low_bits(text):
             extended[name] = e.group(1)
     if not ops:
         return text
-    uses = {}
-    for i, line in enumerate(lines):
-        m = _DEF.match(line)
-        own = m.group(1) if m else None
-        for token in _NAME.findall(line):
-            if token != own and token in ops:
-                uses.setdefault(token, set()).add(i)
+    uses = _uses(lines, ops.keys())
     members = set(ops)
     changed = True
     while changed:
