@@ -398,6 +398,11 @@ def current_device():
     The default is ``NUMBA_VULKAN_DEVICE`` if set, else the first discrete
     GPU, else an integrated one, else any.
     """
+    current = _current
+    if current is not None:
+        # Read without the lock: every launch asks, and the device only
+        # changes in select_device, which replaces it whole.
+        return current
     with _lock:
         if _current is None:
             return select_device(_default_index())

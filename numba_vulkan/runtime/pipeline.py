@@ -188,9 +188,8 @@ class Pipeline:
             lib.vkUpdateDescriptorSets(self.device.handle, len(buffers), writes, 0, ffi.NULL)
         stream = self.device.stream
         command_buffer = stream.allocate_command_buffer()
-        stream.begin(command_buffer, reusable=True)
-        self._dispatch(command_buffer, groups, descriptor_set, push)
-        stream.end(command_buffer)
+        with stream.recording(command_buffer, reusable=True):
+            self._dispatch(command_buffer, groups, descriptor_set, push)
         return command_buffer, descriptor_set, [weakref.ref(b) for b in buffers]
 
     def _dispatch(self, command_buffer, groups, descriptor_set, push):

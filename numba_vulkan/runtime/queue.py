@@ -7,6 +7,7 @@ visible to the host once its fence signals.
 """
 
 import collections
+import contextlib
 import threading
 import time
 
@@ -80,7 +81,21 @@ class Queue:
             self._v.lib.vkFreeCommandBuffers(self.device.handle, self.device.command_pool,
                                              1, [command_buffer])
 
-    def begin(self, command_buffer, reusable):
+    @contextlib.contextmanager
+    def recording(self, command_buffer, reusable):
+        """Record into a command buffer of the device's pool, between the
+        barriers that order it after earlier work and make its writes
+        visible to the host.
+
+        Commands recorded into buffers of one pool must not run on two
+        threads at once, so the device's lock is held throughout.
+        """
+        with self.device.lock:
+            self._begin(command_buffer, reusable)
+            yield command_buffer
+            self._end(command_buffer)
+
+    def _begin(self, command_buffer, reusable):
         """Start recording, with the barrier that orders this after earlier work."""
         v = self._v
         flags = (v.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT if reusable
@@ -95,7 +110,7 @@ class Queue:
                       v.VK_ACCESS_SHADER_READ_BIT | v.VK_ACCESS_SHADER_WRITE_BIT
                       | v.VK_ACCESS_TRANSFER_READ_BIT | v.VK_ACCESS_TRANSFER_WRITE_BIT)
 
-    def end(self, command_buffer):
+    def _end(self, command_buffer):
         """Finish recording, making this work's writes visible to the host."""
         v = self._v
         self._barrier(command_buffer,

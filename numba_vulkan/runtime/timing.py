@@ -24,12 +24,18 @@ import weakref
 from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import vk
 
-_state = threading.local()
+class _State(threading.local):
+    # A class attribute: reading it costs no failed lookup, on every launch
+    # of a thread that never timed anything.
+    timer = None
+
+
+_state = _State()
 
 
 def active(device):
     """The timer in use on ``device`` in this thread, or None."""
-    timer = getattr(_state, "timer", None)
+    timer = _state.timer
     if timer is not None and timer.device is device:
         return timer
     return None
@@ -89,7 +95,7 @@ class KernelTimer:
         v.lib.vkDestroyQueryPool(device.handle, pool, v.ffi.NULL)
 
     def __enter__(self):
-        if getattr(_state, "timer", None) is not None:
+        if _state.timer is not None:
             raise LaunchError("KernelTimer blocks do not nest")
         _state.timer = self
         return self
@@ -109,14 +115,13 @@ class KernelTimer:
             stream.synchronize()
         slot = self._free.pop()
         command_buffer = stream.allocate_command_buffer()
-        stream.begin(command_buffer, reusable=False)
-        lib.vkCmdResetQueryPool(command_buffer, self._pool, 2 * slot, 2)
-        lib.vkCmdWriteTimestamp(command_buffer, v.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
-                                self._pool, 2 * slot)
-        record(command_buffer)
-        lib.vkCmdWriteTimestamp(command_buffer, v.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
-                                self._pool, 2 * slot + 1)
-        stream.end(command_buffer)
+        with stream.recording(command_buffer, reusable=False):
+            lib.vkCmdResetQueryPool(command_buffer, self._pool, 2 * slot, 2)
+            lib.vkCmdWriteTimestamp(command_buffer, v.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                    self._pool, 2 * slot)
+            record(command_buffer)
+            lib.vkCmdWriteTimestamp(command_buffer, v.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                    self._pool, 2 * slot + 1)
         stream.submit(command_buffer, keep_alive=(keep_alive, self),
                       on_done=lambda: self._collect(slot, command_buffer))
 

@@ -120,9 +120,8 @@ def _record_copy(device, command_buffer, src, dst, src_offset, dst_offset, size,
     stream = device.stream
     region = vk.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset,
                                       "size": size})
-    stream.begin(command_buffer, reusable=False)
-    v.lib.vkCmdCopyBuffer(command_buffer, src, dst, 1, region)
-    stream.end(command_buffer)
+    with stream.recording(command_buffer, reusable=False):
+        v.lib.vkCmdCopyBuffer(command_buffer, src, dst, 1, region)
     return stream.submit(command_buffer, keep_alive=keep_alive)
 
 
