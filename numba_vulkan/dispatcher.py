@@ -316,7 +316,7 @@ class VulkanDispatcher:
         if status is not None:
             buffers.append(status.buffer)
         pipeline = plan.pipeline
-        pipeline.launch(groups, buffers, pipeline.pack_flat(flat))
+        pipeline.launch(groups, buffers, pipeline.pack(flat))
         if copy_backs or status is not None:
             device.stream.synchronize()
             for copy_back in copy_backs or ():

@@ -48,8 +48,8 @@ def test_float_atomic_add_sums(rng, target):
     dx, dout = nv.to_device(x), nv.to_device(out)
     pipeline = Pipeline(current_device(), kernel.spirv, kernel.params, kernel.push_size)
     groups = (-(-x.size // 256), 1, 1)
-    values = [f for a in (dx, dout) for f in [a.launch_fields]]
-    pipeline.launch(groups, [dx.buffer, dout.buffer], pipeline.pack(groups, values))
+    flat = [*groups, *dx.launch_fields, *dout.launch_fields]
+    pipeline.launch(groups, [dx.buffer, dout.buffer], pipeline.pack(flat))
     result = dout.copy_to_host()
     np.testing.assert_allclose(result, [x.sum(dtype=np.float64), -x.sum(dtype=np.float64)],
                                rtol=1e-4)

@@ -25,7 +25,7 @@ def test_arrays_beyond_int32_elements():
     k = _fill.compile("void(uint8[::1])")
     from numba_vulkan.runtime.device import current_device
     p = Pipeline(current_device(), k.spirv, k.params, k.push_size)
-    p.pack((1, 1, 1), [[Huge.shape[0], 1, 0]])
+    p.pack([1, 1, 1, Huge.shape[0], 1, 0])
 
 
 @pytest.mark.xfail(strict=True, reason="float64 atomics use a compare-and-swap loop")

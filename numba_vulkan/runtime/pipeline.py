@@ -108,24 +108,14 @@ class Pipeline:
         lib.vkDestroyDescriptorSetLayout(device.handle, set_layout, null)
         lib.vkDestroyShaderModule(device.handle, shader, null)
 
-    def pack(self, groups, values):
-        """The push constant block for a launch of ``groups`` workgroups.
+    def pack(self, flat):
+        """The push constant block of a launch.
 
         Args:
-            values: Per argument, a scalar or, for an array, the flat list of
-                its shape, element strides and element offset.
+            flat: The workgroup counts along x, y and z, then each argument's
+                values in order: a scalar, or an array's shape, element
+                strides and element offset.
         """
-        flat = list(groups)
-        for value in values:
-            if isinstance(value, (list, tuple)):
-                flat.extend(value)
-            else:
-                flat.append(value)
-        return self.pack_flat(flat)
-
-    def pack_flat(self, flat):
-        """The push constant block from the workgroup counts followed by every
-        argument's values, flattened as :meth:`pack` does."""
         try:
             return self.packer.pack(*flat)
         except struct.error as exc:

@@ -24,6 +24,7 @@ import weakref
 from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import vk
 
+
 class _State(threading.local):
     # A class attribute: reading it costs no failed lookup, on every launch
     # of a thread that never timed anything.
