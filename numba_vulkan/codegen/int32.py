@@ -47,6 +47,14 @@ def _constant(token):
     return value if _I32_MIN <= value <= _I32_MAX else None
 
 
+def _definitions(lines):
+    """``(index, name, right-hand side)`` of each line that defines a value."""
+    for i, line in enumerate(lines):
+        m = _DEF.match(line)
+        if m:
+            yield i, m.group(1), m.group(2)
+
+
 def _uses(lines, names):
     """The lines (by index) that use each of ``names``, other than its own
     definition."""
@@ -60,16 +68,22 @@ def _uses(lines, names):
     return uses
 
 
+def _untruncate(lines, j):
+    """Where line ``j`` truncates a value now computed in 32 bits, make it a
+    plain copy; return whether it did."""
+    user, rhs = _DEF.match(lines[j]).groups()
+    t = _TRUNC.match(rhs)
+    if t:
+        lines[j] = f"  {user} = add i32 {t.group(1)}, 0"
+    return t is not None
+
+
 def counters(text):
     """Rewrite the closed groups of bounded 64-bit counters in ``text`` (IR
     of a module) as 32-bit values."""
     lines = text.split("\n")
     defs, leaves = {}, {}
-    for i, line in enumerate(lines):
-        m = _DEF.match(line)
-        if not m:
-            continue
-        name, rhs = m.groups()
+    for i, name, rhs in _definitions(lines):
         if _PHI.match(rhs) or _ADD.match(rhs):
             defs[name] = (i, rhs)
         s = _SEXT.match(rhs)
@@ -138,11 +152,9 @@ def counters(text):
             op, _, a, b = add.groups()
             lines[i] = f"  {name} = {op} i32 {narrowed(a)}, {narrowed(b)}"
         for j in uses.get(name, ()):
-            user, urhs = _DEF.match(lines[j]).groups()
-            t = _TRUNC.match(urhs)
-            if t:
-                lines[j] = f"  {user} = add i32 {t.group(1)}, 0"
+            if _untruncate(lines, j):
                 continue
+            user, urhs = _DEF.match(lines[j]).groups()
             c = _ICMP.match(urhs)
             if c and user not in members:
                 pred, a, b = c.groups()
@@ -178,11 +190,7 @@ def low_bits(text):
     module) whose results only reach truncations to 32 bits."""
     lines = text.split("\n")
     ops, extended = {}, {}
-    for i, line in enumerate(lines):
-        m = _DEF.match(line)
-        if not m:
-            continue
-        name, rhs = m.groups()
+    for i, name, rhs in _definitions(lines):
         op = _LOW.match(rhs)
         # A shift by 32 or more would be poison in 32 bits.
         if op and (op.group(1) != "shl" or _constant(op.group(4)) in range(32)):
@@ -225,10 +233,7 @@ def low_bits(text):
                 operands.append(low)
         lines[i] = f"  {name} = {kind} i32 {operands[0]}, {operands[1]}"
         for j in uses.get(name, ()):
-            user, urhs = _DEF.match(lines[j]).groups()
-            t = _TRUNC.match(urhs)
-            if t:
-                lines[j] = f"  {user} = add i32 {t.group(1)}, 0"
+            _untruncate(lines, j)
     out = []
     for i, line in enumerate(lines):
         out.extend(inserted.get(i, ()))
