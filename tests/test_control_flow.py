@@ -244,3 +244,38 @@ def test_mandelbrot_with_while_loop_and_early_exit():
     np.testing.assert_array_equal(out, expected)
     assert (out == 200).any() and (out < 5).any()
     _check_modules(mandelbrot)
+
+
+def test_a_module_the_backend_leaves_unmerged_is_rebuilt_with_exit_flags(monkeypatch):
+    # No kernel known today makes the backend emit a switch without a merge
+    # once only innermost loops take breaks; the first module is made to
+    # look so, and the rebuild must send every exit through a flag.
+    from numba_vulkan import spirv
+    from numba_vulkan.codegen import pipeline
+    original = spirv.unmerged_switch
+    breaks = []
+    structurize = pipeline.structurize.structurize
+
+    def spy(module, tm, entry, flag_free):
+        breaks.append(flag_free)
+        return structurize(module, tm, entry, flag_free)
+
+    # Built here, not found in a kernel cache that an earlier run filled.
+    monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
+    monkeypatch.setattr(pipeline.structurize, "structurize", spy)
+    monkeypatch.setattr(pipeline.spirv, "unmerged_switch", lambda binary: len(breaks) == 1)
+
+    @nv.jit
+    def steps(n, limit, out):
+        i = nv.global_id(0)
+        if i < n.shape[0]:
+            out[i] = collatz_steps(n[i], limit)
+
+    n = np.arange(1, 200, dtype=np.int64)
+    out = np.zeros_like(n)
+    steps.forall(n.size)(n, 60, out)
+    np.testing.assert_array_equal(out, [collatz_steps(v, 60) for v in n])
+    assert breaks == [True, False]
+    (compiled,) = compiled_kernels(steps)
+    assert not original(compiled.spirv)
+    assert_valid_spirv(compiled)
