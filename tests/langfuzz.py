@@ -450,7 +450,8 @@ class _Case:
         if self.on("rint") and self.chance(0.5):
             self.use("rint")
             return f"round({self.float_expr(depth + 1)})"
-        return f"({a} ** {self.rng.randint(0, 3)})"
+        # np.int64(): Numba folds a power of literals into a Python int.
+        return f"(np.int64({a}) ** {self.rng.randint(0, 3)})"
 
     def uint_expr(self, depth=0):
         """A uint64 expression: unsigned arithmetic, logical shifts."""
