@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from numba_vulkan import config, spirv
 from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
-                                   logical, narrow, optimize, strip, structurize, validate,
-                                   workarounds)
+                                   logical, narrow, optimize, rounding, strip, structurize,
+                                   validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -77,7 +77,7 @@ def _structured(module, tm, local_size, target, sources, breaks):
                                   tuple(local_size))
     final = narrow.final(final, target.narrowed)
     final = workarounds.signed_remainder(final)
-    final = legalize.legalize(final)
+    final = rounding.exact_rounding(legalize.legalize(final))
     if "float64" not in target.narrowed and not exact.contraction_allowed(sources):
         final = legalize.exact_float32(final)
     return final
