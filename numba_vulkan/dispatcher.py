@@ -59,7 +59,7 @@ class _Plan:
         self.params = kernel.params
         self.kinds = tuple(_ARRAY if p.kind == "array" else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
-                           for p in kernel.params if p.kind != "status")
+                           for p in kernel.params if p.kind in ("array", "scalar"))
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
@@ -213,9 +213,10 @@ class VulkanDispatcher:
     def _build(self, sig, threads, target):
         from numba_vulkan.compiler.compile import compile_kernel, numba_types
         kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
-                                   self.options, target.float32_atomic_add)
+                                   self.options, target.float32_atomic_add,
+                                   target.max_push_constants)
         _warn_if_narrowed(self.__qualname__, sig, target, kernel_ir)
-        bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
+        bindings = abi.bindings(kernel_ir.params)
         # The kernels/ tier: Numba ran, codegen is skipped on a hit.
         label = f"{self.__qualname__}({', '.join(sig)})"
         name = kernelcache.module_key(kernel_ir.modules, bindings, threads, target,
