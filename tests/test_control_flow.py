@@ -251,19 +251,20 @@ def test_a_module_the_backend_leaves_unmerged_is_rebuilt_with_exit_flags(monkeyp
     # once only innermost loops take breaks; the first module is made to
     # look so, and the rebuild must send every exit through a flag.
     from numba_vulkan import spirv
-    from numba_vulkan.codegen import pipeline
+    from numba_vulkan.codegen import structurize
+    from numba_vulkan.compiler import stages
     original = spirv.unmerged_switch
     breaks = []
-    structurize = pipeline.structurize.structurize
+    restructure = structurize.structurize
 
     def spy(module, tm, entry, flag_free):
         breaks.append(flag_free)
-        return structurize(module, tm, entry, flag_free)
+        return restructure(module, tm, entry, flag_free)
 
     # Built here, not found in a kernel cache that an earlier run filled.
     monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
-    monkeypatch.setattr(pipeline.structurize, "structurize", spy)
-    monkeypatch.setattr(pipeline.spirv, "unmerged_switch", lambda binary: len(breaks) == 1)
+    monkeypatch.setattr(structurize, "structurize", spy)
+    monkeypatch.setattr(stages.spirv, "unmerged_switch", lambda binary: len(breaks) == 1)
 
     @nv.jit
     def steps(n, limit, out):
