@@ -836,7 +836,8 @@ def load_compiled(name, sig, local_size, target, label):
             raise ValueError("entry of another signature, workgroup size or target")
         # The module must be the kernel the runtime will bind, whatever the file says.
         modulecheck.check_params(kernel.signature, entry["kernel"]["params"],
-                                 kernel.push_size, target.narrowed)
+                                 kernel.push_size, target.narrowed,
+                                 target.max_push_constants)
         found = modulecheck.check_interface(kernel.spirv, kernel.params, kernel.push_size,
                                             kernel.local_size, target.vulkan)
         if found.capabilities != kernel.capabilities:

@@ -309,7 +309,7 @@ _PARAM_FIELDS = {f.name: f.type for f in dataclasses.fields(abi.Param)}
 _FIELD_TYPES = {"str": str, "int": int, "bool": bool, str: str, int: int, bool: bool}
 
 
-def check_params(sig, params, push_size, narrowed=()):
+def check_params(sig, params, push_size, narrowed=(), max_push=None):
     """The :class:`~numba_vulkan.abi.Param` objects of stored metadata, checked.
 
     Args:
@@ -317,6 +317,8 @@ def check_params(sig, params, push_size, narrowed=()):
         params: Parameters as JSON (``Param.to_json`` output), from disk.
         push_size: The push constant size stored beside them.
         narrowed: The target's narrowing mode.
+        max_push: The target's push constant size (arguments past it travel
+            in the argument buffer).
 
     Returns:
         A tuple of :class:`~numba_vulkan.abi.Param`.
@@ -336,12 +338,13 @@ def check_params(sig, params, push_size, narrowed=()):
                 raise ValueError(f"parameter {number}: {name} {item[name]!r} is not a "
                                  f"{getattr(kind, '__name__', kind)}")
         out.append(abi.Param(**item))
-    arguments = [p for p in out if p.kind != "status"]
+    arguments = [p for p in out if p.kind not in ("status", "args")]
     if len(arguments) != len(sig) or not all(isinstance(t, str) for t in sig):
         raise ValueError(f"{len(arguments)} parameters for {len(sig)} argument types")
     specs = [(p.name, *signature.parse(text)) for p, text in zip(arguments, sig)]
     try:
-        expected, size = abi.layout(specs, narrowed, len(out) > len(arguments))
+        expected, size = abi.layout(specs, narrowed, any(p.kind == "status" for p in out),
+                                    max_push)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"argument types {list(sig)}: {exc}") from None
     if len(expected) != len(out):

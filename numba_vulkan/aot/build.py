@@ -158,7 +158,8 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
         validate.validate(binary, target_env)
         # What every reader will check the module against (index.check_module).
         modulecheck.check_params(tuple(sig), [p.to_json() for p in compiled.params],
-                                 compiled.push_size, target.narrowed)
+                                 compiled.push_size, target.narrowed,
+                                 target.max_push_constants)
         modulecheck.check_interface(binary, compiled.params, compiled.push_size, threads,
                                     target.vulkan)
     except Exception as exc:  # any failure is this module's, reported with the others

@@ -158,7 +158,7 @@ def _malformed(entry):
             signature.parse(text)
         target = target_of(entry)
         modulecheck.check_params(entry["signature"], entry["params"], entry["push_size"],
-                                 target.narrowed)
+                                 target.narrowed, target.max_push_constants)
     except (TypeError, ValueError) as exc:
         return str(exc)
     if entry["vulkan"] != "{}.{}".format(*target.vulkan):
