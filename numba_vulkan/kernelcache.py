@@ -767,7 +767,7 @@ def load_module(name, label):
 
 
 def store_module(name, module, label):
-    """Store a module built by :func:`numba_vulkan.codegen.pipeline.build`."""
+    """Store a module the compiler built (:mod:`numba_vulkan.compiler.stages`)."""
     if name is None:
         return
     store(name, {"spirv": module.spirv, "llvm_ir": module.llvm_ir,

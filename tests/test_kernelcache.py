@@ -40,6 +40,21 @@ def cube(x, y):
 _built = {}
 
 
+def _replace_codegen(monkeypatch, codegen):
+    """Run ``codegen(compilation)`` instead of the stages from link to validate."""
+    from numba_vulkan.compiler import stages
+    names = stages.names()
+    if "codegen" in names:  # replaced before in this test
+        first = last = names.index("codegen")
+    else:
+        first, last = names.index("link"), names.index("validate")
+    original = stages.STAGES[first:last + 1]
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES[:first] + (
+        stages.Stage("codegen", codegen, "the code generator, replaced by a test"),)
+        + stages.STAGES[last + 1:])
+    return original
+
+
 def _build_once(monkeypatch):
     """Make codegen run once per distinct kernel module in this file.
 
@@ -47,19 +62,19 @@ def _build_once(monkeypatch):
     times; LLVM's SPIR-V backend gives different bytes on each compile in a
     process and now and then an invalid module, which spirv-val rejects.
     """
-    from numba_vulkan.codegen import pipeline
-    build = pipeline.build
+    from numba_vulkan.compiler import stages
+    original = None
 
-    def shared_build(sources, bindings, local_size, target, name="kernel"):
-        if config.dump_dir():
-            return build(sources, bindings, local_size, target, name=name)
-        key = (kernelcache.normalise("\n".join(sources)), tuple(bindings), tuple(local_size),
-               target)
-        if key not in _built:
-            _built[key] = build(sources, bindings, local_size, target, name=name)
-        return _built[key]
+    def shared_codegen(job):
+        key = (kernelcache.normalise("\n".join(job.sources)), tuple(job.bindings),
+               tuple(job.threads), job.target)
+        if config.dump_dir() or key not in _built:
+            done = stages.run(job, original)
+            _built[key] = (done.spirv, done.llvm_ir)
+        job.spirv, job.llvm_ir = _built[key]
+        return job.spirv
 
-    monkeypatch.setattr(pipeline, "build", shared_build)
+    original = _replace_codegen(monkeypatch, shared_codegen)
 
 
 @pytest.fixture(autouse=True)
@@ -501,12 +516,10 @@ def test_kernels_tier_skips_codegen_with_the_same_results(cache_dir, rng, monkey
     run_scaled_add(first, rng)
     assert counts("kernels") == {"misses": 1, "stores": 1}
     assert "functions" not in [p.name for p in cache_dir.iterdir()]
-    from numba_vulkan.codegen import pipeline
-
-    def no_codegen(*args, **kwargs):
+    def no_codegen(job):
         raise AssertionError("codegen ran on a cache hit")
 
-    monkeypatch.setattr(pipeline, "build", no_codegen)
+    _replace_codegen(monkeypatch, no_codegen)
     second = fresh(scaled_add, cache=False)
     run_scaled_add(second, rng)
     assert counts("kernels") == {"misses": 1, "stores": 1, "hits": 1}
@@ -648,8 +661,11 @@ def test_damaged_entry_is_a_miss_and_rebuilt(pristine, tier, mode, tmp_path, rng
     monkeypatch.setattr(kernelcache, "_package_part", lambda: "package:pinned")
     # The rebuild is the cache's business here, not codegen's: it gets the
     # module codegen made before.
-    from numba_vulkan.codegen import pipeline
-    monkeypatch.setattr(pipeline, "build", lambda *args, **kwargs: built)
+    def codegen(job):
+        job.spirv, job.llvm_ir = built.spirv, built.llvm_ir
+        return job.spirv
+
+    _replace_codegen(monkeypatch, codegen)
     name = names[tier, "cube"]
     damage(directory / tier / (name + ".entry"), mode,
            directory / tier / (names[tier, "scaled_add"] + ".entry"))

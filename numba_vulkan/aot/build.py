@@ -142,7 +142,7 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
     """
     import importlib
     from numba_vulkan.codegen import validate
-    from numba_vulkan.dispatcher import VulkanDispatcher
+    from numba_vulkan.compiler import stages
     from numba_vulkan.target import TargetDescription
     target = TargetDescription.from_key(target_key)
     try:
@@ -152,8 +152,8 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
         with warnings.catch_warnings():
             # A narrow profile asks for narrowing: no need to warn about it.
             warnings.simplefilter("ignore", NarrowingWarning)
-            compiled = VulkanDispatcher(kernel.py_func, dict(options))._build(
-                tuple(sig), tuple(threads), target)
+            compiled = stages.compile(kernel.py_func, tuple(sig), tuple(threads), target,
+                                      dict(options))
         binary = strip_debug(compiled.spirv)
         validate.validate(binary, target_env)
     except Exception as exc:  # any failure is this module's, reported with the others
