@@ -2,20 +2,24 @@
 
 Numba computes addresses the way a CPU does: an array's data pointer plus a
 byte offset. Vulkan shaders have no such pointers; an access names an object
-(a storage buffer or a module-level array variable) and an element index.
-After inlining and optimisation every address in a kernel is the base of one
-object plus an offset: a buffer base (the ``__nv.buffer.K`` markers) or a
-global array (such as libclc's constant tables). This pass tracks, for each
-pointer value, which object it points into and its byte offset as an i64,
-and turns each load and store into an access to element
-``offset / itemsize`` of that object. It also replaces the push constant and
-workgroup size markers.
+(a storage buffer, a module-level variable or a private variable) and an
+element index. After inlining and optimisation every address in a kernel is
+the base of one object plus an offset: a buffer base (the ``__nv.buffer.K``
+markers), a global (a workgroup array, a global NumPy array, libclc's
+constant tables) or an alloca. This pass tracks, for each pointer value,
+which object it points into and its byte offset as an i64, and turns each
+load and store into an access to element ``offset / itemsize`` of that
+object. It also replaces the push constant and workgroup size markers.
 
-The pass works on the text of a single-function module, as the optimiser
-prints it. Anything it cannot prove safe (a pointer that may point into two
-buffers, a pointer passed to a call, an access whose size differs from the
-buffer's element size) raises :class:`UnsupportedError` naming the
-instruction, rather than producing a wrong module.
+It works on the :mod:`numba_vulkan.codegen.ir` model of the single-function
+module. First it legalises, in the model, what SPIR-V cannot express:
+constant expressions over objects become instructions, private variables
+that a phi or select chooses between become one array, objects of complex
+elements become arrays of their parts, and constant byte arrays are retyped
+to what the kernel reads. Anything it cannot prove safe (a pointer that may
+point into two buffers, a pointer passed to a call, an access whose size
+differs from the buffer's element size) raises :class:`UnsupportedError`
+naming the instruction, rather than producing a wrong module.
 """
 
 import math
