@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import abi
+from numba_vulkan import abi, signature
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.timing import KernelTimer
 from numba_vulkan.target import TargetDescription
@@ -265,3 +265,41 @@ def test_spilled_64_bit_scalars_on_a_narrowed_target():
     assert spilled["dt"].storage == "float32" and spilled["step"].storage == "int32"
     assert "Float64" not in compiled.capabilities and "Int64" not in compiled.capabilities
     assert_valid_spirv(compiled)
+
+
+def test_a_module_for_a_wider_block_is_refused_by_a_narrower_device():
+    device = current_device()
+    if device.info.max_push_constants >= 136:
+        pytest.skip("the device takes 136 bytes of push constants")
+    from numba_vulkan.runtime.pipeline import Pipeline
+    wide = advect.compile(SIX_2D, threads=(8, 8), target=TargetDescription(max_push_constants=256))
+    with pytest.raises(nv.LaunchError, match="136 bytes of push constants.*argument buffer"):
+        Pipeline(device, wide.spirv, wide.params, wide.push_size)
+
+
+def test_spilled_doubles_on_a_target_with_float64_but_not_int64(rng):
+    """Without int64 a spilled double is put together through a vector of
+    two words; run that module here through the pipeline directly."""
+    from numba_vulkan.runtime.pipeline import Pipeline
+    n, m = 21, 19
+    arrays, scalars = cfd_inputs(rng, n, m)
+    expected = [a.copy() for a in arrays]
+    cfd_reference(*expected, *scalars)
+    sig = tuple(signature.of_value(a) for a in arrays) + (
+        "float64", "float32", "float64", "float32", "int64", "float64", "uint8", "complex128",
+        "bool")
+    with pytest.warns(nv.NarrowingWarning):
+        kernel = cfd_step.compile(sig, threads=(8, 8), target=TargetDescription(int64=False))
+    assert "Int64" not in kernel.capabilities and "Float64" in kernel.capabilities
+    device = current_device()
+    pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size)
+    on_device = [nv.to_device(a) for a in arrays]
+    groups = ((n + 7) // 8, (m + 7) // 8, 1)
+    flat = [*groups]
+    for a in on_device:
+        flat += a.launch_fields
+    for s in scalars:
+        flat += (s.real, s.imag) if isinstance(s, complex) else (s,)
+    pipeline.launch(groups, [a.buffer for a in on_device], pipeline.pack(flat))
+    for got, want in zip(on_device[6:11], expected[6:11]):
+        np.testing.assert_allclose(got.copy_to_host(), want, rtol=1e-6, atol=1e-9)

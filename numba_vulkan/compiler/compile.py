@@ -251,8 +251,9 @@ def _spilled(builder, binding, llvm_type, offset):
     """Load a value of the argument buffer at byte ``offset``.
 
     The buffer is typed as 32-bit words (see :mod:`numba_vulkan.abi`), so a
-    64-bit value is two words put together; the loads run once, at entry,
-    before the kernel writes anything.
+    64-bit value is two words put together, a double through a vector of
+    them (a target may have float64 without int64); the loads run once, at
+    entry, before the kernel writes anything.
     """
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     base = markers.buffer(builder, binding)
@@ -260,10 +261,14 @@ def _spilled(builder, binding, llvm_type, offset):
     for k in range(2 if isinstance(llvm_type, ir.DoubleType) or llvm_type == i64 else 1):
         word = builder.gep(base, [ir.Constant(i64, offset + 4 * k)], source_etype=i8)
         words.append(builder.load(word, typ=i32, align=4))
-    if len(words) == 2:
+    if llvm_type == i64:
         high = builder.shl(builder.zext(words[1], i64), ir.Constant(i64, 32))
-        value = builder.or_(builder.zext(words[0], i64), high)
-        return builder.bitcast(value, llvm_type) if llvm_type != i64 else value
+        return builder.or_(builder.zext(words[0], i64), high)
+    if len(words) == 2:
+        pair = ir.Constant(ir.VectorType(i32, 2), ir.Undefined)
+        for k, word in enumerate(words):
+            pair = builder.insert_element(pair, word, ir.Constant(i32, k))
+        return builder.bitcast(pair, llvm_type)
     return builder.bitcast(words[0], llvm_type) if llvm_type != i32 else words[0]
 
 
