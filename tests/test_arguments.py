@@ -303,3 +303,14 @@ def test_spilled_doubles_on_a_target_with_float64_but_not_int64(rng):
     pipeline.launch(groups, [a.buffer for a in on_device], pipeline.pack(flat))
     for got, want in zip(on_device[6:11], expected[6:11]):
         np.testing.assert_allclose(got.copy_to_host(), want, rtol=1e-6, atol=1e-9)
+
+
+def test_spilled_layout_survives_the_metadata_round_trip():
+    """What the kernel cache and AOT directories store rebuilds the layout."""
+    kernel = advect.compile(SIX_2D, threads=(8, 8), target=TargetDescription())
+    again = nv.CompiledKernel.from_metadata(kernel.to_metadata(), kernel.spirv)
+    assert again.params == kernel.params and again.push_size == kernel.push_size
+    assert [p.spilled for p in again.params] == [False] * 5 + [True, False]
+    old = dict(kernel.to_metadata(), abi_version=1)
+    with pytest.raises(ValueError, match="ABI 1"):
+        nv.CompiledKernel.from_metadata(old, kernel.spirv)
