@@ -149,13 +149,20 @@ def test_twelve_2d_arrays_and_scalars_cfd_step(rng):
 
 
 @nv.jit
-def stamp(a0, a1, a2, a3, a4, a5, out, row, value, scale):
+def stamp(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, out, row, value, scale):
+    """Twelve 2-d arrays fill even a 256-byte block: the scalars spill everywhere."""
     j = nv.global_id(0)
     if j < out.shape[1]:
         acc = 0.0
         for i in range(a0.shape[0]):
-            acc += a0[i, j] - a1[i, j] + a2[i, j] * a3[i, j] - a4[i, j] * a5[i, j]
+            acc += (a0[i, j] - a1[i, j] + a2[i, j] * a3[i, j] - a4[i, j] * a5[i, j]
+                    + a6[i, j] - a7[i, j] + a8[i, j] - a9[i, j] * a10[i, j])
         out[row, j] = acc * scale + value
+
+
+def stamp_reference(inputs):
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 = inputs
+    return (a0 - a1 + a2 * a3 - a4 * a5 + a6 - a7 + a8 - a9 * a10).sum(axis=0)
 
 
 def test_back_to_back_launches_with_other_spilled_scalars_keep_their_own(rng):
@@ -163,15 +170,14 @@ def test_back_to_back_launches_with_other_spilled_scalars_keep_their_own(rng):
     waited for: each must see its own values, also past the 32 recorded
     launches a pipeline keeps."""
     n, m, launches = 48, 256, 40
-    inputs = [rng.standard_normal((n, m)) for _ in range(6)]
+    inputs = [rng.standard_normal((n, m)) for _ in range(11)]
     big = [nv.to_device(a) for a in inputs]
     out = nv.to_device(np.zeros((launches, m)))
 
     for k in range(launches):
         stamp[m // 64, 64](*big, out, np.int64(k), np.float64(1.5 * k - 7), np.float32(k % 5))
     got = out.copy_to_host()
-    a0, a1, a2, a3, a4, a5 = inputs
-    acc = (a0 - a1 + a2 * a3 - a4 * a5).sum(axis=0)
+    acc = stamp_reference(inputs)
     for k in range(launches):
         np.testing.assert_allclose(got[k], acc * (k % 5) + 1.5 * k - 7, rtol=1e-10, atol=1e-10)
     # The same arguments again reuse recorded launches, and still compute afresh.
@@ -179,23 +185,26 @@ def test_back_to_back_launches_with_other_spilled_scalars_keep_their_own(rng):
     for k in range(launches - 8, launches):
         stamp[m // 64, 64](*big, out, np.int64(k), np.float64(1.5 * k - 7), np.float32(k % 5))
     got = out.copy_to_host()
-    acc2 = (2 * a0 - a1 + a2 * a3 - a4 * a5).sum(axis=0)
+    acc2 = stamp_reference([2 * inputs[0]] + inputs[1:])
     for k in range(launches):
         want = (acc2 if k >= launches - 8 else acc) * (k % 5) + 1.5 * k - 7
         np.testing.assert_allclose(got[k], want, rtol=1e-10, atol=1e-10)
-    assert any(p.spilled for p in compiled_kernels(stamp)[0].params)
+    compiled = compiled_kernels(stamp)[0]
+    assert [p.name for p in compiled.params if p.spilled][-3:] == ["row", "value", "scale"]
+    wide = stamp.compile(compiled.signature, threads=(64, 1, 1),
+                         target=TargetDescription(max_push_constants=256))
+    assert [p.name for p in wide.params if p.spilled] == ["row", "value", "scale"]
 
 
 def test_timed_launches_of_a_spilled_kernel(rng):
-    inputs = [rng.standard_normal((3, 64)) for _ in range(6)]
+    inputs = [rng.standard_normal((3, 64)) for _ in range(11)]
     out = nv.to_device(np.zeros((4, 64)))
     arrays = [nv.to_device(a) for a in inputs]
     with KernelTimer(capacity=2) as timer:
         for k in range(4):
             stamp[1, 64](*arrays, out, np.int64(k), np.float64(k), np.float32(2))
     nv.synchronize()
-    a0, a1, a2, a3, a4, a5 = inputs
-    acc = (a0 - a1 + a2 * a3 - a4 * a5).sum(axis=0)
+    acc = stamp_reference(inputs)
     np.testing.assert_allclose(out.copy_to_host(), 2 * acc + np.arange(4)[:, None],
                                rtol=1e-10, atol=1e-10)
     assert len(timer.times) == 4
@@ -204,12 +213,13 @@ def test_timed_launches_of_a_spilled_kernel(rng):
 def test_spilled_arguments_with_error_checks(rng):
     """The status buffer and the argument buffer side by side."""
     @nv.jit(boundscheck=True)
-    def gather(a0, a1, a2, a3, a4, idx, out, k):
+    def gather(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, idx, out, k):
         i = nv.global_id(0)
         if i < out.shape[0]:
-            out[i] = a0[idx[i], k] + a1[0, 0] + a2[0, 0] + a3[0, 0] + a4[0, 0]
+            out[i] = (a0[idx[i], k] + a1[0, 0] + a2[0, 0] + a3[0, 0] + a4[0, 0] + a5[0, 0]
+                      + a6[0, 0] + a7[0, 0] + a8[0, 0] + a9[0, 0] + a10[0, 0])
 
-    small = [rng.random((4, 3)) for _ in range(5)]
+    small = [rng.random((4, 3)) for _ in range(11)]
     idx = np.array([0, 3, 2, 1], np.int64)
     out = np.zeros(4)
     gather.forall(4)(*small, idx, out, np.int64(2))
