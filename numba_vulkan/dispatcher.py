@@ -59,7 +59,7 @@ class _Plan:
         self.params = kernel.params
         self.kinds = tuple(_ARRAY if p.kind == "array" else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
-                           for p in kernel.params if p.kind != "status")
+                           for p in kernel.params if p.kind in ("array", "scalar"))
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")

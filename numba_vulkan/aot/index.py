@@ -4,7 +4,7 @@ An AOT directory holds ``index.json`` and the SPIR-V modules it lists under
 ``spirv/``, each named by its SHA-256. Nothing else: no code, no pickle, no
 absolute path, no timestamp. The index::
 
-    {"format": 1, "abi_version": 1,
+    {"format": 1, "abi_version": 2,
      "profiles": [{"name": "full", "narrow": false, "target_env": "vulkan1.2"}, ...],
      "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<codekey>", ...}, ...]}
 

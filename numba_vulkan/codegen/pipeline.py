@@ -13,8 +13,8 @@ process.
 
 from numba_vulkan import config
 from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
-                                   logical, narrow, optimize, strip, structurize, validate,
-                                   workarounds)
+                                   logical, narrow, optimize, rounding, strip, structurize,
+                                   validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -89,9 +89,10 @@ def driver_workarounds(job):
 
 
 def legalise(job):
-    """``job.llvm_ir``: ``job.text`` in the forms the backend can express; the
-    IR handed to the backend."""
-    final = legalize.legalize(job.text)
+    """``job.llvm_ir``: ``job.text`` in the forms the backend can express, with
+    float64 rounding computed on bits (:mod:`numba_vulkan.codegen.rounding`);
+    the IR handed to the backend."""
+    final = rounding.exact_rounding(legalize.legalize(job.text))
     if "float64" not in job.target.narrowed and not exact.contraction_allowed(job.sources):
         final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)

@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from numba_vulkan import config, kernelcache, spirv
+from numba_vulkan import abi, config, kernelcache, spirv
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.errors import CompilerError, NarrowingWarning, VulkanError
 
@@ -124,11 +124,12 @@ class _Rerun(Exception):
 def _numba(job):
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
     kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
-                               job.options, job.target.float32_atomic_add)
+                               job.options, job.target.float32_atomic_add,
+                               job.target.max_push_constants)
     _warn_if_narrowed(job, kernel_ir)
     job.kernel_ir = kernel_ir
     job.sources = kernel_ir.modules
-    job.bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
+    job.bindings = abi.bindings(kernel_ir.params)
     return "\n".join(kernel_ir.modules)
 
 
