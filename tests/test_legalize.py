@@ -160,15 +160,18 @@ def _undefined(expression):
 
 
 def test_operations_on_constants_left_by_rewrites_are_folded():
-    text = ("define void @main() {\n"
+    text = ("define i32 @main(i32 %x) {\n"
             "entry:\n"
             "  %a = ashr i32 16, 31\n"
             "  %b = xor i32 16, %a\n"
             "  %c = sub i32 %b, %a\n"
             "  %d = trunc i64 4294967312 to i32\n"
             "  %e = add i32 %d, %x\n"
+            "  br label %next\n"
+            "next:\n"
             "  %f = phi i32 [ %c, %entry ]\n"
-            "  ret void\n"
+            "  %g = add i32 %e, %f\n"
+            "  ret i32 %g\n"
             "}\n")
     folded = legalize.fold_constants(text)
     assert "ashr" not in folded and "xor" not in folded and "trunc" not in folded
