@@ -223,7 +223,8 @@ STAGES = (
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
-          "express; the result is the IR handed to the backend", llvm=True),
+          "express, integer operations on constants folded; the result is the IR handed to "
+          "the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "debug noise stripped and the backend's known mistakes fixed; a "
           "module with an unmerged switch goes back to `structurize` without breaks"),
