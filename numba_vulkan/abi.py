@@ -32,9 +32,11 @@ The interface, version 2:
   in the argument buffer instead (their :attr:`Param.spilled` is set): a
   storage buffer of 32-bit words at the binding after the arrays and the
   status buffer, laid out like the push constant block but from offset 0
-  and without a header. The runtime fills one per launch and keeps it
-  unchanged while that launch may be in flight. Kernels that fit the push
-  constant block have no argument buffer.
+  and without a header (a 64-bit value is two words, low word first). The
+  runtime fills one per launch and keeps it unchanged while that launch may
+  be in flight. Kernels that fit the push constant block have no argument
+  buffer. (Version 1 had none: every argument was in the block, and a
+  kernel whose arguments passed the device's size could not launch.)
 """
 
 from dataclasses import dataclass, asdict
