@@ -152,7 +152,11 @@ def _lower_shared_array(context, builder, sig, args):
 def _lower_local_array(context, builder, sig, args):
     dims = _literal_shape(sig.args[0])
     storage = ir.ArrayType(context.get_data_type(sig.return_type.dtype), math.prod(dims))
-    data = cgutils.alloca_once(builder, storage, name="nv.local")
+    # Not cgutils.alloca_once: it stores zeros into the array, which the
+    # optimiser makes an llvm.memset that Vulkan cannot express, and a
+    # private array starts undefined (as numba.cuda's does) anyway.
+    with builder.goto_entry_block():
+        data = builder.alloca(storage, name="nv.local")
     return _array_value(context, builder, sig.return_type, dims, data)
 
 
