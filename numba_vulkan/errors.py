@@ -100,6 +100,10 @@ class AOTWarning(UserWarning):
     """A kernel missing from every AOT directory, or an AOT entry that was rejected."""
 
 
+class CacheWarning(UserWarning):
+    """The cache directory cannot be created or written; caching is off in this process."""
+
+
 class NarrowingWarning(UserWarning):
     """A kernel was compiled with float64 or int64 narrowed to 32 bits, for a
     device without them."""
