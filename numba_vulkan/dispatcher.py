@@ -12,7 +12,6 @@ import threading
 import numpy as np
 
 from numba_vulkan import abi, config, kernelcache, signature
-from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.errors import LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
@@ -154,7 +153,8 @@ class VulkanDispatcher:
     # Compiling -------------------------------------------------------------
 
     def compile(self, sig, threads=(64, 1, 1), target=None):
-        """Compile for a signature and return the :class:`CompiledKernel`.
+        """Compile for a signature; return the
+        :class:`~numba_vulkan.compiled.CompiledKernel`.
 
         Args:
             sig: A Numba signature string such as

@@ -222,7 +222,8 @@ def _fill(inst, words):
                 inst.labels.append(label[0])
         return
     if inst.opcode == "switch":
-        first, second = _groups(words)[:2]
+        first, second, *rest = _groups(words)
+        inst.tail = (", " + _join(rest)) if rest else ""
         inst.operands = [Operand(*_take_type(first, 0)[:1], first[-1]),
                          Operand("label", second[1])]
         cases = [w for w in tokens(second[2][1:-1]) if w != ","]

@@ -95,6 +95,7 @@ def legalise(job):
     final = rounding.exact_rounding(legalize.legalize(job.text))
     if "float64" not in job.target.narrowed and not exact.contraction_allowed(job.sources):
         final = legalize.exact_float32(final)
+    final = legalize.fold_constants(final)
     job.llvm_ir = final
     return final
 

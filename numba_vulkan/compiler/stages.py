@@ -223,7 +223,8 @@ STAGES = (
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
-          "express; the result is the IR handed to the backend", llvm=True),
+          "express, integer operations on constants folded; the result is the IR handed to "
+          "the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "debug noise stripped and the backend's known mistakes fixed; a "
           "module with an unmerged switch goes back to `structurize` without breaks"),
@@ -242,22 +243,17 @@ def names():
 # Running the table -------------------------------------------------------
 
 
-def source_location(pyfunc):
-    """``file:line`` of a Python function's definition."""
-    code = getattr(pyfunc, "__code__", None)
-    if code is None:
-        return "<unknown>"
-    return f"{code.co_filename}:{code.co_firstlineno}"
-
-
 def _failure(job, stage, exc):
     """The CompilerError for ``exc`` raised in ``stage``."""
-    where = f"kernel {job.name} ({source_location(job.pyfunc)})"
+    from numba_vulkan.compiler.diagnostics import definition
+    where = "{}: {}:{}".format(job.name, *definition(job.pyfunc))
     if isinstance(exc, CompilerError):
         if exc.kernel is not None:
+            if getattr(exc, "stage", None) is None:
+                exc.stage = stage
             return exc
         # Raised below the compiler, which does not know the kernel.
-        message = f"cannot compile {where}, stage {stage}: {exc}"
+        message = f"cannot compile kernel {where}: stage {stage}: {exc}"
         try:
             error = type(exc)(message, kernel=job.name)
         except TypeError:
@@ -265,10 +261,11 @@ def _failure(job, stage, exc):
         error.stage = stage
         return error.with_traceback(exc.__traceback__)
     if isinstance(exc, VulkanError):
-        error = CompilerError(f"cannot compile {where}, stage {stage}: {exc}", kernel=job.name)
+        error = CompilerError(f"cannot compile kernel {where}: stage {stage}: {exc}",
+                              kernel=job.name)
     else:
-        error = CompilerError(f"internal error in stage {stage} compiling {where}: "
-                              f"{type(exc).__name__}: {exc}", kernel=job.name)
+        error = CompilerError(f"cannot compile kernel {where}: internal error in stage "
+                              f"{stage}: {type(exc).__name__}: {exc}", kernel=job.name)
     error.stage = stage
     return error
 
