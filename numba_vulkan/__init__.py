@@ -20,8 +20,8 @@ first launch, copy or device query does.
 from numba_vulkan import aot
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
-from numba_vulkan.errors import (AOTError, CompilerError, DriverError, LaunchError,
-                                 NarrowingWarning, ToolError, UnsupportedError, ValidationError,
+from numba_vulkan.errors import (AOTError, CacheWarning, CompilerError, DriverError,
+                                 LaunchError, NarrowingWarning, ToolError, UnsupportedError, ValidationError,
                                  VulkanError)
 from numba_vulkan.intrinsics import (atomic, barrier, const, global_id, global_size, group_id,
                                      local, local_id, local_size, num_groups, shared)
@@ -37,4 +37,5 @@ __all__ = [
     "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
     "ValidationError", "DriverError", "LaunchError", "AOTError", "NarrowingWarning", "aot",
+    "CacheWarning",
 ]

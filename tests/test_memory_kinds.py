@@ -189,3 +189,49 @@ def test_complex_workgroup_and_private_arrays(rng):
     rows = np.arange(n)
     mixed = parts[rows, (j + 1) % 4] + parts[rows, j]
     np.testing.assert_array_equal(out, mirrored * 2 + mixed + parts[rows, (j + 3) % 4])
+
+
+def _large_private(a, out):
+    for i in range(a.shape[0]):
+        buf = np.empty(1000, np.float32)
+        for k in range(1000):
+            buf[k] = 0
+        for k in range(1000):
+            buf[(k * 7 + i) % 1000] += a[i] * k
+        copy = np.empty(64, np.int32)
+        for k in range(64):
+            copy[k] = np.int32(buf[k * 15])
+        s = np.float32(0)
+        for k in range(0, 1000, 100):
+            s += buf[k]
+        out[i] = s + copy[i % 64]
+
+
+@nv.jit
+def large_private(a, out):
+    """A 1000-element private array filled and another copied in loops
+    (item 4: Numba's zero fill became a memset Vulkan cannot express)."""
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        buf = nv.local.array(1000, np.float32)
+        for k in range(1000):
+            buf[k] = 0
+        for k in range(1000):
+            buf[(k * 7 + i) % 1000] += a[i] * k
+        copy = nv.local.array(64, np.int32)
+        for k in range(64):
+            copy[k] = np.int32(buf[k * 15])
+        s = np.float32(0)
+        for k in range(0, 1000, 100):
+            s += buf[k]
+        out[i] = s + copy[i % 64]
+
+
+def test_large_private_arrays_filled_in_loops(rng):
+    # Small integers: every float32 sum is exact.
+    a = rng.integers(-9, 9, 40).astype(np.float32)
+    out = np.zeros(40, np.float32)
+    large_private.forall(40)(a, out)
+    expected = np.zeros_like(out)
+    numba.njit(_large_private)(a, expected)
+    np.testing.assert_array_equal(out, expected)

@@ -244,22 +244,17 @@ def names():
 # Running the table -------------------------------------------------------
 
 
-def source_location(pyfunc):
-    """``file:line`` of a Python function's definition."""
-    code = getattr(pyfunc, "__code__", None)
-    if code is None:
-        return "<unknown>"
-    return f"{code.co_filename}:{code.co_firstlineno}"
-
-
 def _failure(job, stage, exc):
     """The CompilerError for ``exc`` raised in ``stage``."""
-    where = f"kernel {job.name} ({source_location(job.pyfunc)})"
+    from numba_vulkan.compiler.diagnostics import definition
+    where = "{}: {}:{}".format(job.name, *definition(job.pyfunc))
     if isinstance(exc, CompilerError):
         if exc.kernel is not None:
+            if getattr(exc, "stage", None) is None:
+                exc.stage = stage
             return exc
         # Raised below the compiler, which does not know the kernel.
-        message = f"cannot compile {where}, stage {stage}: {exc}"
+        message = f"cannot compile kernel {where}: stage {stage}: {exc}"
         try:
             error = type(exc)(message, kernel=job.name)
         except TypeError:
@@ -267,10 +262,11 @@ def _failure(job, stage, exc):
         error.stage = stage
         return error.with_traceback(exc.__traceback__)
     if isinstance(exc, VulkanError):
-        error = CompilerError(f"cannot compile {where}, stage {stage}: {exc}", kernel=job.name)
+        error = CompilerError(f"cannot compile kernel {where}: stage {stage}: {exc}",
+                              kernel=job.name)
     else:
-        error = CompilerError(f"internal error in stage {stage} compiling {where}: "
-                              f"{type(exc).__name__}: {exc}", kernel=job.name)
+        error = CompilerError(f"cannot compile kernel {where}: internal error in stage "
+                              f"{stage}: {type(exc).__name__}: {exc}", kernel=job.name)
     error.stage = stage
     return error
 

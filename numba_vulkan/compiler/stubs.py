@@ -152,9 +152,8 @@ def _lower_shared_array(context, builder, sig, args):
 def _lower_local_array(context, builder, sig, args):
     dims = _literal_shape(sig.args[0])
     storage = ir.ArrayType(context.get_data_type(sig.return_type.dtype), math.prod(dims))
-    # Not cgutils.alloca_once: it stores zeros into the array, which the
-    # optimiser makes an llvm.memset that Vulkan cannot express, and a
-    # private array starts undefined (as numba.cuda's does) anyway.
+    # Not cgutils.alloca_once, which stores zeros: the contents start
+    # undefined, and LLVM makes that store a memset that Vulkan cannot express.
     with builder.goto_entry_block():
         data = builder.alloca(storage, name="nv.local")
     return _array_value(context, builder, sig.return_type, dims, data)
