@@ -76,8 +76,11 @@ class _Plan:
         self.status.buffer.read(words)
         if words[0]:
             self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
+            invocation = tuple(int(w) for w in words[1:4])
+            if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
+                raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
-            raise _kernel_exception(description, self.kernel.name, tuple(int(w) for w in words[1:4]))
+            raise _kernel_exception(description, self.kernel.name, invocation)
 
 
 def _warn_if_narrowed(name, sig, target, kernel_ir):
@@ -90,6 +93,15 @@ def _warn_if_narrowed(name, sig, target, kernel_ir):
     if narrowed:
         warnings.warn(f"{name}({', '.join(sig)}): {', '.join(narrowed)} narrowed to 32 bits "
                       "for a device without 64-bit support", NarrowingWarning, stacklevel=4)
+
+
+def _loop_limit_error(kernel, invocation):
+    limit = kernel.metadata["loop_limit"]
+    return LaunchError(
+        f"kernel {kernel.name} hit the device's loop limit in invocation {invocation}: the "
+        f"driver (lavapipe) leaves every loop of an invocation after {limit} loop trips, all "
+        "loops together, so the launch's results are incomplete. Give each invocation fewer "
+        "trips (more invocations, shorter loops) or run on a GPU.")
 
 
 def _kernel_exception(description, kernel, invocation):
@@ -216,6 +228,7 @@ class VulkanDispatcher:
                                    self.options, target.float32_atomic_add)
         _warn_if_narrowed(self.__qualname__, sig, target, kernel_ir)
         bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
+        status = next((p.binding for p in kernel_ir.params if p.kind == "status"), None)
         # The kernels/ tier: Numba ran, codegen is skipped on a hit.
         label = f"{self.__qualname__}({', '.join(sig)})"
         name = kernelcache.module_key(kernel_ir.modules, bindings, threads, target,
@@ -227,14 +240,20 @@ class VulkanDispatcher:
             from numba_vulkan.codegen.logical import MixedFloatAtomics
             try:
                 module = pipeline.build(kernel_ir.modules, bindings, threads, target,
-                                        name=self.__qualname__)
+                                        name=self.__qualname__, status=status)
             except MixedFloatAtomics:
                 # Compare-and-swap loops for every float atomic instead.
                 return self._build(sig, threads, target.with_features(float32_atomic_add=False))
             kernelcache.store_module(name, module, label)
         metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
+        params = kernel_ir.params
+        if module.loop_check:
+            metadata["loop_limit"] = target.loop_limit
+            if status is None:
+                params += (abi.Param(abi.STATUS_PARAM, "status", "uint32", "uint32", 1, "C",
+                                     len(bindings), 0),)
         return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,
-                              module.llvm_ir, module.capabilities, kernel_ir.params,
+                              module.llvm_ir, module.capabilities, params,
                               kernel_ir.push_size, metadata=metadata)
 
     @property

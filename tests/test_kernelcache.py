@@ -50,13 +50,13 @@ def _build_once(monkeypatch):
     from numba_vulkan.codegen import pipeline
     build = pipeline.build
 
-    def shared_build(sources, bindings, local_size, target, name="kernel"):
+    def shared_build(sources, bindings, local_size, target, name="kernel", status=None):
         if config.dump_dir():
-            return build(sources, bindings, local_size, target, name=name)
+            return build(sources, bindings, local_size, target, name=name, status=status)
         key = (kernelcache.normalise("\n".join(sources)), tuple(bindings), tuple(local_size),
-               target)
+               target, status)
         if key not in _built:
-            _built[key] = build(sources, bindings, local_size, target, name=name)
+            _built[key] = build(sources, bindings, local_size, target, name=name, status=status)
         return _built[key]
 
     monkeypatch.setattr(pipeline, "build", shared_build)

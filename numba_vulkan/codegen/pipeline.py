@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from numba_vulkan import config, spirv
 from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
-                                   logical, narrow, optimize, strip, structurize, validate,
-                                   workarounds)
+                                   logical, looplimit, narrow, optimize, strip, structurize,
+                                   validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -28,14 +28,17 @@ class Module:
         spirv: The SPIR-V binary.
         llvm_ir: The IR handed to the backend, after every rewrite.
         capabilities: SPIR-V capabilities the module declares.
+        loop_check: Whether the module reports reaching the target's loop
+            limit in a status buffer (see :mod:`numba_vulkan.codegen.looplimit`).
     """
 
     spirv: bytes
     llvm_ir: str
     capabilities: list
+    loop_check: bool = False
 
 
-def build(sources, bindings, local_size, target, name="kernel"):
+def build(sources, bindings, local_size, target, name="kernel", status=None):
     """Compile a kernel's IR modules to SPIR-V for ``target``.
 
     Args:
@@ -44,6 +47,10 @@ def build(sources, bindings, local_size, target, name="kernel"):
         local_size: Workgroup size ``(x, y, z)``.
         target: The :class:`~numba_vulkan.target.TargetDescription`.
         name: The kernel's name, for messages and dumps.
+        status: The binding of the kernel's status buffer, if it has one. On
+            a target with a loop limit, a module with loops reports there
+            (or at binding ``len(bindings)``, a status buffer of its own)
+            and says so in :attr:`Module.loop_check`.
     """
     with _llvm_lock:
         tm = optimize.target_machine(target.triple)
@@ -51,28 +58,38 @@ def build(sources, bindings, local_size, target, name="kernel"):
         module = optimize.link(libclc_link.link(narrowed), target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm)
         text = logical.rewrite(str(module), bindings)
+        if target.loop_limit:
+            text = looplimit.hint_unrolling(text, ENTRY_POINT, looplimit.UNROLL)
         module = optimize.link([text], target.triple, DATA_LAYOUT)
         optimize.optimise(module, ENTRY_POINT, tm, speed=2)
-        final = _structured(module, tm, local_size, target, sources, breaks=True)
+        checked = []
+        instrument = None
+        if target.loop_limit:
+            binding = len(bindings) if status is None else status
+
+            def instrument(function, loops):
+                checked.append(True)
+                return looplimit.count_trips(function, loops, target.loop_limit, binding)
+        final = _structured(module, tm, local_size, target, sources, True, instrument)
     binary = _emit(final, target)
     if spirv.unmerged_switch(binary):
         # The backend's own structurizer mishandled a loop left by breaks;
         # every loop leaving through a flag in its latch avoids that.
         with _llvm_lock:
-            final = _structured(module, tm, local_size, target, sources, breaks=False)
+            final = _structured(module, tm, local_size, target, sources, False, instrument)
         binary = _emit(final, target)
     if not exact.contraction_allowed(sources):
         binary = exact.decorate(binary)
     _dump(name, final, binary)
     if config.validate():
         validate.validate(binary, target.target_env)
-    return Module(binary, final, spirv.capabilities(binary))
+    return Module(binary, final, spirv.capabilities(binary), bool(checked))
 
 
-def _structured(module, tm, local_size, target, sources, breaks):
+def _structured(module, tm, local_size, target, sources, breaks, instrument):
     """The final IR for the backend: structured control flow, markers
     lowered, narrowed and legalised."""
-    module = structurize.structurize(module, tm, ENTRY_POINT, breaks)
+    module = structurize.structurize(module, tm, ENTRY_POINT, breaks, instrument=instrument)
     final = logical.lower_markers(int32.low_bits(int32.counters(str(module))),
                                   tuple(local_size))
     final = narrow.final(final, target.narrowed)
