@@ -8,12 +8,12 @@ there is none does it look further, and only a compile imports Numba.
 
 import builtins
 import threading
-import warnings
+
 import numpy as np
 
 from numba_vulkan import abi, config, kernelcache, signature
 from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.errors import LaunchError, NarrowingWarning
+from numba_vulkan.errors import LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -59,7 +59,7 @@ class _Plan:
         self.params = kernel.params
         self.kinds = tuple(_ARRAY if p.kind == "array" else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
-                           for p in kernel.params if p.kind != "status")
+                           for p in kernel.params if p.kind in ("array", "scalar"))
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
@@ -81,18 +81,6 @@ class _Plan:
                 raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
             raise _kernel_exception(description, self.kernel.name, invocation)
-
-
-def _warn_if_narrowed(name, sig, target, kernel_ir):
-    """Warn that a kernel computes in 32 bits what it declares as 64."""
-    if not target.narrowed:
-        return
-    narrowed = sorted({p.dtype for p in kernel_ir.params if p.storage != p.dtype})
-    if "float64" in target.narrowed and any("double" in text for text in kernel_ir.modules):
-        narrowed = sorted(set(narrowed) | {"float64"})
-    if narrowed:
-        warnings.warn(f"{name}({', '.join(sig)}): {', '.join(narrowed)} narrowed to 32 bits "
-                      "for a device without 64-bit support", NarrowingWarning, stacklevel=4)
 
 
 def _loop_limit_error(kernel, invocation):
@@ -217,44 +205,11 @@ class VulkanDispatcher:
                     compiled = kernelcache.load_compiled(
                         name, sig, threads, target, f"{self.__qualname__}({', '.join(sig)})")
                 if compiled is None:
-                    compiled = self._build(sig, threads, target)
+                    from numba_vulkan.compiler import stages
+                    compiled = stages.compile(self.py_func, sig, threads, target, self.options)
                     kernelcache.store_compiled(name, compiled, config.validate())
                 self._compiled[key] = compiled
             return compiled
-
-    def _build(self, sig, threads, target):
-        from numba_vulkan.compiler.compile import compile_kernel, numba_types
-        kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
-                                   self.options, target.float32_atomic_add)
-        _warn_if_narrowed(self.__qualname__, sig, target, kernel_ir)
-        bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
-        status = next((p.binding for p in kernel_ir.params if p.kind == "status"), None)
-        # The kernels/ tier: Numba ran, codegen is skipped on a hit.
-        label = f"{self.__qualname__}({', '.join(sig)})"
-        name = kernelcache.module_key(kernel_ir.modules, bindings, threads, target,
-                                      self.options)
-        module = kernelcache.load_module(name, label)
-        if module is None:
-            # Imported here: it loads LLVM, which a cache hit does without.
-            from numba_vulkan.codegen import pipeline
-            from numba_vulkan.codegen.logical import MixedFloatAtomics
-            try:
-                module = pipeline.build(kernel_ir.modules, bindings, threads, target,
-                                        name=self.__qualname__, status=status)
-            except MixedFloatAtomics:
-                # Compare-and-swap loops for every float atomic instead.
-                return self._build(sig, threads, target.with_features(float32_atomic_add=False))
-            kernelcache.store_module(name, module, label)
-        metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
-        params = kernel_ir.params
-        if module.loop_check:
-            metadata["loop_limit"] = target.loop_limit
-            if status is None:
-                params += (abi.Param(abi.STATUS_PARAM, "status", "uint32", "uint32", 1, "C",
-                                     len(bindings), 0),)
-        return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,
-                              module.llvm_ir, module.capabilities, params,
-                              kernel_ir.push_size, metadata=metadata)
 
     @property
     def _parameter_names(self):

@@ -273,3 +273,70 @@ def test_math_functions_numba_lacks(dtype, rng):
         assert errors[worst] <= TOLERANCE[dtype], (
             f"column {column} at ({x[worst]!r}, {y[worst]!r}): {out[worst, column]!r} on the "
             f"device, {want[worst, column]!r} from Python")
+
+
+#: Values that float64 rounding got wrong on lavapipe without AVX-512: halves
+#: (ties), magnitudes from 2**24 up to 2**52 with a fraction, and the values
+#: around the edges of the exponent range where the bits change meaning.
+ROUNDING_INPUTS = np.array(
+    [0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+     0.7, -0.7, 1.0, -1.0, 0.0, -0.0, 2.0**24 + 0.5, 2.0**24 + 1.5, -(2.0**25 + 0.5),
+     2.0**30 + 0.25, 2.0**31 + 0.5, -(2.0**31 + 0.75), 1e9 + 0.5, 2.0**40 + 0.5,
+     2.0**51 + 0.5, 2.0**51 + 1.5, 2.0**52 - 0.5, -(2.0**52 - 0.5), 2.0**52, 2.0**52 + 1,
+     2.0**53 + 2, 1e300, -1e300, 5e-324, -5e-324, 2.2250738585072014e-308, np.inf, -np.inf,
+     np.nan])
+
+
+_ROUNDING = ["np.floor(a)", "np.ceil(a)", "np.trunc(a)", "np.rint(a)",
+             "round(a) if abs(a) < 1e15 else a", "a - math.floor(a) if abs(a) < 1e15 else a"]
+rounding_kernel, rounding_cpu = _build("rounding", _ROUNDING, ("a",))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rounding_is_exact(dtype):
+    """floor, ceil, trunc, rint and round give exactly NumPy's results,
+    signs of zero included (lavapipe's float64 Trunc and RoundEven left
+    values >= 2**24 unchanged and rounded 1.5 to 1 on an AMD EPYC)."""
+    with np.errstate(over="ignore"):
+        x = np.tile(ROUNDING_INPUTS.astype(dtype), (len(_ROUNDING), 1))
+    out, want, flushed = np.zeros_like(x), np.zeros_like(x), np.zeros_like(x)
+    rounding_kernel.forall(x.shape[1])(x, out)
+    rounding_cpu(x, want)
+    # A subnormal input may be flushed to a zero of its sign first.
+    rounding_cpu(np.where(np.abs(x) < np.finfo(dtype).tiny, np.copysign(0, x), x), flushed)
+    x = x[0]
+    for row, name in enumerate(_ROUNDING):
+        got = out[row].view(f"u{x.itemsize}")
+        same = (got == want[row].view(got.dtype)) | (got == flushed[row].view(got.dtype))
+        same |= np.isnan(out[row]) & np.isnan(want[row])
+        bad = np.flatnonzero(~same)
+        assert bad.size == 0, (f"{name} at a = {x[bad[0]]!r}: {out[row, bad[0]]!r} on the "
+                               f"device, {want[row, bad[0]]!r} on the CPU")
+
+
+#: Arguments from 2**31 to 1e10 (where float64 sin gave +-0.7071 on lavapipe
+#: without AVX-512), a few beyond, and their negatives.
+LARGE_ARGUMENTS = np.array(
+    [2.0**31, 2.0**31 + 0.5, 3e9, 1e9, 5391683761.644151, 2.0**32 + 1, 7777777777.7, 1e10,
+     2.0**40 + 3, 1e15, 1e22, 1e100, 1e300])
+LARGE_ARGUMENTS = np.concatenate([LARGE_ARGUMENTS, -LARGE_ARGUMENTS])
+_LARGE = ["math.sin(a)", "math.cos(a)", "math.tan(a)", "np.sin(a)", "np.fmod(a, 3.7)",
+          "a % 3.7", "np.fmod(a, -0.1)", "a % -0.1"]
+large_kernel, large_cpu = _build("large", _LARGE, ("a",))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_large_arguments(dtype):
+    """Trigonometric functions and remainders of large arguments, against
+    the CPU within :data:`TOLERANCE`."""
+    x = np.tile(LARGE_ARGUMENTS.astype(dtype) if dtype == "float64" else
+                LARGE_ARGUMENTS[np.abs(LARGE_ARGUMENTS) < 1e38].astype(dtype), (len(_LARGE), 1))
+    out, want = np.zeros_like(x), np.zeros_like(x)
+    large_kernel.forall(x.shape[1])(x, out)
+    large_cpu(x, want)
+    for row, name in enumerate(_LARGE):
+        errors = ulp_error(out[row], want[row])
+        worst = int(np.argmax(errors))
+        assert errors[worst] <= TOLERANCE[dtype], (
+            f"{name} at a = {x[row, worst]!r}: {out[row, worst]!r} on the device, "
+            f"{want[row, worst]!r} on the CPU: {errors[worst]:g} ULP")

@@ -23,52 +23,29 @@ left at its next back edge, silently. A target whose description has a
 import re
 
 from numba_vulkan import abi
+from numba_vulkan.codegen import ir
 
 #: How many copies of an innermost loop's body one trip runs on a target
 #: with a loop limit: with 16, a counted loop of 10**6 trips stays under
 #: lavapipe's 65535 (62,500 trips and a remainder of at most 15).
 UNROLL = 16
 
-_LABEL = re.compile(r'^((?:"[^"]*")|[-a-zA-Z$._0-9]+):(?:\s*;.*)?$')
-_TARGET = re.compile(r'label %((?:"[^"]*")|[-a-zA-Z$._0-9]+)')
-_METADATA_ID = re.compile(r"!(\d+)\b")
-_TERMINATORS = ("br ", "switch ", "ret", "unreachable")
+_METADATA_ID = re.compile(r"^!(\d+) = ")
 
 
-def _blocks(body):
-    """``(name, first line, last line)`` of each block of a function body,
-    the last line being its terminator (a switch may span several lines)."""
-    blocks, name, first, k = [], None, None, 0
-    while k < len(body):
-        stripped = body[k].strip()
-        m = _LABEL.match(stripped)
-        if m:
-            name, first = m.group(1), k + 1
-        elif stripped.startswith(_TERMINATORS):
-            if name is None:
-                name, first = "", 0
-            last = k
-            if stripped.startswith("switch "):
-                while not body[last].strip().endswith("]"):
-                    last += 1
-            blocks.append((name, first, last))
-            name, k = None, last
-        k += 1
-    return blocks
-
-
-def _innermost_latches(body):
-    """The latch lines (indices into ``body``) of each innermost loop."""
-    blocks = _blocks(body)
-    succs = {name: _TARGET.findall(" ".join(body[term:last + 1]))
-             for name, _, last in blocks for term in [_terminator_line(body, last)]}
-    preds = {name: [] for name in succs}
-    for name, targets in succs.items():
+def _innermost_latches(function):
+    """The latch blocks of each innermost loop of ``function`` (an
+    :class:`~numba_vulkan.codegen.ir.Function`)."""
+    blocks = {block.label: block for block in function.blocks}
+    succs = {label: [op.value.lstrip("%") for op in block.terminator.operands
+                     if op.type == "label"]
+             for label, block in blocks.items()}
+    preds = {label: [] for label in blocks}
+    for label, targets in succs.items():
         for t in targets:
-            preds.setdefault(t, []).append(name)
-    back = {}
-    on_stack, seen = set(), set()
-    entry = blocks[0][0]
+            preds[t].append(label)
+    back, on_stack, seen = {}, set(), set()
+    entry = function.blocks[0].label
     stack = [(entry, iter(succs[entry]))]
     on_stack.add(entry)
     seen.add(entry)
@@ -77,7 +54,7 @@ def _innermost_latches(body):
         for s in it:
             if s in on_stack:
                 back.setdefault(s, []).append(node)
-            elif s not in seen and s in succs:
+            elif s not in seen:
                 seen.add(s)
                 on_stack.add(s)
                 stack.append((s, iter(succs[s])))
@@ -92,22 +69,10 @@ def _innermost_latches(body):
             n = work.pop()
             if n not in inside:
                 inside.add(n)
-                work.extend(preds.get(n, []))
+                work.extend(preds[n])
         bodies[header] = inside
-    last_line = {name: last for name, _, last in blocks}
-    out = []
-    for header, inside in bodies.items():
-        if any(other != header and other in inside for other in bodies):
-            continue
-        out.append([last_line[latch] for latch in back[header]])
-    return out
-
-
-def _terminator_line(body, last):
-    k = last
-    while not body[k].strip().startswith(_TERMINATORS):
-        k -= 1
-    return k
+    return [[blocks[latch] for latch in back[header]] for header, inside in bodies.items()
+            if not any(other != header and other in inside for other in bodies)]
 
 
 def hint_unrolling(text, entry="main", count=UNROLL):
@@ -116,26 +81,27 @@ def hint_unrolling(text, entry="main", count=UNROLL):
     carry loop metadata keep it and are left alone."""
     if count < 2:
         return text
-    lines = text.splitlines()
-    start = next((k for k, line in enumerate(lines)
-                  if line.startswith("define ") and f"@{entry}(" in line), None)
-    if start is None:
+    module = ir.parse(text)
+    try:
+        function = module.function(f"@{entry}")
+    except StopIteration:
         return text
-    end = next(k for k in range(start, len(lines)) if lines[k].startswith("}"))
-    body = lines[start + 1:end]
-    loops = [latches for latches in _innermost_latches(body)
-             if not any("!llvm.loop" in body[k] for k in latches)]
+    if function.blocks is None:
+        return text
+    loops = [latches for latches in _innermost_latches(function)
+             if not any("!llvm.loop" in latch.terminator.tail for latch in latches)]
     if not loops:
         return text
-    fresh = max((int(n) for n in _METADATA_ID.findall(text)), default=-1) + 1
-    prop = fresh
-    metadata = [f'!{prop} = !{{!"llvm.loop.unroll.count", i32 {count}}}']
+    ids = [int(m.group(1)) for item in module.items if isinstance(item, str)
+           for m in [_METADATA_ID.match(item)] if m]
+    prop = max(ids, default=-1) + 1
+    module.items.append(f'!{prop} = !{{!"llvm.loop.unroll.count", i32 {count}}}')
     for k, latches in enumerate(loops, start=1):
         loop_id = prop + k
-        metadata.append(f"!{loop_id} = distinct !{{!{loop_id}, !{prop}}}")
-        for line in latches:
-            body[line] = f"{body[line].rstrip()}, !llvm.loop !{loop_id}"
-    return "\n".join(lines[:start + 1] + body + lines[end:] + metadata) + "\n"
+        module.items.append(f"!{loop_id} = distinct !{{!{loop_id}, !{prop}}}")
+        for latch in latches:
+            latch.terminator.tail += f", !llvm.loop !{loop_id}"
+    return str(module)
 
 
 _HANDLE = re.compile(r"^\s*(%[-\w.$]+) = (?:tail )?call target\(\"spirv\.VulkanBuffer\", "
