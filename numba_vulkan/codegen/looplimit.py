@@ -104,9 +104,6 @@ def hint_unrolling(text, entry="main", count=UNROLL):
     return str(module)
 
 
-_HANDLE = re.compile(r"^\s*(%[-\w.$]+) = (?:tail )?call target\(\"spirv\.VulkanBuffer\", "
-                     r"\[0 x i32\], 12, 1\) @llvm\.spv\.resource\.handlefrombinding\.\S+"
-                     r"\(i32 0, i32 (\d+),")
 _STATUS_TYPE = 'target("spirv.VulkanBuffer", [0 x i32], 12, 1)'
 _STATUS_MANGLED = "tspirv.VulkanBuffer_a0i32_12_1t"
 
@@ -165,9 +162,11 @@ def _report(function, counter, limit, binding):
     and the invocation's id to the status buffer."""
     handle = None
     for line in function.blocks[function.entry].body:
-        m = _HANDLE.match(line)
-        if m and int(m.group(2)) == binding:
-            handle = m.group(1)
+        inst = ir.instruction(line.strip())
+        if inst.opcode == "call" and inst.callee.startswith(
+                "@llvm.spv.resource.handlefrombinding.") and inst.type == _STATUS_TYPE and \
+                inst.operands[1].value == str(binding):
+            handle = inst.name
     declarations = []
     if handle is None:
         handle = "%" + function.fresh("status")
