@@ -32,7 +32,7 @@ import subprocess
 
 import numpy as np
 
-from numba_vulkan import abi, config, files, signature
+from numba_vulkan import abi, config, files, signature, spirv
 from numba_vulkan.spirv import CAPABILITIES, MAGIC
 
 #: Vulkan version -> newest SPIR-V version (major, minor) it consumes.
@@ -430,3 +430,65 @@ def validate_once(binary, target_env):
         except OSError:
             pass
     return True
+
+
+# Which buffers a kernel writes ------------------------------------------------------
+
+#: Instructions whose result points into what their operand at index 3 points into:
+#: OpAccessChain, OpInBoundsAccessChain, OpPtrAccessChain, OpInBoundsPtrAccessChain,
+#: OpCopyObject, OpBitcast.
+_DERIVING = frozenset({65, 66, 67, 70, 83, 124})
+_OP_PHI, _OP_SELECT, _OP_STORE, _OP_FUNCTION_CALL = 245, 169, 62, 57
+#: Instructions that write through the pointer at index 1: OpStore,
+#: OpCopyMemory, OpCopyMemorySized, OpAtomicStore.
+_WRITES_AT_1 = frozenset({62, 63, 64, 228})
+#: Atomic read-modify-writes, pointer at index 3 (exchange to xor, float min,
+#: max and add, flag test-and-set).
+_WRITES_AT_3 = frozenset(range(229, 243)) | {318, 5614, 5615, 6035}
+
+
+def written_bindings(binary):
+    """Descriptor bindings of the storage buffers a module may write.
+
+    Follows pointers from each buffer variable through access chains, copies,
+    casts, ``OpPhi`` and ``OpSelect``; a pointer stored to memory or passed
+    to a function counts as written, so the answer errs towards "written".
+    """
+    _, instructions = spirv.parse(binary)
+    bindings, points = {}, {}
+    for inst in instructions:
+        op = inst[0] & 0xFFFF
+        if op == _OP_DECORATE and len(inst) >= 4 and inst[2] == _DEC_BINDING:
+            bindings[inst[1]] = inst[3]
+        elif op == _OP_VARIABLE and len(inst) >= 4 and inst[2] in bindings:
+            points[inst[2]] = {bindings[inst[2]]}
+    written, changed = set(), True
+    while changed:   # again until loops' OpPhi see their back edges' pointers
+        changed = False
+        for inst in instructions:
+            op = inst[0] & 0xFFFF
+            sources = ()
+            if op in _DERIVING and len(inst) >= 4:
+                sources = (inst[3],)
+            elif op == _OP_PHI:
+                sources = inst[3::2]
+            elif op == _OP_SELECT and len(inst) >= 6:
+                sources = inst[4:6]
+            if sources:
+                into = set().union(*(points.get(s, ()) for s in sources))
+                if into - points.get(inst[2], set()):
+                    points[inst[2]] = points.get(inst[2], set()) | into
+                    changed = True
+                continue
+            targets = []
+            if op in _WRITES_AT_1 and len(inst) >= 2:
+                targets.append(inst[1])
+            if op == _OP_STORE and len(inst) >= 3:
+                targets.append(inst[2])      # the pointer itself escapes
+            if op in _WRITES_AT_3 and len(inst) >= 4:
+                targets.append(inst[3])
+            if op == _OP_FUNCTION_CALL:
+                targets.extend(inst[4:])
+            for target in targets:
+                written |= points.get(target, set())
+    return written

@@ -324,3 +324,40 @@ def test_spilled_layout_survives_the_metadata_round_trip():
     old = dict(kernel.to_metadata(), abi_version=1)
     with pytest.raises(ValueError, match="ABI 1"):
         nv.CompiledKernel.from_metadata(old, kernel.spirv)
+
+
+_COEFFICIENTS = 28
+
+
+def _polynomial_kernel():
+    """Twenty-eight float64 coefficients and a complex shift: scalars alone
+    pass 256 bytes, and the spill starts at a 64-bit value."""
+    names = [f"c{k}" for k in range(_COEFFICIENTS)]
+    source = (f"def polynomial(x, out, {', '.join(names)}, shift):\n"
+              "    i = nv.global_id(0)\n"
+              "    if i < x.shape[0]:\n"
+              "        t = x[i]\n"
+              f"        acc = {names[-1]}\n"
+              + "".join(f"        acc = acc * t + {n}\n" for n in reversed(names[:-1]))
+              + "        out[i] = acc + shift\n")
+    scope = {"nv": nv}
+    exec(compile(source, "<polynomial>", "exec"), scope)
+    return nv.jit(scope["polynomial"])
+
+
+def test_many_scalar_arguments(rng):
+    polynomial = _polynomial_kernel()
+    x = rng.uniform(-1, 1, 300)
+    out = np.zeros(300, np.complex128)
+    coefficients = [np.float64(v) for v in rng.uniform(-1, 1, _COEFFICIENTS)]
+    shift = np.complex128(0.25 - 3j)
+    polynomial.forall(x.size)(x, out, *coefficients, shift)
+    want = np.zeros_like(x)
+    for c in reversed(coefficients):
+        want = want * x + c
+    np.testing.assert_allclose(out, want + shift, rtol=1e-12, atol=1e-12)
+    params = compiled_kernels(polynomial)[0].params
+    assert params[-2].name == "shift" and params[-2].spilled and params[-1].kind == "args"
+    assert params[-1].binding == 2 and not params[0].spilled
+    first = next(p for p in params if p.spilled)
+    assert first.kind == "scalar" and first.offset == 0

@@ -171,7 +171,8 @@ def test_a_backend_failure_is_a_compiler_error(uncached, monkeypatch):
 
     table = tuple(s._replace(run=crash) if s.name == "emit" else s for s in stages.STAGES)
     monkeypatch.setattr(stages, "STAGES", table)
-    with pytest.raises(nv.CompilerError, match=r"^cannot compile kernel scale: .*: stage emit: LLVM SPIR-V backend failed") as info:
+    with pytest.raises(nv.CompilerError, match=r"^cannot compile kernel scale: .*: stage emit: "
+                                               r"LLVM SPIR-V backend failed") as info:
         nv.jit(scale.py_func).compile(SIG)
     assert "a test's abort" in str(info.value)
     assert isinstance(info.value.__cause__, ToolError)

@@ -602,3 +602,55 @@ def test_cache_off_writes_nothing_anywhere(tmp_path, monkeypatch, rng):
     assert not (tmp_path / "cache").exists()
     assert pipeline_cache.for_device(current_device()) is None
     files.forget_cache_roots()
+
+
+# Launch arguments -----------------------------------------------------------------
+
+
+@nv.jit
+def _scale(a, x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        y[i] = a * x[i]
+
+
+class _Duck:
+    dtype = np.dtype(np.float32)
+    shape = (64,)
+
+
+@pytest.mark.parametrize("case", ["read-only output", "0-d output", "0-d input", "duck",
+                                  "2**70", "-2**70"])
+def test_bad_launch_arguments_name_the_parameter(case):
+    x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
+    a = np.float32(2)
+    if case == "read-only output":
+        y.flags.writeable = False
+        args, name = (a, x, y), "y"
+    elif case == "0-d output":
+        args, name = (a, x, np.zeros((), np.float32)), "y"
+    elif case == "0-d input":
+        args, name = (a, np.ones((), np.float32), y), "x"
+    elif case == "duck":
+        args, name = (a, x, _Duck()), "y"
+    elif case == "2**70":
+        args, name = (2 ** 70, x, y), "a"
+    else:
+        args, name = (-2 ** 70, x, y), "a"
+    with pytest.raises((TypeError, nv.LaunchError), match=f"parameter '{name}'"):
+        _scale[1, 64](*args)
+    assert not y.any()
+
+
+def test_read_only_inputs_still_work(rng):
+    x = rng.random(64, dtype=np.float32)
+    x.flags.writeable = False
+    y = np.zeros(64, np.float32)
+    _scale[1, 64](np.float32(3), x, y)
+    np.testing.assert_array_equal(y, np.float32(3) * x)
+
+
+def test_written_bindings_follow_pointers(kernel_module):
+    compiled = VulkanDispatcher(kernel_module.axpy.py_func).compile(
+        "void(float32, float32[:], float32[:])", threads=64)
+    assert modulecheck.written_bindings(compiled.spirv) == {1}

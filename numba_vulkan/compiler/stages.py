@@ -216,7 +216,8 @@ STAGES = (
     Stage("link", _codegen("link"), "64-bit types the target lacks are narrowed; the modules "
           "and the libclc functions they call are linked into one", llvm=True),
     Stage("optimize", _codegen("optimise"), "everything is inlined into the entry point and "
-          "optimised", llvm=True),
+          "optimised, with no C library, so that no loop becomes an `llvm.memset` or "
+          "`llvm.memcpy` of a whole array", llvm=True),
     Stage("logical", _logical, "logical addressing: every load and store goes through a "
           "buffer handle and an element index instead of a byte address", llvm=True),
     Stage("unroll", _codegen("unroll_hints"), "on a target with a loop limit (lavapipe's), "
