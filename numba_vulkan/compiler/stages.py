@@ -258,8 +258,8 @@ def names():
 
 def _failure(job, stage, exc):
     """The CompilerError for ``exc`` raised in ``stage``."""
-    from numba_vulkan.compiler.diagnostics import definition
-    where = "{}: {}:{}".format(job.name, *definition(job.pyfunc))
+    from numba_vulkan.compiler import diagnostics
+    where = "{}: {}:{}".format(job.name, *diagnostics.definition(job.pyfunc))
     if isinstance(exc, CompilerError):
         if exc.kernel is not None:
             if getattr(exc, "stage", None) is None:
@@ -277,8 +277,12 @@ def _failure(job, stage, exc):
         error = CompilerError(f"cannot compile kernel {where}: stage {stage}: {exc}",
                               kernel=job.name)
     else:
-        error = CompilerError(f"cannot compile kernel {where}: internal error in stage "
-                              f"{stage}: {type(exc).__name__}: {exc}", kernel=job.name)
+        # Numba's lowering knows the line of the instruction it failed on.
+        location = (diagnostics.traceback_location(exc.__traceback__)
+                    or diagnostics.definition(job.pyfunc))
+        error = CompilerError(diagnostics.message(
+            job.name, location, f"internal error in stage {stage}: {type(exc).__name__}: "
+            f"{exc}"), kernel=job.name)
     error.stage = stage
     return error
 
