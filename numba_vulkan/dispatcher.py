@@ -62,10 +62,10 @@ class _Plan:
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
-        # Argument positions of the arrays the kernel may write.
+        # Per argument: whether it is an array the kernel may write.
         written = modulecheck.written_bindings(kernel.spirv)
-        self.written = frozenset(k for k, p in enumerate(kernel.params)
-                                 if p.kind == "array" and p.binding in written)
+        self.written = tuple(p.kind == "array" and p.binding in written
+                             for p in kernel.params if p.kind in ("array", "scalar"))
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
                                  cache=pipeline_cache.for_device(device))
         # Where a kernel compiled with error checks reports the first error.
@@ -79,18 +79,29 @@ class _Plan:
         self.status.buffer.read(words)
         if words[0]:
             self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
+            invocation = tuple(int(w) for w in words[1:4])
+            if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
+                raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
-            raise _kernel_exception(description, self.kernel.name, tuple(int(w) for w in words[1:4]))
+            raise _kernel_exception(description, self.kernel.name, invocation)
+
+
+def _loop_limit_error(kernel, invocation):
+    limit = kernel.metadata["loop_limit"]
+    return LaunchError(
+        f"kernel {kernel.name} hit the device's loop limit in invocation {invocation}: the "
+        f"driver (lavapipe) leaves every loop of an invocation after {limit} loop trips, all "
+        "loops together, so the launch's results are incomplete. Give each invocation fewer "
+        "trips (more invocations, shorter loops) or run on a GPU.")
 
 
 def _refuse_read_only(dispatcher, plan, args, value):
     """Raise for a read-only NumPy array where the kernel writes: its writes
     would be lost (the array cannot take the results back)."""
-    position = next(k for k, a in enumerate(args) if a is value)
-    if position in plan.written:
-        raise LaunchError(f"{dispatcher.__qualname__}(): parameter "
-                          f"{plan.params[position].name!r} is a read-only array, and the "
-                          "kernel writes it; pass a writable array (a copy)")
+    position = next(k for k, a in enumerate(args) if a is value and plan.written[k])
+    raise LaunchError(f"{dispatcher.__qualname__}(): parameter "
+                      f"{plan.params[position].name!r} is a read-only array, and the "
+                      "kernel writes it; pass a writable array (a copy)")
 
 
 def _scalar_error(dispatcher, plan, args):
@@ -293,12 +304,12 @@ class VulkanDispatcher:
                                 f"arguments, {len(args)} were given")
             plan = self._plan(sig, threads, device)
         buffers, flat, copy_backs = [], [*groups], None
-        for value, kind in zip(args, plan.kinds):
+        for value, kind, written in zip(args, plan.kinds, plan.written):
             if kind == _ARRAY:
                 if isinstance(value, np.ndarray):
-                    if not value.flags.writeable and plan.written:
+                    if written and not value.flags.writeable:
                         _refuse_read_only(self, plan, args, value)
-                    value, copy_back = memory.staged_host_array(value, device)
+                    value, copy_back = memory.staged_host_array(value, device, written)
                     if copy_backs is None:
                         copy_backs = []
                     copy_backs.append(copy_back)

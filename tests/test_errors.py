@@ -280,3 +280,18 @@ def test_a_signature_that_does_not_fit_is_a_compiler_error():
     with pytest.raises(nv.CompilerError, match=r"copy: .*test_errors.py:\d+: it takes 2 "
                                                r"arguments, 1 types were given"):
         nv.jit(copy.py_func).compile("void(float32[::1])")
+
+
+def _builds_a_list(out):
+    values = [1.0, 2.0]
+    out[0] = values[1]
+
+
+def test_a_construct_the_target_cannot_lower_names_its_line():
+    with pytest.raises(nv.UnsupportedError) as info:
+        nv.jit(_builds_a_list).compile("void(float32[::1])")
+    message = str(info.value)
+    line = _line_of(_builds_a_list, "values = [")
+    assert message.startswith(f"cannot compile kernel _builds_a_list: {__file__}:{line}: "
+                              "kernels cannot use this construct")
+    assert "    values = [1.0, 2.0]" in message

@@ -1,7 +1,7 @@
 """Ordinary code that LLVM's SPIR-V backend aborted on or rejected compiles
 and gives numba.njit's results: remainders by constants (integer operations
-on constants) and a math function reached both as a C call and as an LLVM
-intrinsic."""
+on constants), a math function reached both as a C call and as an LLVM
+intrinsic, and private arrays filled, copied and shifted in loops."""
 
 import math
 
@@ -12,6 +12,7 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.codegen import legalize, optimize
+from helpers import assert_valid_spirv, compiled_kernels
 
 INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 
@@ -246,3 +247,104 @@ def test_floor_division_beside_np_floor():
     out = np.zeros_like(x)
     floor_division_and_floor.forall(x.size)(x, out)
     np.testing.assert_array_equal(out, x // 3.0 + np.floor(x))
+
+
+# Private arrays filled and copied in loops ---------------------------------------
+
+@nv.jit
+def private_fill_and_sum(x, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        a = nv.local.array(1000, np.float32)
+        for k in range(1000):
+            a[k] = 0
+        for k in range(1000):
+            a[k] += x[i] * k
+        s = 0.0
+        for k in range(1000):
+            s += a[k]
+        out[i] = s
+
+
+@numba.njit
+def _private_fill_and_sum(x, out):
+    for i in range(x.shape[0]):
+        a = np.empty(1000, np.float32)
+        for k in range(1000):
+            a[k] = 0
+        for k in range(1000):
+            a[k] += x[i] * k
+        s = 0.0
+        for k in range(1000):
+            s += a[k]
+        out[i] = s
+
+
+def test_thousand_element_private_array_filled_in_a_loop():
+    # Both the loop storing zeros and the zeros Numba stored into every new
+    # array became an llvm.memset of the whole array.
+    x = np.linspace(-4.0, 4.0, 32).astype(np.float32)
+    out = np.zeros_like(x)
+    private_fill_and_sum.forall(x.size)(x, out)
+    expected = np.zeros_like(x)
+    _private_fill_and_sum(x, expected)
+    np.testing.assert_array_equal(out, expected)
+    for kernel in compiled_kernels(private_fill_and_sum):
+        assert "llvm.mem" not in kernel.llvm_ir
+        assert_valid_spirv(kernel)
+
+
+_COPIES = """
+def kernel(x, out{extra}):
+    i = {index}
+    if i < x.shape[0]:
+        a = LOCAL(300, DTYPE)
+        b = LOCAL(300, DTYPE)
+        for k in range(300):
+            a[k] = FILL
+        s = 0
+        for k in range(300):
+            s += a[k] * (k % 5)
+        for k in range(300):
+            b[k] = a[k]
+        for k in range(300):
+            a[k] = x[(i + k) % x.shape[0]]
+        for k in range(299):
+            a[k] = a[k + 1]
+        for k in range(299, 0, -1):
+            b[k] = b[k - 1]
+        for k in range(300):
+            s += a[k] * (k % 7) + b[k] * (k % 3)
+        out[i] = s
+"""
+
+
+def _copies(dtype, fill, device):
+    scope = {"nv": nv, "np": np, "DTYPE": dtype,
+             "LOCAL": nv.local.array if device else np.empty}
+    source = _COPIES.replace("FILL", fill).format(
+        extra="" if device else ", i0", index="nv.global_id(0)" if device else "i0")
+    exec(source, scope)
+    return scope["kernel"]
+
+
+_FILLS = ["0", "-1", "7", "x[i]"]
+
+
+@pytest.mark.parametrize("dtype, fill", [
+    (dtype, _FILLS[k % len(_FILLS)])
+    for k, dtype in enumerate(INTEGERS + [np.float32, np.float64])],
+    ids=lambda v: getattr(v, "__name__", v))
+def test_private_arrays_filled_copied_and_shifted(dtype, fill):
+    # Loops that fill, copy and shift: memset, memcpy and memmove idioms.
+    x = (np.arange(24) % 11 - 3).astype(dtype)
+    out = np.zeros(x.size)
+    kernel = nv.jit(_copies(dtype, fill, device=True))
+    kernel.forall(x.size)(x, out)
+    expected = np.zeros_like(out)
+    reference = numba.njit(_copies(dtype, fill, device=False))
+    for i in range(x.size):
+        reference(x, expected, i)
+    np.testing.assert_array_equal(out, expected)
+    for compiled in compiled_kernels(kernel):
+        assert "llvm.mem" not in compiled.llvm_ir

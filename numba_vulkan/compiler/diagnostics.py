@@ -15,7 +15,7 @@ import os
 import re
 import types
 
-from numba_vulkan.errors import CompilerError
+from numba_vulkan.errors import CompilerError, UnsupportedError
 
 #: numba.cuda names: (what numba_vulkan calls it, or None, and a note).
 CUDA_NAMES = {
@@ -72,19 +72,24 @@ _UNTYPED = re.compile(r"Untyped global name '(\w+)'")
 
 
 def definition(pyfunc):
-    """``(file, line)`` of a Python function's ``def``."""
+    """``(file, line)`` of a Python function's ``def`` (past its decorators)."""
     code = getattr(pyfunc, "__code__", None)
     if code is None:
         return None, None
-    return code.co_filename, code.co_firstlineno
+    line = code.co_firstlineno
+    while linecache.getline(code.co_filename, line).lstrip().startswith("@"):
+        line += 1
+    return code.co_filename, line
 
 
 def located(pyfunc, reason):
     """A message on kernel ``pyfunc`` at its ``def`` line."""
-    return _message(pyfunc.__qualname__, definition(pyfunc), reason)
+    return message(pyfunc.__qualname__, definition(pyfunc), reason)
 
 
-def _message(kernel, location, reason, hint=None):
+def message(kernel, location, reason, hint=None):
+    """The text of an error on ``kernel`` at ``location`` (file, line): the
+    location, the reason, the source line and a hint."""
     filename, line = location
     text = f"cannot compile kernel {kernel}: "
     if filename:
@@ -152,13 +157,14 @@ def numba_error(pyfunc, exc):
         if m:
             hint = cuda_hint(m.group(1))
             break
-    return CompilerError(_message(pyfunc.__qualname__, location, _reason(text), hint),
+    return CompilerError(message(pyfunc.__qualname__, location, _reason(text), hint),
                          kernel=pyfunc.__qualname__)
 
 
-def _traceback_location(tb):
-    """The innermost Numba IR location among the frames of a traceback (the
-    typing constraint that asked for the attribute has one)."""
+def traceback_location(tb):
+    """The innermost Numba IR location among the frames of a traceback, or
+    None: the typing constraint or the lowering of the failing instruction
+    has one."""
     found = None
     while tb is not None:
         frame_locals = tb.tb_frame.f_locals
@@ -171,13 +177,20 @@ def _traceback_location(tb):
 
 
 def attribute_error(pyfunc, exc):
-    """The CompilerError for a name a module lacks, or None if ``exc`` is
-    another AttributeError (a bug, not the kernel's)."""
+    """The CompilerError for a name a module lacks or a construct the Vulkan
+    target does not lower; None if ``exc`` is another AttributeError (a bug,
+    not the kernel's)."""
     module, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+    location = traceback_location(exc.__traceback__) or definition(pyfunc)
+    if type(module).__name__ == "VulkanTargetContext" and name:
+        # Numba lowers the construct with a method only its CPU target has.
+        return UnsupportedError(message(
+            pyfunc.__qualname__, location, "kernels cannot use this construct (Numba lowers "
+            f"it with {name}, which the Vulkan target does not have)"),
+            kernel=pyfunc.__qualname__)
     if not isinstance(module, types.ModuleType) or not name:
         return None
-    location = _traceback_location(exc.__traceback__) or definition(pyfunc)
     reason = f"module {module.__name__} has no attribute {name!r}"
     hint = cuda_hint(name) if module.__name__.startswith(("numba_vulkan", "numba.cuda")) else None
-    return CompilerError(_message(pyfunc.__qualname__, location, reason, hint),
+    return CompilerError(message(pyfunc.__qualname__, location, reason, hint),
                          kernel=pyfunc.__qualname__)
