@@ -79,8 +79,20 @@ class _Plan:
         self.status.buffer.read(words)
         if words[0]:
             self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
+            invocation = tuple(int(w) for w in words[1:4])
+            if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
+                raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
-            raise _kernel_exception(description, self.kernel.name, tuple(int(w) for w in words[1:4]))
+            raise _kernel_exception(description, self.kernel.name, invocation)
+
+
+def _loop_limit_error(kernel, invocation):
+    limit = kernel.metadata["loop_limit"]
+    return LaunchError(
+        f"kernel {kernel.name} hit the device's loop limit in invocation {invocation}: the "
+        f"driver (lavapipe) leaves every loop of an invocation after {limit} loop trips, all "
+        "loops together, so the launch's results are incomplete. Give each invocation fewer "
+        "trips (more invocations, shorter loops) or run on a GPU.")
 
 
 def _refuse_read_only(dispatcher, plan, args, value):

@@ -278,7 +278,10 @@ def _usable(entry, sig, threads, target, features):
     distance = index.signature_distance(tuple(sig), tuple(entry["signature"]))
     if distance is None:
         return None
-    return distance, tuple(-v for v in built.vulkan)
+    # An entry built for the device's loop limit (lavapipe's) first: one
+    # built without cannot report reaching it, one built with checks for it
+    # where no device needs that.
+    return distance, built.loop_limit != target.loop_limit, tuple(-v for v in built.vulkan)
 
 
 def _manifest_lines(name, sig, threads):
