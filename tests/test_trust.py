@@ -781,3 +781,41 @@ def test_readers_during_rebuilds_always_see_one_generation(shipped, kernel_modul
         swapper.join()
     errors = [f for f in found if not isinstance(f, nv.CompiledKernel)]
     assert not errors, errors[0]
+
+
+# The command line: our errors, never a traceback ----------------------------------
+
+
+@pytest.mark.parametrize("case", ["python tag", "sys.exit at import", "huge workgroup",
+                                  "list without index", "inspect without index"])
+def test_command_line_errors_are_messages(shipped, tmp_path, capsys, case):
+    from numba_vulkan.aot.__main__ import main
+    root = project_copy(shipped, tmp_path)
+    manifest = root / "kernels.yaml"
+    if case == "python tag":
+        manifest.write_text(MANIFEST + '    options: !!python/object/apply:os.system ["x"]\n')
+        argv, status = ["build", str(manifest)], 2
+    elif case == "sys.exit at import":
+        (root / "exits.py").write_text("import sys\nsys.exit(3)\n")
+        manifest.write_text(MANIFEST.replace("trustkern:axpy", "exits:axpy"))
+        argv, status = ["build", str(manifest)], 2
+    elif case == "huge workgroup":
+        manifest.write_text(MANIFEST.replace("[[64]]", "[[2000, 2000]]"))
+        argv, status = ["build", str(manifest)], 2
+    else:
+        (root / "empty").mkdir()
+        argv = ["list", str(root / "empty")] if case.startswith("list") else [
+            "inspect", str(root / "empty"), "axpy"]
+        status = 1
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    if status == 2:
+        assert f"{manifest}:" in err
+
+
+def test_build_off_a_terminal_prints_a_line_per_module(shipped, tmp_path, capsys):
+    from numba_vulkan.aot.__main__ import main
+    root = project_copy(shipped, tmp_path)
+    assert main(["build", str(root / "kernels.yaml")]) == 0
+    assert "[1/1] " in capsys.readouterr().err
