@@ -36,7 +36,7 @@ import struct
 import tempfile
 import threading
 
-from numba_vulkan import config
+from numba_vulkan import config, files
 from numba_vulkan.errors import CompilerError
 
 #: Version of the preparation; part of the prepared file's name.
@@ -200,7 +200,10 @@ def library():
 def _load_or_prepare(path, stem):
     """The prepared library from the cache, else prepared now and stored
     there if the cache directory is writable."""
-    base = os.path.join(config.cache_dir(), "libclc", f"prepared-{stem}")
+    root = files.cache_root()
+    if root is None:
+        return Library(path, prepare(path))
+    base = os.path.join(root, "libclc", f"prepared-{stem}")
     text_path, record_path = base + ".ll", base + ".json"
     text = _load(path, text_path, record_path)
     if text is None:
@@ -216,18 +219,21 @@ def _load_or_prepare(path, stem):
     return Library(path, text)
 
 
+#: Largest prepared library and record read (the library is a few MB).
+_TEXT_LIMIT = 256 << 20
+_RECORD_LIMIT = 1 << 20
+
+
 def _load(path, text_path, record_path):
     """The prepared text if both files exist and agree, else None."""
     try:
-        with open(record_path, "rb") as f:
-            record = json.loads(f.read())
-        with open(text_path, "rb") as f:
-            data = f.read()
+        record = json.loads(files.read_regular(record_path, _RECORD_LIMIT))
+        data = files.read_regular(text_path, _TEXT_LIMIT)
         if (record.get("format") != FORMAT or record.get("source") != path
                 or record.get("sha256") != hashlib.sha256(data).hexdigest()):
             return None
         return data.decode()
-    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError, RecursionError):
         return None
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import abi
+from numba_vulkan import abi, signature
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.timing import KernelTimer
 from numba_vulkan.target import TargetDescription
@@ -149,13 +149,20 @@ def test_twelve_2d_arrays_and_scalars_cfd_step(rng):
 
 
 @nv.jit
-def stamp(a0, a1, a2, a3, a4, a5, out, row, value, scale):
+def stamp(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, out, row, value, scale):
+    """Twelve 2-d arrays fill even a 256-byte block: the scalars spill everywhere."""
     j = nv.global_id(0)
     if j < out.shape[1]:
         acc = 0.0
         for i in range(a0.shape[0]):
-            acc += a0[i, j] - a1[i, j] + a2[i, j] * a3[i, j] - a4[i, j] * a5[i, j]
+            acc += (a0[i, j] - a1[i, j] + a2[i, j] * a3[i, j] - a4[i, j] * a5[i, j]
+                    + a6[i, j] - a7[i, j] + a8[i, j] - a9[i, j] * a10[i, j])
         out[row, j] = acc * scale + value
+
+
+def stamp_reference(inputs):
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 = inputs
+    return (a0 - a1 + a2 * a3 - a4 * a5 + a6 - a7 + a8 - a9 * a10).sum(axis=0)
 
 
 def test_back_to_back_launches_with_other_spilled_scalars_keep_their_own(rng):
@@ -163,15 +170,14 @@ def test_back_to_back_launches_with_other_spilled_scalars_keep_their_own(rng):
     waited for: each must see its own values, also past the 32 recorded
     launches a pipeline keeps."""
     n, m, launches = 48, 256, 40
-    inputs = [rng.standard_normal((n, m)) for _ in range(6)]
+    inputs = [rng.standard_normal((n, m)) for _ in range(11)]
     big = [nv.to_device(a) for a in inputs]
     out = nv.to_device(np.zeros((launches, m)))
 
     for k in range(launches):
         stamp[m // 64, 64](*big, out, np.int64(k), np.float64(1.5 * k - 7), np.float32(k % 5))
     got = out.copy_to_host()
-    a0, a1, a2, a3, a4, a5 = inputs
-    acc = (a0 - a1 + a2 * a3 - a4 * a5).sum(axis=0)
+    acc = stamp_reference(inputs)
     for k in range(launches):
         np.testing.assert_allclose(got[k], acc * (k % 5) + 1.5 * k - 7, rtol=1e-10, atol=1e-10)
     # The same arguments again reuse recorded launches, and still compute afresh.
@@ -179,23 +185,26 @@ def test_back_to_back_launches_with_other_spilled_scalars_keep_their_own(rng):
     for k in range(launches - 8, launches):
         stamp[m // 64, 64](*big, out, np.int64(k), np.float64(1.5 * k - 7), np.float32(k % 5))
     got = out.copy_to_host()
-    acc2 = (2 * a0 - a1 + a2 * a3 - a4 * a5).sum(axis=0)
+    acc2 = stamp_reference([2 * inputs[0]] + inputs[1:])
     for k in range(launches):
         want = (acc2 if k >= launches - 8 else acc) * (k % 5) + 1.5 * k - 7
         np.testing.assert_allclose(got[k], want, rtol=1e-10, atol=1e-10)
-    assert any(p.spilled for p in compiled_kernels(stamp)[0].params)
+    compiled = compiled_kernels(stamp)[0]
+    assert [p.name for p in compiled.params if p.spilled][-3:] == ["row", "value", "scale"]
+    wide = stamp.compile(compiled.signature, threads=(64, 1, 1),
+                         target=TargetDescription(max_push_constants=256))
+    assert [p.name for p in wide.params if p.spilled] == ["row", "value", "scale"]
 
 
 def test_timed_launches_of_a_spilled_kernel(rng):
-    inputs = [rng.standard_normal((3, 64)) for _ in range(6)]
+    inputs = [rng.standard_normal((3, 64)) for _ in range(11)]
     out = nv.to_device(np.zeros((4, 64)))
     arrays = [nv.to_device(a) for a in inputs]
     with KernelTimer(capacity=2) as timer:
         for k in range(4):
             stamp[1, 64](*arrays, out, np.int64(k), np.float64(k), np.float32(2))
     nv.synchronize()
-    a0, a1, a2, a3, a4, a5 = inputs
-    acc = (a0 - a1 + a2 * a3 - a4 * a5).sum(axis=0)
+    acc = stamp_reference(inputs)
     np.testing.assert_allclose(out.copy_to_host(), 2 * acc + np.arange(4)[:, None],
                                rtol=1e-10, atol=1e-10)
     assert len(timer.times) == 4
@@ -204,12 +213,13 @@ def test_timed_launches_of_a_spilled_kernel(rng):
 def test_spilled_arguments_with_error_checks(rng):
     """The status buffer and the argument buffer side by side."""
     @nv.jit(boundscheck=True)
-    def gather(a0, a1, a2, a3, a4, idx, out, k):
+    def gather(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, idx, out, k):
         i = nv.global_id(0)
         if i < out.shape[0]:
-            out[i] = a0[idx[i], k] + a1[0, 0] + a2[0, 0] + a3[0, 0] + a4[0, 0]
+            out[i] = (a0[idx[i], k] + a1[0, 0] + a2[0, 0] + a3[0, 0] + a4[0, 0] + a5[0, 0]
+                      + a6[0, 0] + a7[0, 0] + a8[0, 0] + a9[0, 0] + a10[0, 0])
 
-    small = [rng.random((4, 3)) for _ in range(5)]
+    small = [rng.random((4, 3)) for _ in range(11)]
     idx = np.array([0, 3, 2, 1], np.int64)
     out = np.zeros(4)
     gather.forall(4)(*small, idx, out, np.int64(2))
@@ -265,3 +275,89 @@ def test_spilled_64_bit_scalars_on_a_narrowed_target():
     assert spilled["dt"].storage == "float32" and spilled["step"].storage == "int32"
     assert "Float64" not in compiled.capabilities and "Int64" not in compiled.capabilities
     assert_valid_spirv(compiled)
+
+
+def test_a_module_for_a_wider_block_is_refused_by_a_narrower_device():
+    device = current_device()
+    if device.info.max_push_constants >= 136:
+        pytest.skip("the device takes 136 bytes of push constants")
+    from numba_vulkan.runtime.pipeline import Pipeline
+    wide = advect.compile(SIX_2D, threads=(8, 8), target=TargetDescription(max_push_constants=256))
+    with pytest.raises(nv.LaunchError, match="136 bytes of push constants.*argument buffer"):
+        Pipeline(device, wide.spirv, wide.params, wide.push_size)
+
+
+def test_spilled_doubles_on_a_target_with_float64_but_not_int64(rng):
+    """Without int64 a spilled double is put together through a vector of
+    two words; run that module here through the pipeline directly."""
+    from numba_vulkan.runtime.pipeline import Pipeline
+    n, m = 21, 19
+    arrays, scalars = cfd_inputs(rng, n, m)
+    expected = [a.copy() for a in arrays]
+    cfd_reference(*expected, *scalars)
+    sig = tuple(signature.of_value(a) for a in arrays) + (
+        "float64", "float32", "float64", "float32", "int64", "float64", "uint8", "complex128",
+        "bool")
+    with pytest.warns(nv.NarrowingWarning):
+        kernel = cfd_step.compile(sig, threads=(8, 8), target=TargetDescription(int64=False))
+    assert "Int64" not in kernel.capabilities and "Float64" in kernel.capabilities
+    device = current_device()
+    pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size)
+    on_device = [nv.to_device(a) for a in arrays]
+    groups = ((n + 7) // 8, (m + 7) // 8, 1)
+    flat = [*groups]
+    for a in on_device:
+        flat += a.launch_fields
+    for s in scalars:
+        flat += (s.real, s.imag) if isinstance(s, complex) else (s,)
+    pipeline.launch(groups, [a.buffer for a in on_device], pipeline.pack(flat))
+    for got, want in zip(on_device[6:11], expected[6:11]):
+        np.testing.assert_allclose(got.copy_to_host(), want, rtol=1e-6, atol=1e-9)
+
+
+def test_spilled_layout_survives_the_metadata_round_trip():
+    """What the kernel cache and AOT directories store rebuilds the layout."""
+    kernel = advect.compile(SIX_2D, threads=(8, 8), target=TargetDescription())
+    again = nv.CompiledKernel.from_metadata(kernel.to_metadata(), kernel.spirv)
+    assert again.params == kernel.params and again.push_size == kernel.push_size
+    assert [p.spilled for p in again.params] == [False] * 5 + [True, False]
+    old = dict(kernel.to_metadata(), abi_version=1)
+    with pytest.raises(ValueError, match="ABI 1"):
+        nv.CompiledKernel.from_metadata(old, kernel.spirv)
+
+
+_COEFFICIENTS = 28
+
+
+def _polynomial_kernel():
+    """Twenty-eight float64 coefficients and a complex shift: scalars alone
+    pass 256 bytes, and the spill starts at a 64-bit value."""
+    names = [f"c{k}" for k in range(_COEFFICIENTS)]
+    source = (f"def polynomial(x, out, {', '.join(names)}, shift):\n"
+              "    i = nv.global_id(0)\n"
+              "    if i < x.shape[0]:\n"
+              "        t = x[i]\n"
+              f"        acc = {names[-1]}\n"
+              + "".join(f"        acc = acc * t + {n}\n" for n in reversed(names[:-1]))
+              + "        out[i] = acc + shift\n")
+    scope = {"nv": nv}
+    exec(compile(source, "<polynomial>", "exec"), scope)
+    return nv.jit(scope["polynomial"])
+
+
+def test_many_scalar_arguments(rng):
+    polynomial = _polynomial_kernel()
+    x = rng.uniform(-1, 1, 300)
+    out = np.zeros(300, np.complex128)
+    coefficients = [np.float64(v) for v in rng.uniform(-1, 1, _COEFFICIENTS)]
+    shift = np.complex128(0.25 - 3j)
+    polynomial.forall(x.size)(x, out, *coefficients, shift)
+    want = np.zeros_like(x)
+    for c in reversed(coefficients):
+        want = want * x + c
+    np.testing.assert_allclose(out, want + shift, rtol=1e-12, atol=1e-12)
+    params = compiled_kernels(polynomial)[0].params
+    assert params[-2].name == "shift" and params[-2].spilled and params[-1].kind == "args"
+    assert params[-1].binding == 2 and not params[0].spilled
+    first = next(p for p in params if p.spilled)
+    assert first.kind == "scalar" and first.offset == 0

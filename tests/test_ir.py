@@ -38,7 +38,7 @@ entry:
   switch i32 %n, label %done [
     i32 0, label %loop
     i32 7, label %done
-  ]
+  ], !prof !2
 
 loop:                                             ; preds = %entry, %loop
   %i = phi i64 [ 0, %entry ], [ %i.next, %loop ]
@@ -59,6 +59,7 @@ attributes #1 = { nounwind memory(none) }
 
 !0 = !{!1, !1, i64 0}
 !1 = !{!"float"}
+!2 = !{!"branch_weights", i32 1, i32 2, i32 3}
 """
 
 
@@ -67,9 +68,12 @@ def _llvm(text):
     return str(llvm.parse_assembly(text, context=llvm.create_context()))
 
 
+_parse = ir.parse
+
+
 def assert_round_trip(text):
     """Printing the model of ``text`` gives the module LLVM reads from it."""
-    assert _llvm(str(ir.parse(text))) == _llvm(text)
+    assert _llvm(str(_parse(text))) == _llvm(text)
 
 
 def test_snippet_round_trips():

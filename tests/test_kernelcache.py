@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import shutil
+import struct
 import sys
 import textwrap
 
@@ -70,8 +71,8 @@ def _build_once(monkeypatch):
                tuple(job.threads), job.target)
         if config.dump_dir() or key not in _built:
             done = stages.run(job, original)
-            _built[key] = (done.spirv, done.llvm_ir)
-        job.spirv, job.llvm_ir = _built[key]
+            _built[key] = (done.spirv, done.llvm_ir, done.loop_check)
+        job.spirv, job.llvm_ir, job.loop_check = _built[key]
         return job.spirv
 
     original = _replace_codegen(monkeypatch, shared_codegen)
@@ -452,7 +453,8 @@ def test_module_key_changes_with_every_input(kernel_files, pinned_package):
 
 # Entries ---------------------------------------------------------------------
 
-_SPIRV = b"\x03\x02\x23\x07" + bytes(range(16)) * 4
+# A SPIR-V header (1.5, id bound 1) and OpCapability Shader.
+_SPIRV = struct.pack("<7I", 0x07230203, 0x00010500, 0, 1, 0, 0x00020011, 1)
 _NAME = "ab" * 32
 
 
@@ -480,9 +482,17 @@ def test_store_kernel_and_load_kernel_round_trip(cache_dir):
     assert kernelcache.load_kernel(_NAME) == entry
     # The two tiers are apart.
     assert kernelcache.load(_NAME) is None
-    # Metadata that does not describe a kernel is no kernel.
-    kernelcache.store_kernel(_NAME, dict(entry, kernel={"name": "cube"}))
-    assert kernelcache.load_kernel(_NAME) is None
+    found = kernelcache.load_compiled(_NAME, compiled.signature, compiled.local_size,
+                                      compiled.target, "cube")
+    assert found.spirv == compiled.spirv and found.params == compiled.params
+    # Any dict round-trips; one that describes no kernel is none to the dispatcher.
+    odd = dict(entry, kernel={"name": "cube"}, raw=b"\0\1", text="x" * 1000)
+    kernelcache.store_kernel(_NAME, odd)
+    assert kernelcache.load_kernel(_NAME) == odd
+    assert kernelcache.load_compiled(_NAME, compiled.signature, compiled.local_size,
+                                     compiled.target, "cube") is None
+    kernelcache.store_kernel(_NAME, {"anything": [1, "two"], "blob": b"\xff"})
+    assert kernelcache.load_kernel(_NAME) == {"anything": [1, "two"], "blob": b"\xff"}
 
 
 def test_store_ignores_failures_to_write(tmp_path, monkeypatch):
@@ -490,7 +500,8 @@ def test_store_ignores_failures_to_write(tmp_path, monkeypatch):
     blocker.write_text("not a directory")
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(blocker / "cache"))
     kernelcache.reset_stats()
-    kernelcache.store(_NAME, {"spirv": _SPIRV, "llvm_ir": ""})
+    with pytest.warns(nv.CacheWarning, match="cannot be used"):
+        kernelcache.store(_NAME, {"spirv": _SPIRV, "llvm_ir": ""})
     kernelcache.store_kernel(_NAME, {"spirv": _SPIRV, "llvm_ir": "", "kernel": {}})
     assert kernelcache.load(_NAME) is None
     assert kernelcache.load_kernel(_NAME) is None

@@ -33,6 +33,10 @@ def add_and_max(x, out):
         nv.atomic.max(out, 1, x[i])
 
 
+with open(__file__) as _source:
+    DEF_LINE = next(k for k, line in enumerate(_source, 1) if line.startswith("def scale("))
+
+
 def expected_scale(x):
     return np.array([2 * x[i] + x[:i % 4].sum(dtype=np.float32) for i in range(x.size)],
                     np.float32)
@@ -141,9 +145,10 @@ def test_an_unexpected_exception_in_a_stage_is_a_compiler_error(uncached, monkey
     with pytest.raises(nv.CompilerError) as info:
         nv.jit(scale.py_func).compile(SIG)
     message = str(info.value)
-    assert "internal error in stage int32" in message
-    assert "kernel scale (" in message and f"{__file__}:" in message
-    assert "KeyError: 'nv.block.7'" in message
+    assert message.splitlines() == [
+        f"cannot compile kernel scale: {__file__}:{DEF_LINE}: internal error in stage int32: "
+        "KeyError: 'nv.block.7'",
+        "    def scale(x, out):"]
     assert isinstance(info.value.__cause__, KeyError)
     assert info.value.stage == "int32" and info.value.kernel == "scale"
 
@@ -157,9 +162,8 @@ def test_a_pass_error_names_kernel_line_and_stage(uncached, monkeypatch):
     monkeypatch.setattr(stages, "STAGES", table)
     with pytest.raises(nv.UnsupportedError) as info:
         nv.jit(scale.py_func).compile(SIG)
-    line = scale.py_func.__code__.co_firstlineno
-    assert str(info.value).startswith(
-        f"cannot compile kernel scale ({__file__}:{line}), stage legalize: a construct")
+    assert str(info.value) == (f"cannot compile kernel scale: {__file__}:{DEF_LINE}: stage "
+                               "legalize: a construct Vulkan cannot express")
     assert info.value.stage == "legalize"
 
 
@@ -171,7 +175,8 @@ def test_a_backend_failure_is_a_compiler_error(uncached, monkeypatch):
 
     table = tuple(s._replace(run=crash) if s.name == "emit" else s for s in stages.STAGES)
     monkeypatch.setattr(stages, "STAGES", table)
-    with pytest.raises(nv.CompilerError, match="stage emit: LLVM SPIR-V backend failed") as info:
+    with pytest.raises(nv.CompilerError, match=r"^cannot compile kernel scale: .*: stage emit: "
+                                               r"LLVM SPIR-V backend failed") as info:
         nv.jit(scale.py_func).compile(SIG)
     assert "a test's abort" in str(info.value)
     assert isinstance(info.value.__cause__, ToolError)
@@ -187,3 +192,36 @@ def test_mixed_float_atomics_go_back_to_numba_without_native_adds(uncached, reco
     # The kernel is the one asked for, for the target asked for.
     assert compiled.target == native
     assert_valid_spirv(compiled)
+
+
+def test_compiler_and_codegen_layers_import_nothing_above_them():
+    import ast
+    package = os.path.dirname(os.path.dirname(stages.__file__))
+    above = ("numba_vulkan.runtime", "numba_vulkan.dispatcher", "numba_vulkan.aot")
+    offenders = []
+    for layer in ("compiler", "codegen"):
+        for name in sorted(os.listdir(os.path.join(package, layer))):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(package, layer, name)
+            with open(path) as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                else:
+                    continue
+                offenders += [f"{layer}/{name}: {m}" for m in modules if m.startswith(above)]
+    assert not offenders
+
+
+def test_every_setting_config_reads_is_documented():
+    from numba_vulkan import config
+    with open(config.__file__) as f:
+        read = set(re.findall(r'"(NUMBA_VULKAN_[A-Z0-9_]+)"', f.read()))
+    with open(os.path.join(DOCS, "settings.md")) as f:
+        documented = set(re.findall(r"^\| `(NUMBA_VULKAN_[A-Z0-9_]+)` \|", f.read(), re.M))
+    assert "NUMBA_VULKAN_DUMP_STAGES" in read
+    assert read <= documented, sorted(read - documented)

@@ -31,7 +31,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from numba_vulkan import abi, spirv
+from numba_vulkan import abi, files, modulecheck, spirv
 from numba_vulkan.aot import codekey, index, manifest as manifests
 from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
@@ -117,14 +117,14 @@ def _previous(output):
     """Entries of the previous output by build key, with their checked modules."""
     out = {}
     try:
-        with open(os.path.join(output, index.INDEX), "rb") as f:
-            previous = index.parse(f.read(), output)
+        previous = index.parse(files.read_regular(os.path.join(output, index.INDEX),
+                                                  index.INDEX_LIMIT), output)
     except (OSError, AOTError):
         return out
     for entry in previous["entries"]:
         try:
-            with open(os.path.join(output, entry["spirv"]), "rb") as f:
-                data = f.read()
+            data = files.read_regular(os.path.join(output, entry["spirv"]),
+                                      index.MODULE_LIMIT, inside=output)
             index.check_module(data, entry, output)
         except (OSError, AOTError):
             continue
@@ -156,6 +156,12 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
                                       dict(options))
         binary = strip_debug(compiled.spirv)
         validate.validate(binary, target_env)
+        # What every reader will check the module against (index.check_module).
+        modulecheck.check_params(tuple(sig), [p.to_json() for p in compiled.params],
+                                 compiled.push_size, target.narrowed,
+                                 target.max_push_constants)
+        modulecheck.check_interface(binary, compiled.params, compiled.push_size, threads,
+                                    target.vulkan)
     except Exception as exc:  # any failure is this module's, reported with the others
         return None, f"{type(exc).__name__}: {exc}"
     capabilities = spirv.capabilities(binary)
@@ -327,7 +333,8 @@ def _entry(task, key, data, meta, fingerprint, build_key):
 def _write(m, output, entries, modules):
     """Write the directory under a temporary name, then swap it in."""
     entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"]))
-    profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env}
+    profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env,
+                 **({"loop_limit": p.loop_limit} if p.loop_limit else {})}
                 for p in m.profiles]
     data = {"format": index.FORMAT_VERSION, "abi_version": abi.ABI_VERSION,
             "profiles": profiles, "entries": entries}
@@ -368,8 +375,8 @@ def verify(directory):
     """
     from numba_vulkan.codegen import validate
     try:
-        with open(os.path.join(directory, index.INDEX), "rb") as f:
-            parsed = index.parse(f.read(), directory)
+        parsed = index.parse(files.read_regular(os.path.join(directory, index.INDEX),
+                                                index.INDEX_LIMIT), directory)
     except OSError as exc:
         return 0, [f"{directory}/{index.INDEX} cannot be read: {exc.strerror or exc}"]
     except AOTError as exc:
@@ -382,8 +389,8 @@ def verify(directory):
             problems.append(f"{label}: built for ABI {entry['abi_version']}, this "
                             f"numba_vulkan speaks {abi.ABI_VERSION}")
         try:
-            with open(os.path.join(directory, entry["spirv"]), "rb") as f:
-                data = f.read()
+            data = files.read_regular(os.path.join(directory, entry["spirv"]),
+                                      index.MODULE_LIMIT, inside=directory)
             index.check_module(data, entry, directory)
             validate.validate(data, index.target_of(entry).target_env)
         except OSError as exc:

@@ -25,7 +25,7 @@ import threading
 import warnings
 import weakref
 
-from numba_vulkan import config
+from numba_vulkan import config, files, modulecheck
 from numba_vulkan.aot import codekey, index
 from numba_vulkan.errors import AOTError, AOTWarning
 
@@ -59,9 +59,19 @@ class Directory:
                 self._read_index()
                 self._loaded = True
 
+    def _read_file(self, relative, limit):
+        """A file of the directory: on disk a regular file inside it, of at
+        most ``limit`` bytes (no FIFO, device or link out of it)."""
+        if isinstance(self.root, pathlib.Path):
+            return files.read_regular(self.root.joinpath(relative), limit, inside=self.root)
+        data = self.root.joinpath(relative).read_bytes()
+        if len(data) > limit:
+            raise files.FileProblem(f"{relative} is larger than {limit} bytes")
+        return data
+
     def _read_index(self):
         try:
-            data = self.root.joinpath(index.INDEX).read_bytes()
+            data = self._read_file(index.INDEX, index.INDEX_LIMIT)
             parsed = index.parse(data, self.label)
         except FileNotFoundError:
             self.problem = (f"AOT directory {self.label} holds no {index.INDEX} (build it "
@@ -92,10 +102,15 @@ class Directory:
     def read(self, entry):
         """The entry's module, checked against its digest; raises AOTError."""
         try:
-            data = self.root.joinpath(entry["spirv"]).read_bytes()
+            data = self._read_file(entry["spirv"], index.MODULE_LIMIT)
         except OSError as exc:
             raise AOTError(f"{self.label}/{entry['spirv']} cannot be read: {exc}") from None
         index.check_module(data, entry, self.label)
+        try:
+            modulecheck.validate_once(data, index.target_of(entry).target_env)
+        except ValueError as exc:
+            raise AOTError(f"{self.label}/{entry['spirv']} (kernel {entry['kernel']}) is "
+                           f"invalid SPIR-V: {exc}") from None
         return data
 
 
@@ -249,7 +264,10 @@ def _usable(entry, sig, threads, target, features):
     distance = index.signature_distance(tuple(sig), tuple(entry["signature"]))
     if distance is None:
         return None
-    return distance, tuple(-v for v in built.vulkan)
+    # An entry built for the device's loop limit (lavapipe's) first: one
+    # built without cannot report reaching it, one built with checks for it
+    # where no device needs that.
+    return distance, built.loop_limit != target.loop_limit, tuple(-v for v in built.vulkan)
 
 
 def _manifest_lines(name, sig, threads):

@@ -9,6 +9,8 @@ A manifest is YAML (see ``docs/aot.md``)::
       - name: full                     # 64-bit types as written
       - name: narrow                   # float64/int64 narrowed
         narrow: true
+      - name: lavapipe                 # counts loop trips against a limit
+        loop_limit: 65535
     kernels:
       - function: examples.saxpy:saxpy
         signatures: ["void(float32, float32[::1], float32[::1])"]
@@ -41,7 +43,7 @@ DEFAULT_OUTPUT = "aot"
 DEFAULT_TARGET_ENV = "vulkan1.2"
 
 _TOP = ("version", "output", "target_env", "profiles", "kernels")
-_PROFILE = ("name", "narrow", "target_env")
+_PROFILE = ("name", "narrow", "target_env", "loop_limit")
 _KERNEL = ("function", "signatures", "threads", "options", "profiles")
 #: Options a manifest may set, and the values each takes.
 _OPTIONS = {"fastmath": (bool,), "error_model": ("numpy", "python"), "boundscheck": (bool,),
@@ -59,16 +61,21 @@ class Profile:
         narrow: Whether float64 and int64 are narrowed to 32 bits.
         target_env: The Vulkan environment (``vulkan1.2``) to build and validate for.
         line: Where the manifest defines it.
+        loop_limit: Loop trips per invocation after which the devices leave
+            every loop (65535 for lavapipe), 0 for none: the kernels unroll
+            their loops and report reaching it (see ``docs/aot.md``).
     """
 
     name: str
     narrow: bool
     target_env: str
     line: int = 0
+    loop_limit: int = 0
 
     def target(self):
         """The :class:`~numba_vulkan.target.TargetDescription` of the profile."""
-        return TargetDescription.from_env(self.target_env, narrow=self.narrow)
+        target = TargetDescription.from_env(self.target_env, narrow=self.narrow)
+        return target.with_features(loop_limit=self.loop_limit)
 
 
 @dataclass
@@ -271,7 +278,13 @@ def _profiles(reader, node, target_env):
                   if "narrow" in fields else False)
         env = (_target_env(reader, fields["target_env"], f"{where}.target_env")
                if "target_env" in fields else target_env)
-        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1))
+        loop_limit = 0
+        if "loop_limit" in fields:
+            loop_limit = reader.scalar(fields["loop_limit"], f"{where}.loop_limit", (int,))
+            if loop_limit < 0:
+                raise reader.error(fields["loop_limit"], f"{where}.loop_limit {loop_limit!r}: "
+                                   "give a number of loop trips (65535 for lavapipe), or 0")
+        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1, loop_limit))
     return profiles
 
 

@@ -29,7 +29,9 @@ parsed like an instruction's. Types are strings as LLVM prints them
 (``ptr addrspace(3)``, ``[16 x float]``). Attributes and metadata are kept
 verbatim in ``flags`` and ``tail``.
 
-Passes build new instructions from text with :func:`instruction`, e.g.
+Parts of the model compare by identity (``inst in block.instructions``
+finds that very instruction). Passes build new instructions from text with
+:func:`instruction`, e.g.
 ``ir.instruction(f"{name} = add i64 {a}, 1")``. ``str()`` of any part of the
 model prints it as LLVM IR.
 """
@@ -134,7 +136,7 @@ def _take_value(words, i):
 
 # The model -------------------------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)
 class Operand:
     """A typed value: ``type attrs value``."""
 
@@ -146,7 +148,7 @@ class Operand:
         return " ".join(p for p in (self.type, self.attrs, str(self.value)) if p)
 
 
-@dataclass
+@dataclass(eq=False)
 class Instruction:
     """One instruction, or (without a name) a constant expression.
 
@@ -222,7 +224,8 @@ def _fill(inst, words):
                 inst.labels.append(label[0])
         return
     if inst.opcode == "switch":
-        first, second = _groups(words)[:2]
+        first, second, *rest = _groups(words)
+        inst.tail = (", " + _join(rest)) if rest else ""
         inst.operands = [Operand(*_take_type(first, 0)[:1], first[-1]),
                          Operand("label", second[1])]
         cases = [w for w in tokens(second[2][1:-1]) if w != ","]
@@ -305,7 +308,7 @@ def instruction(text):
     return inst
 
 
-@dataclass
+@dataclass(eq=False)
 class Block:
     """A basic block."""
 
@@ -321,7 +324,7 @@ class Block:
         return self.instructions[-1]
 
 
-@dataclass
+@dataclass(eq=False)
 class Function:
     """A function definition (``blocks``) or declaration (``blocks`` None)."""
 
@@ -343,7 +346,7 @@ class Function:
         return "\n".join([self.header + " {"] + [str(b) for b in self.blocks] + ["}"])
 
 
-@dataclass
+@dataclass(eq=False)
 class Global:
     """A module-level variable: ``name = prefix kind type init tail``."""
 
@@ -380,7 +383,7 @@ def _global(line):
                   (", " + _join(_groups(tail[1:]))) if tail else "")
 
 
-@dataclass
+@dataclass(eq=False)
 class Module:
     """A whole module; see the module docstring."""
 

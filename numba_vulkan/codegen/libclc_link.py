@@ -163,12 +163,16 @@ def _rename(text):
                 helpers.add(name)
             params = _parameter_types(m.group("params"))
             target = _target(name, m.group("ret"), params)
+            if (target or name) in declared:
+                # Numba declares an intrinsic that a renamed C call already
+                # declared (``x // 3.0`` and ``np.floor(x)``): once is enough.
+                if target is not None:
+                    renames[m.group("name")] = target
+                continue
             if target is not None:
                 renames[m.group("name")] = target
                 if not target.startswith("llvm."):
                     used.add(target)
-                if target in declared:
-                    continue
                 line = f"declare {m.group('ret')} @{target}({', '.join(params)})"
             declared.add(name if target is None else target)
         lines.append(line)

@@ -10,7 +10,7 @@ from numba.core.target_extension import target_override
 
 from numba_vulkan import abi, signature
 from numba_vulkan.codegen import markers
-from numba_vulkan.compiler import checks
+from numba_vulkan.compiler import checks, diagnostics
 from numba_vulkan.errors import CompilerError
 from numba_vulkan.target import DEFAULT
 
@@ -100,8 +100,9 @@ def _param_specs(pyfunc, argtypes):
     import inspect
     names = list(inspect.signature(pyfunc).parameters)
     if len(names) != len(argtypes):
-        raise TypeError(f"{pyfunc.__qualname__} takes {len(names)} arguments, "
-                        f"{len(argtypes)} types were given")
+        raise CompilerError(diagnostics.located(
+            pyfunc, f"it takes {len(names)} arguments, {len(argtypes)} types were given"),
+            kernel=pyfunc.__qualname__)
     specs = []
     for name, ty in zip(names, argtypes):
         if isinstance(ty, types.Array):
@@ -110,8 +111,9 @@ def _param_specs(pyfunc, argtypes):
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
         else:
-            raise TypeError(f"{pyfunc.__qualname__}: parameter {name!r} has type {ty}, "
-                            "which a kernel cannot take; use a scalar or an array")
+            raise CompilerError(diagnostics.located(
+                pyfunc, f"parameter {name!r} has type {ty}, which a kernel cannot take; "
+                "use a scalar or an array"), kernel=pyfunc.__qualname__)
     return specs
 
 
@@ -158,15 +160,20 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
                                           args=argtypes, return_type=None,
                                           flags=_flags(options), locals={})
         except NumbaError as exc:
-            raise CompilerError(f"cannot compile kernel {pyfunc.__qualname__}:\n{exc}",
-                                kernel=pyfunc.__qualname__) from exc
+            # Numba's own message and traceback run to dozens of lines; they
+            # stay reachable as the error's __context__.
+            raise diagnostics.numba_error(pyfunc, exc) from None
+        except AttributeError as exc:
+            error = diagnostics.attribute_error(pyfunc, exc)
+            if error is None:
+                raise
+            raise error from None
         finally:
             target_context.float32_atomic_add = False
         if cres.signature.return_type not in (types.none, types.void):
-            raise CompilerError(
-                f"kernel {pyfunc.__qualname__} returns {cres.signature.return_type}; "
-                "kernels must not return a value (write results into an array)",
-                kernel=pyfunc.__qualname__)
+            raise CompilerError(diagnostics.located(
+                pyfunc, f"it returns {cres.signature.return_type}; kernels must not return "
+                "a value (write results into an array)"), kernel=pyfunc.__qualname__)
         wrapper = _entry_point(target_context, cres, argtypes, params)
     modules = cres.library.modules() + [str(wrapper)]
     raised = checks.exceptions(modules) if has_checks(options) else {}
@@ -251,8 +258,9 @@ def _spilled(builder, binding, llvm_type, offset):
     """Load a value of the argument buffer at byte ``offset``.
 
     The buffer is typed as 32-bit words (see :mod:`numba_vulkan.abi`), so a
-    64-bit value is two words put together; the loads run once, at entry,
-    before the kernel writes anything.
+    64-bit value is two words put together, a double through a vector of
+    them (a target may have float64 without int64); the loads run once, at
+    entry, before the kernel writes anything.
     """
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     base = markers.buffer(builder, binding)
@@ -260,10 +268,14 @@ def _spilled(builder, binding, llvm_type, offset):
     for k in range(2 if isinstance(llvm_type, ir.DoubleType) or llvm_type == i64 else 1):
         word = builder.gep(base, [ir.Constant(i64, offset + 4 * k)], source_etype=i8)
         words.append(builder.load(word, typ=i32, align=4))
-    if len(words) == 2:
+    if llvm_type == i64:
         high = builder.shl(builder.zext(words[1], i64), ir.Constant(i64, 32))
-        value = builder.or_(builder.zext(words[0], i64), high)
-        return builder.bitcast(value, llvm_type) if llvm_type != i64 else value
+        return builder.or_(builder.zext(words[0], i64), high)
+    if len(words) == 2:
+        pair = ir.Constant(ir.VectorType(i32, 2), ir.Undefined)
+        for k, word in enumerate(words):
+            pair = builder.insert_element(pair, word, ir.Constant(i32, k))
+        return builder.bitcast(pair, llvm_type)
     return builder.bitcast(words[0], llvm_type) if llvm_type != i32 else words[0]
 
 

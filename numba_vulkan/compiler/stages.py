@@ -82,6 +82,10 @@ class Compilation:
         llvm_ir: The IR handed to the backend.
         spirv: The SPIR-V module.
         capabilities: The SPIR-V capabilities it declares.
+        status: The binding of the kernel's status buffer: its own, or on a
+            target with a loop limit the one after the arrays.
+        loop_check: Whether the module reports reaching the target's loop
+            limit there (:mod:`numba_vulkan.codegen.looplimit`).
     """
 
     pyfunc: object
@@ -102,6 +106,8 @@ class Compilation:
     llvm_ir: str = None
     spirv: bytes = None
     capabilities: list = None
+    status: int = None
+    loop_check: bool = False
 
     @property
     def label(self):
@@ -130,6 +136,8 @@ def _numba(job):
     job.kernel_ir = kernel_ir
     job.sources = kernel_ir.modules
     job.bindings = abi.bindings(kernel_ir.params)
+    job.status = next((p.binding for p in kernel_ir.params if p.kind == "status"),
+                      len(job.bindings))
     return "\n".join(kernel_ir.modules)
 
 
@@ -154,6 +162,7 @@ def _lookup(job):
         return None
     job.spirv, job.llvm_ir = cached.spirv, cached.llvm_ir
     job.capabilities = list(cached.capabilities)
+    job.loop_check = cached.loop_check
     return FINISHED
 
 
@@ -194,7 +203,7 @@ def _repair(job):
 def _store(job):
     job.capabilities = spirv.capabilities(job.spirv)
     kernelcache.store_module(job.cache_key, kernelcache.CachedModule(
-        job.spirv, job.llvm_ir, job.capabilities), job.label)
+        job.spirv, job.llvm_ir, job.capabilities, job.loop_check), job.label)
     return None
 
 
@@ -207,13 +216,17 @@ STAGES = (
     Stage("link", _codegen("link"), "64-bit types the target lacks are narrowed; the modules "
           "and the libclc functions they call are linked into one", llvm=True),
     Stage("optimize", _codegen("optimise"), "everything is inlined into the entry point and "
-          "optimised", llvm=True),
+          "optimised, with no C library, so that no loop becomes an `llvm.memset` or "
+          "`llvm.memcpy` of a whole array", llvm=True),
     Stage("logical", _logical, "logical addressing: every load and store goes through a "
           "buffer handle and an element index instead of a byte address", llvm=True),
+    Stage("unroll", _codegen("unroll_hints"), "on a target with a loop limit (lavapipe's), "
+          "innermost loops are marked to be unrolled 16 times"),
     Stage("reoptimize", _codegen("reoptimise"), "optimised again, with what the rewrite "
           "exposed", llvm=True),
     Stage("structurize", _codegen("structure"), "structured control flow: one merge block per "
-          "loop and per branch", llvm=True),
+          "loop and per branch; on a target with a loop limit, loop trips are counted and "
+          "reaching the limit is reported", llvm=True),
     Stage("int32", _codegen("integers"), "64-bit arithmetic that provably gives the same "
           "result in 32 bits is done in 32 bits", llvm=True),
     Stage("markers", _codegen("markers"), "the marker calls that read push constants, buffer "
@@ -223,7 +236,8 @@ STAGES = (
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
-          "express; the result is the IR handed to the backend", llvm=True),
+          "express, integer operations on constants folded; the result is the IR handed to "
+          "the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "debug noise stripped and the backend's known mistakes fixed; a "
           "module with an unmerged switch goes back to `structurize` without breaks"),
@@ -242,22 +256,17 @@ def names():
 # Running the table -------------------------------------------------------
 
 
-def source_location(pyfunc):
-    """``file:line`` of a Python function's definition."""
-    code = getattr(pyfunc, "__code__", None)
-    if code is None:
-        return "<unknown>"
-    return f"{code.co_filename}:{code.co_firstlineno}"
-
-
 def _failure(job, stage, exc):
     """The CompilerError for ``exc`` raised in ``stage``."""
-    where = f"kernel {job.name} ({source_location(job.pyfunc)})"
+    from numba_vulkan.compiler import diagnostics
+    where = "{}: {}:{}".format(job.name, *diagnostics.definition(job.pyfunc))
     if isinstance(exc, CompilerError):
         if exc.kernel is not None:
+            if getattr(exc, "stage", None) is None:
+                exc.stage = stage
             return exc
         # Raised below the compiler, which does not know the kernel.
-        message = f"cannot compile {where}, stage {stage}: {exc}"
+        message = f"cannot compile kernel {where}: stage {stage}: {exc}"
         try:
             error = type(exc)(message, kernel=job.name)
         except TypeError:
@@ -265,10 +274,15 @@ def _failure(job, stage, exc):
         error.stage = stage
         return error.with_traceback(exc.__traceback__)
     if isinstance(exc, VulkanError):
-        error = CompilerError(f"cannot compile {where}, stage {stage}: {exc}", kernel=job.name)
+        error = CompilerError(f"cannot compile kernel {where}: stage {stage}: {exc}",
+                              kernel=job.name)
     else:
-        error = CompilerError(f"internal error in stage {stage} compiling {where}: "
-                              f"{type(exc).__name__}: {exc}", kernel=job.name)
+        # Numba's lowering knows the line of the instruction it failed on.
+        location = (diagnostics.traceback_location(exc.__traceback__)
+                    or diagnostics.definition(job.pyfunc))
+        error = CompilerError(diagnostics.message(
+            job.name, location, f"internal error in stage {stage}: {type(exc).__name__}: "
+            f"{exc}"), kernel=job.name)
     error.stage = stage
     return error
 
@@ -384,6 +398,12 @@ def compile(pyfunc, signature, threads, target, options=None, name=None):
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
     capabilities = job.capabilities or spirv.capabilities(job.spirv)
+    params = kernel_ir.params
+    if job.loop_check:
+        metadata["loop_limit"] = job.target.loop_limit
+        if not any(p.kind == "status" for p in params):
+            params += (abi.Param(abi.STATUS_PARAM, "status", "uint32", "uint32", 1, "C",
+                                 job.status, 0),)
     return CompiledKernel(job.name, job.signature, job.threads, target, job.spirv,
-                          job.llvm_ir, capabilities, kernel_ir.params, kernel_ir.push_size,
+                          job.llvm_ir, capabilities, params, kernel_ir.push_size,
                           metadata=metadata)

@@ -47,7 +47,9 @@ class Pipeline:
         self.packer = struct.Struct(abi.push_format(self.params, push_size))
         if push_size > device.info.max_push_constants:
             raise LaunchError(f"the kernel's arguments need {push_size} bytes of push "
-                              f"constants; the device offers {device.info.max_push_constants}")
+                              f"constants; the device offers {device.info.max_push_constants}: "
+                              "compile it for this device's target (device.target), which "
+                              "puts what does not fit in the argument buffer")
         self._handles = []
         code = ffi.new("char[]", bytes(spirv))
         info = vk.new("VkShaderModuleCreateInfo*", {
