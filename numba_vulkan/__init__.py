@@ -20,11 +20,11 @@ first launch, copy or device query does.
 from numba_vulkan import aot
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
-from numba_vulkan.errors import (AOTError, CompilerError, DriverError, LaunchError,
-                                 NarrowingWarning, ToolError, UnsupportedError, ValidationError,
+from numba_vulkan.errors import (AOTError, CacheWarning, CompilerError, DriverError,
+                                 LaunchError, NarrowingWarning, ToolError, UnsupportedError, ValidationError,
                                  VulkanError)
-from numba_vulkan.intrinsics import (atomic, barrier, global_id, global_size, group_id, local,
-                                     local_id, local_size, num_groups, shared)
+from numba_vulkan.intrinsics import (atomic, barrier, const, global_id, global_size, group_id,
+                                     local, local_id, local_size, num_groups, shared)
 from numba_vulkan.runtime.device import list_devices, select_device
 from numba_vulkan.runtime.memory import DeviceArray, device_array, to_device
 from numba_vulkan.target import TargetDescription
@@ -32,8 +32,10 @@ from numba_vulkan.target import TargetDescription
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "DeviceArray",
     "list_devices", "select_device", "global_id", "local_id", "group_id",
-    "local_size", "num_groups", "global_size", "shared", "local", "barrier", "atomic",
+    "local_size", "num_groups", "global_size", "shared", "local", "const", "barrier",
+    "atomic",
     "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
     "ValidationError", "DriverError", "LaunchError", "AOTError", "NarrowingWarning", "aot",
+    "CacheWarning",
 ]

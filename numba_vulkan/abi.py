@@ -5,7 +5,7 @@ arguments this way, and the runtime, which packs them this way; neither
 imports the other. A compiled module records :data:`ABI_VERSION` and the
 runtime refuses a module built for another.
 
-The interface, version 1:
+The interface, version 2:
 
 * Array argument number *k* (counting arrays only) is the storage buffer at
   descriptor set 0, binding *k*, typed as a runtime array of its storage
@@ -23,17 +23,31 @@ The interface, version 1:
   invocation that raises writes the exception's code (a key of the compiled
   kernel's ``metadata["exceptions"]``) to word 0 and its global invocation
   id to words 1 to 3; the runtime raises the exception after the launch.
+* A kernel compiled for a target with a loop limit (lavapipe's) whose code
+  has loops gets that status buffer too, even without error checks: an
+  invocation whose loops reached the limit writes :data:`LOOP_LIMIT_CODE`
+  there the same way (see :mod:`numba_vulkan.codegen.looplimit`).
 * The push constant block starts with :data:`HEADER_SIZE` bytes that the
   runtime fills: the number of workgroups along x, y and z as 32-bit
   unsigned integers, then padding. Scalars and array fields follow in
-  argument order. The block must fit the target's push constant size.
+  argument order, as many arguments as fit the target's push constant size
+  (:attr:`~numba_vulkan.target.TargetDescription.max_push_constants`).
+* The first argument that does not fit, and every argument after it, travel
+  in the argument buffer instead (their :attr:`Param.spilled` is set): a
+  storage buffer of 32-bit words at the binding after the arrays and the
+  status buffer, laid out like the push constant block but from offset 0
+  and without a header (a 64-bit value is two words, low word first). The
+  runtime fills one per launch and keeps it unchanged while that launch may
+  be in flight. Kernels that fit the push constant block have no argument
+  buffer. (Version 1 had none: every argument was in the block, and a
+  kernel whose arguments passed the device's size could not launch.)
 """
 
 from dataclasses import dataclass, asdict
 
 import numpy as np
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 #: Bytes at the start of the push constant block that the runtime fills.
 HEADER_SIZE = 16
@@ -60,6 +74,10 @@ _NARROWED_BY = {"float64": "float64", "int64": "int64", "uint64": "int64",
 #: Words of the status buffer of a kernel compiled with error checks.
 STATUS_WORDS = 4
 
+#: The status code of an invocation whose loops reached the target's loop
+#: limit (below the codes of raise sites, which start at 1024).
+LOOP_LIMIT_CODE = 2
+
 
 @dataclass(frozen=True)
 class Param:
@@ -74,10 +92,13 @@ class Param:
         ndim: Number of dimensions (0 for scalars).
         layout: Numba layout of an array, ``"C"`` or ``"A"``.
         binding: Descriptor binding of an array, -1 for a scalar.
-        offset: Byte offset in the push constant block: the value of a
-            scalar, or the shape (then strides) of an array. The status
-            buffer (kind ``"status"``) takes none.
+        offset: Byte offset in the push constant block (in the argument
+            buffer if ``spilled``): the value of a scalar, or the shape
+            (then strides) of an array. The status buffer (kind
+            ``"status"``) and the argument buffer (kind ``"args"``) take none.
         writable: Whether the kernel may write the array.
+        spilled: Whether the argument travels in the argument buffer
+            rather than in the push constant block.
     """
 
     name: str
@@ -89,13 +110,15 @@ class Param:
     binding: int = -1
     offset: int = 0
     writable: bool = True
+    spilled: bool = False
 
     @property
     def push_size(self):
-        """Bytes this argument occupies in the push constant block."""
+        """Bytes the argument's values occupy (in the push constant block or
+        the argument buffer)."""
         if self.kind == "array":
             return 4 * (2 * self.ndim + 1)
-        if self.kind == "status":
+        if self.kind in ("status", "args"):
             return 0
         return SCALAR_DTYPES[self.storage]
 
@@ -112,13 +135,16 @@ def _align(offset, alignment):
     return (offset + alignment - 1) // alignment * alignment
 
 
-def layout(args, narrowed=(), checks=False):
+def layout(args, narrowed=(), checks=False, max_push=None):
     """Assign bindings and push constant offsets to kernel arguments.
 
     Args:
         args: ``(name, kind, dtype, ndim, layout)`` per argument, in order.
         narrowed: dtype names that the target narrows (see :data:`NARROWED`).
         checks: Whether the kernel reports errors through a status buffer.
+        max_push: The target's push constant size in bytes; the arguments
+            from the first that would end past it on travel in the argument
+            buffer. None: everything in the push constant block.
 
     Returns:
         ``(params, push_size)``: a tuple of :class:`Param` and the size in
@@ -126,29 +152,53 @@ def layout(args, narrowed=(), checks=False):
     """
     params = []
     offset = HEADER_SIZE
+    push_end = None
     binding = 0
     for name, kind, dtype, ndim, array_layout in args:
         if dtype not in SCALAR_DTYPES:
             raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
         storage = storage_dtype(dtype, narrowed)
         if kind == "array":
-            offset = _align(offset, 4)
-            params.append(Param(name, kind, dtype, storage, ndim, array_layout,
-                                binding, offset))
-            binding += 1
-            offset += 4 * (2 * ndim + 1)
+            size, alignment = 4 * (2 * ndim + 1), 4
         else:
             size = SCALAR_DTYPES[storage]
-            offset = _align(offset, size // 2 if storage.startswith("complex") else size)
-            params.append(Param(name, kind, dtype, storage, 0, "C", -1, offset))
-            offset += size
+            alignment = size // 2 if storage.startswith("complex") else size
+        start = _align(offset, alignment)
+        if push_end is None and max_push is not None and _align(start + size, 4) > max_push:
+            push_end, start = offset, 0
+        spilled = push_end is not None
+        if kind == "array":
+            params.append(Param(name, kind, dtype, storage, ndim, array_layout, binding, start,
+                                spilled=spilled))
+            binding += 1
+        else:
+            params.append(Param(name, kind, dtype, storage, 0, "C", -1, start, spilled=spilled))
+        offset = start + size
     if checks:
         params.append(Param(STATUS_PARAM, "status", "uint32", "uint32", 1, "C", binding, 0))
-    return tuple(params), _align(offset, 4)
+        binding += 1
+    if push_end is not None:
+        params.append(Param(ARGS_PARAM, "args", "uint32", "uint32", 1, "C", binding, 0))
+    return tuple(params), _align(offset if push_end is None else push_end, 4)
+
+
+def args_size(params):
+    """Bytes of the argument buffer of a kernel's parameters (0: it has none)."""
+    ends = [p.offset + p.push_size for p in params if p.spilled]
+    return _align(max(ends), 4) if ends else 0
+
+
+def bindings(params):
+    """Storage dtype name of each descriptor binding, in binding order."""
+    bound = sorted((p for p in params if p.binding >= 0), key=lambda p: p.binding)
+    return [p.storage for p in bound]
 
 
 #: Name of the status buffer's :class:`Param`.
 STATUS_PARAM = "__status"
+
+#: Name of the argument buffer's :class:`Param`.
+ARGS_PARAM = "__args"
 
 
 def params_from_json(items):
@@ -156,30 +206,31 @@ def params_from_json(items):
     return tuple(Param(**item) for item in items)
 
 
-def push_format(params, push_size):
-    """A :mod:`struct` format and the NumPy scalar types to pack arguments.
+_CODES = {"bool": "i", "int8": "i", "uint8": "I", "int16": "i", "uint16": "I",
+          "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q", "float32": "f",
+          "float64": "d", "complex64": "2f", "complex128": "2d"}
 
-    Returns ``(format, kinds)``: the format string covers the whole block,
-    with padding, and ``kinds`` says per argument how many values it takes.
+
+def push_format(params, push_size):
+    """A :mod:`struct` format that packs a launch's arguments.
+
+    The format covers the whole push constant block, with padding, followed
+    by the argument buffer where the kernel has one (see :func:`args_size`):
+    a launch's bytes are the block's ``push_size`` bytes, then the buffer's.
     """
-    codes = {"bool": "i", "int8": "i", "uint8": "I", "int16": "i",
-             "uint16": "I", "int32": "i", "uint32": "I", "int64": "q",
-             "uint64": "Q", "float32": "f", "float64": "d", "complex64": "2f",
-             "complex128": "2d"}
     fmt = ["<3I4x"]
-    position = HEADER_SIZE
-    for p in params:
-        if p.kind == "status":
-            continue
-        if p.offset > position:
-            fmt.append(f"{p.offset - position}x")
-        if p.kind == "array":
-            fmt.append(f"{2 * p.ndim + 1}i")
-        else:
-            fmt.append(codes[p.storage])
-        position = p.offset + p.push_size
-    if push_size > position:
-        fmt.append(f"{push_size - position}x")
+    for spilled, start, end in ((False, HEADER_SIZE, push_size),
+                                (True, 0, args_size(params))):
+        position = start
+        for p in params:
+            if p.kind not in ("array", "scalar") or p.spilled != spilled:
+                continue
+            if p.offset > position:
+                fmt.append(f"{p.offset - position}x")
+            fmt.append(f"{2 * p.ndim + 1}i" if p.kind == "array" else _CODES[p.storage])
+            position = p.offset + p.push_size
+        if end > position:
+            fmt.append(f"{end - position}x")
     return "".join(fmt)
 
 

@@ -155,6 +155,16 @@ def dump_dir():
     return _text("NUMBA_VULKAN_DUMP")
 
 
+def dump_stages():
+    """Names of the compiler stages whose results go to :func:`dump_dir` too.
+
+    ``NUMBA_VULKAN_DUMP_STAGES=logical,structurize``, or ``all``; the names
+    are those of :data:`numba_vulkan.compiler.stages.STAGES`.
+    """
+    value = _text("NUMBA_VULKAN_DUMP_STAGES", "")
+    return frozenset(n.strip() for n in value.split(",") if n.strip())
+
+
 def child_environment(**changes):
     """This process's environment with ``changes``, for a child process.
 

@@ -8,12 +8,11 @@ there is none does it look further, and only a compile imports Numba.
 
 import builtins
 import threading
-import warnings
+
 import numpy as np
 
-from numba_vulkan import abi, config, kernelcache, signature
-from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.errors import LaunchError, NarrowingWarning
+from numba_vulkan import abi, config, kernelcache, modulecheck, signature
+from numba_vulkan.errors import LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -52,17 +51,21 @@ def _dim3(value, what):
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
-    __slots__ = ("pipeline", "params", "kernel", "status", "kinds")
+    __slots__ = ("pipeline", "params", "kernel", "status", "kinds", "written")
 
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
         self.kinds = tuple(_ARRAY if p.kind == "array" else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
-                           for p in kernel.params if p.kind != "status")
+                           for p in kernel.params if p.kind in ("array", "scalar"))
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
+        # Per argument: whether it is an array the kernel may write.
+        written = modulecheck.written_bindings(kernel.spirv)
+        self.written = tuple(p.kind == "array" and p.binding in written
+                             for p in kernel.params if p.kind in ("array", "scalar"))
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
                                  cache=pipeline_cache.for_device(device))
         # Where a kernel compiled with error checks reports the first error.
@@ -76,20 +79,51 @@ class _Plan:
         self.status.buffer.read(words)
         if words[0]:
             self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
+            invocation = tuple(int(w) for w in words[1:4])
+            if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
+                raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
-            raise _kernel_exception(description, self.kernel.name, tuple(int(w) for w in words[1:4]))
+            raise _kernel_exception(description, self.kernel.name, invocation)
 
 
-def _warn_if_narrowed(name, sig, target, kernel_ir):
-    """Warn that a kernel computes in 32 bits what it declares as 64."""
-    if not target.narrowed:
-        return
-    narrowed = sorted({p.dtype for p in kernel_ir.params if p.storage != p.dtype})
-    if "float64" in target.narrowed and any("double" in text for text in kernel_ir.modules):
-        narrowed = sorted(set(narrowed) | {"float64"})
-    if narrowed:
-        warnings.warn(f"{name}({', '.join(sig)}): {', '.join(narrowed)} narrowed to 32 bits "
-                      "for a device without 64-bit support", NarrowingWarning, stacklevel=4)
+def _loop_limit_error(kernel, invocation):
+    limit = kernel.metadata["loop_limit"]
+    return LaunchError(
+        f"kernel {kernel.name} hit the device's loop limit in invocation {invocation}: the "
+        f"driver (lavapipe) leaves every loop of an invocation after {limit} loop trips, all "
+        "loops together, so the launch's results are incomplete. Give each invocation fewer "
+        "trips (more invocations, shorter loops) or run on a GPU.")
+
+
+def _refuse_read_only(dispatcher, plan, args, value):
+    """Raise for a read-only NumPy array where the kernel writes: its writes
+    would be lost (the array cannot take the results back)."""
+    position = next(k for k, a in enumerate(args) if a is value and plan.written[k])
+    raise LaunchError(f"{dispatcher.__qualname__}(): parameter "
+                      f"{plan.params[position].name!r} is a read-only array, and the "
+                      "kernel writes it; pass a writable array (a copy)")
+
+
+def _scalar_error(dispatcher, plan, args):
+    """The LaunchError naming the scalar argument its type cannot hold, or None."""
+    for param, value in zip(plan.params, args):
+        if param.kind != "scalar" or isinstance(value, complex):
+            continue
+        dtype = np.dtype(param.storage)
+        try:
+            if dtype.kind in "iub":
+                info = np.iinfo(dtype) if dtype.kind != "b" else np.iinfo(np.int32)
+                fits = info.min <= int(value) <= info.max
+            elif dtype.kind == "f":
+                fits = not np.isfinite(value) or abs(float(value)) <= np.finfo(dtype).max
+            else:
+                continue
+        except (TypeError, ValueError, OverflowError):
+            fits = False
+        if not fits:
+            return LaunchError(f"{dispatcher.__qualname__}(): parameter {param.name!r}: "
+                               f"{value!r} does not fit its type {param.dtype}")
+    return None
 
 
 def _kernel_exception(description, kernel, invocation):
@@ -166,7 +200,8 @@ class VulkanDispatcher:
     # Compiling -------------------------------------------------------------
 
     def compile(self, sig, threads=(64, 1, 1), target=None):
-        """Compile for a signature and return the :class:`CompiledKernel`.
+        """Compile for a signature; return the
+        :class:`~numba_vulkan.compiled.CompiledKernel`.
 
         Args:
             sig: A Numba signature string such as
@@ -205,37 +240,11 @@ class VulkanDispatcher:
                     compiled = kernelcache.load_compiled(
                         name, sig, threads, target, f"{self.__qualname__}({', '.join(sig)})")
                 if compiled is None:
-                    compiled = self._build(sig, threads, target)
+                    from numba_vulkan.compiler import stages
+                    compiled = stages.compile(self.py_func, sig, threads, target, self.options)
                     kernelcache.store_compiled(name, compiled, config.validate())
                 self._compiled[key] = compiled
             return compiled
-
-    def _build(self, sig, threads, target):
-        from numba_vulkan.compiler.compile import compile_kernel, numba_types
-        kernel_ir = compile_kernel(self.py_func, numba_types(sig), target.narrowed,
-                                   self.options, target.float32_atomic_add)
-        _warn_if_narrowed(self.__qualname__, sig, target, kernel_ir)
-        bindings = [p.storage for p in kernel_ir.params if p.kind in ("array", "status")]
-        # The kernels/ tier: Numba ran, codegen is skipped on a hit.
-        label = f"{self.__qualname__}({', '.join(sig)})"
-        name = kernelcache.module_key(kernel_ir.modules, bindings, threads, target,
-                                      self.options)
-        module = kernelcache.load_module(name, label)
-        if module is None:
-            # Imported here: it loads LLVM, which a cache hit does without.
-            from numba_vulkan.codegen import pipeline
-            from numba_vulkan.codegen.logical import MixedFloatAtomics
-            try:
-                module = pipeline.build(kernel_ir.modules, bindings, threads, target,
-                                        name=self.__qualname__)
-            except MixedFloatAtomics:
-                # Compare-and-swap loops for every float atomic instead.
-                return self._build(sig, threads, target.with_features(float32_atomic_add=False))
-            kernelcache.store_module(name, module, label)
-        metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
-        return CompiledKernel(self.__qualname__, sig, threads, target, module.spirv,
-                              module.llvm_ir, module.capabilities, kernel_ir.params,
-                              kernel_ir.push_size, metadata=metadata)
 
     @property
     def _parameter_names(self):
@@ -295,10 +304,12 @@ class VulkanDispatcher:
                                 f"arguments, {len(args)} were given")
             plan = self._plan(sig, threads, device)
         buffers, flat, copy_backs = [], [*groups], None
-        for value, kind in zip(args, plan.kinds):
+        for value, kind, written in zip(args, plan.kinds, plan.written):
             if kind == _ARRAY:
                 if isinstance(value, np.ndarray):
-                    value, copy_back = memory.staged_host_array(value, device)
+                    if written and not value.flags.writeable:
+                        _refuse_read_only(self, plan, args, value)
+                    value, copy_back = memory.staged_host_array(value, device, written)
                     if copy_backs is None:
                         copy_backs = []
                     copy_backs.append(copy_back)
@@ -316,7 +327,11 @@ class VulkanDispatcher:
         if status is not None:
             buffers.append(status.buffer)
         pipeline = plan.pipeline
-        pipeline.launch(groups, buffers, pipeline.pack(flat))
+        try:
+            push = pipeline.pack(flat)
+        except LaunchError as exc:
+            raise _scalar_error(self, plan, args) or exc from None
+        pipeline.launch(groups, buffers, push)
         if copy_backs or status is not None:
             device.stream.synchronize()
             for copy_back in copy_backs or ():

@@ -14,11 +14,14 @@ class CompilerError(VulkanError):
 
     Attributes:
         kernel: Name of the kernel being compiled, or None.
+        stage: Name of the compiler stage that failed (see
+            ``numba_vulkan.compiler.stages``), or None.
     """
 
     def __init__(self, message, kernel=None):
         super().__init__(message)
         self.kernel = kernel
+        self.stage = None
 
 
 class UnsupportedError(CompilerError):
@@ -95,6 +98,10 @@ class ManifestError(AOTError):
 
 class AOTWarning(UserWarning):
     """A kernel missing from every AOT directory, or an AOT entry that was rejected."""
+
+
+class CacheWarning(UserWarning):
+    """The cache directory cannot be created or written; caching is off in this process."""
 
 
 class NarrowingWarning(UserWarning):

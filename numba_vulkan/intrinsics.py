@@ -68,6 +68,14 @@ local = _namespace("local", "Memory private to each invocation.",
     contents start undefined.
     """)
 
+const = _namespace("const", "Constant memory (numba.cuda's ``cuda.const``).",
+                   array_like="""A constant array with the contents of ``arr``, a NumPy array
+    read from a global variable: ``const.array_like(arr)``.
+
+    The kernel reads it as a table compiled into the module, as it does any
+    global NumPy array it reads directly; writes to it are not allowed.
+    """)
+
 _ATOMIC_DOC = """Atomically {what} ``array[index]``; return the old value.
 
     ``index`` is an int or a tuple of ints; the array is a kernel argument

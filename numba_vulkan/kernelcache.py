@@ -8,8 +8,8 @@ Numba's own pipeline still runs every time, which is what makes the cache
 safe: a change to a kernel, to a function it calls or to a global it reads
 changes the IR and therefore the hash.
 
-Entries live in ``kernels/`` below :func:`numba_vulkan.libclc.cache_directory`
-and can be deleted at any time. Setting ``NUMBA_VULKAN_CACHE=0`` turns the
+Entries live in ``kernels/`` below the cache directory
+(:func:`numba_vulkan.config.cache_dir`) and can be deleted at any time. Setting ``NUMBA_VULKAN_CACHE=0`` turns the
 cache off.
 
 Kernels compiled with ``@nv.jit(cache=True)`` are stored whole as well, in
@@ -19,14 +19,21 @@ functions they call, as with Numba's ``cache=True``; see
 :meth:`numba_vulkan.dispatcher.VulkanDispatcher.compile`.
 
 An entry is one file, ``NAME.entry``: a line naming the format and its
-version, a line of JSON (the key, the metadata, the size and SHA-256 of the
-SPIR-V and of the IR, and a checksum of the line itself), then the raw
-SPIR-V, then the LLVM IR text the backend compiled. One file, because LLVM's
-backend does not give the same bytes twice for the same IR: separate files
-written by two processes at once could pair one's metadata with the other's
-module. The file is written to a temporary file in the same directory and
-moved into place with :func:`os.replace`. Reading an entry parses JSON and
-compares hashes, nothing else; anything that does not check out is a miss.
+version, a line of JSON (the key, the entry's JSON values, the size and
+SHA-256 of each bytes value and long text value, and a checksum of the line
+itself), then those values raw, in the order the line lists them. One file,
+because LLVM's backend does not give the same bytes twice for the same IR:
+separate files written by two processes at once could pair one's metadata
+with the other's module. Any dict of JSON values and bytes round-trips.
+The file is written to a temporary file in the same directory and moved
+into place with :func:`os.replace`. Reading an entry reads a regular file of
+bounded size, parses JSON and compares hashes, nothing else; anything that
+does not check out is a miss. A module from the ``functions/`` tier is
+checked against the kernel's interface before it is used
+(:mod:`numba_vulkan.modulecheck`), as a shipped one is.
+
+A cache directory that cannot be created or written turns the cache off
+with one warning (:func:`numba_vulkan.files.cache_root`).
 
 Run ``python -m numba_vulkan cache info`` to see the cache's size and
 entries, and ``python -m numba_vulkan cache clear`` to empty it.
@@ -41,23 +48,21 @@ import sys
 import threading
 import time
 import types
-import uuid
 from collections import namedtuple
 
-from numba_vulkan import abi, config, libclc
+from numba_vulkan import abi, config, files, libclc, modulecheck
 
 #: The environment variable that turns the cache off when set to 0.
 ENV_VAR = "NUMBA_VULKAN_CACHE"
 
 #: Version of the entry format; part of every key, so a new format never
 #: reads an old entry.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 #: The two tiers: directory names below the cache directory.
 TIERS = ("kernels", "functions")
 
 _NAME = re.compile(r"^[0-9a-f]{64}$")
-_SPIRV_MAGIC = b"\x03\x02\x23\x07"
 _MAGIC_PREFIX = b"numba_vulkan cache entry "
 _MAGIC = _MAGIC_PREFIX + b"%d\n" % FORMAT_VERSION
 #: Suffix of entry files.
@@ -538,22 +543,9 @@ def _entry_path(tier, name):
     return os.path.join(tier_directory(tier), name + SUFFIX)
 
 
-def _blob(data, pos, record):
-    """The blob at ``pos`` that ``record`` (size and hash) describes."""
-    if not isinstance(record, dict) or not isinstance(record.get("size"), int):
-        raise ValueError("malformed header")
-    blob = data[pos:pos + record["size"]]
-    if len(blob) != record["size"] or record.get("sha256") != hashlib.sha256(blob).hexdigest():
-        raise ValueError("content does not match its hash")
-    return blob
-
-
 def _read_entry(tier, name):
     """The entry as stored, or raise (OSError, ValueError) why not."""
-    with open(_entry_path(tier, name), "rb") as f:
-        if os.fstat(f.fileno()).st_size > _MAX_FILE:
-            raise ValueError("file too large")
-        data = f.read()
+    data = files.read_regular(_entry_path(tier, name), _MAX_FILE)
     if not data.startswith(_MAGIC_PREFIX):
         raise ValueError("not a cache entry")
     if not data.startswith(_MAGIC):
@@ -570,24 +562,31 @@ def _read_entry(tier, name):
         raise ValueError("entry of another kernel")
     if record.get("checksum") != _checksum(record):
         raise ValueError("header does not match its checksum")
-    metadata = record.get("metadata")
-    if not isinstance(metadata, dict):
-        raise ValueError("no metadata")
-    spirv = _blob(data, end + 1, record.get("spirv"))
-    ir_bytes = _blob(data, end + 1 + len(spirv), record.get("llvm_ir"))
-    if end + 1 + len(spirv) + len(ir_bytes) != len(data):
+    values, blobs = record.get("values"), record.get("blobs")
+    if not isinstance(values, dict) or not isinstance(blobs, list):
+        raise ValueError("malformed header")
+    entry, pos = dict(values), end + 1
+    for blob in blobs:
+        if (not isinstance(blob, list) or len(blob) != 4 or not isinstance(blob[0], str)
+                or blob[1] not in ("bytes", "text") or type(blob[2]) is not int
+                or blob[2] < 0 or blob[0] in entry):
+            raise ValueError("malformed header")
+        key, kind, size, digest = blob
+        content = data[pos:pos + size]
+        if len(content) != size or hashlib.sha256(content).hexdigest() != digest:
+            raise ValueError("content does not match its hash")
+        entry[key] = content if kind == "bytes" else content.decode("utf-8")
+        pos += size
+    if pos != len(data):
         raise ValueError("trailing data")
-    if len(spirv) < 20 or len(spirv) % 4 or spirv[:4] != _SPIRV_MAGIC:
-        raise ValueError("not a SPIR-V module")
-    entry = dict(metadata)
-    entry["spirv"] = spirv
-    entry["llvm_ir"] = ir_bytes.decode("utf-8")
     return entry
 
 
 def _lookup(tier, name, label=None, check=None):
     """Read an entry, count and log the lookup; None on any failure."""
     label = label or name
+    if not enabled():
+        return None
     if not isinstance(name, str) or not _NAME.match(name):
         _count(tier, "misses")
         _log(tier, "miss", label, "not an entry name")
@@ -600,7 +599,8 @@ def _lookup(tier, name, label=None, check=None):
         _count(tier, "misses")
         _log(tier, "miss", label, name[:16])
         return None
-    except (OSError, ValueError, TypeError, KeyError, UnicodeError, RecursionError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeError,
+            RecursionError, OverflowError) as exc:
         _count(tier, "rejected")
         _log(tier, "rejected", label, f"{name[:16]}: {exc}")
         return None
@@ -609,51 +609,55 @@ def _lookup(tier, name, label=None, check=None):
     return entry
 
 
-def _write_atomic(path, data):
-    # Not tempfile.mkstemp: its files are private to the user, and a cache
-    # directory may be shared; os.open with 0o666 honours the umask.
-    temporary = os.path.join(os.path.dirname(path), f".tmp-{uuid.uuid4().hex}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+#: Text values longer than this are stored raw after the header, not as JSON.
+_TEXT_BLOB = 256
+
+
+def _write_entry(tier, name, entry):
+    """Store ``entry``; False if it could not be written.
+
+    Raises:
+        ValueError: ``name`` is not an entry name.
+        TypeError: ``entry`` is not a dict of str keys and JSON-serialisable
+            values or bytes (a caller's bug, found before anything is written).
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{name!r} is not a cache entry name")
+    if not isinstance(entry, dict) or not all(isinstance(k, str) for k in entry):
+        raise TypeError("a cache entry is a dict with str keys")
+    values, blobs, contents = {}, [], []
+    for key_, value in sorted(entry.items()):
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            content, kind = bytes(value), "bytes"
+        elif isinstance(value, str) and len(value) > _TEXT_BLOB:
+            content, kind = value.encode("utf-8"), "text"
+        else:
+            values[key_] = value
+            continue
+        blobs.append([key_, kind, len(content), hashlib.sha256(content).hexdigest()])
+        contents.append(content)
+    record = {"format": FORMAT_VERSION, "tier": tier, "key": name, "created": time.time(),
+              "values": values, "blobs": blobs}
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        json.dumps(record)
+    except (ValueError, RecursionError) as exc:
+        raise TypeError(f"a cache entry's values must be JSON-serialisable: {exc}") from None
+    record["checksum"] = _checksum(record)
+    header = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    if not enabled():
+        return False
+    try:
+        root = files.cache_root()
+        if root is None:
+            raise OSError("the cache directory cannot be used")
+        directory = os.path.join(root, tier)
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, name + SUFFIX)
         if os.path.isdir(path) and not os.path.islink(path):
             # A directory where an entry file belongs would refuse every
             # later store under this name.
             shutil.rmtree(path, ignore_errors=True)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
-def _write_entry(tier, name, entry):
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"{name!r} is not a cache entry name")
-    spirv, llvm_ir = entry["spirv"], entry["llvm_ir"]
-    if not isinstance(spirv, (bytes, bytearray)) or not isinstance(llvm_ir, str):
-        raise TypeError("a cache entry needs spirv (bytes) and llvm_ir (str)")
-    spirv, ir_bytes = bytes(spirv), llvm_ir.encode("utf-8")
-    metadata = {k: v for k, v in entry.items() if k not in ("spirv", "llvm_ir")}
-    record = {
-        "format": FORMAT_VERSION, "tier": tier, "key": name, "created": time.time(),
-        "spirv": {"size": len(spirv), "sha256": hashlib.sha256(spirv).hexdigest()},
-        "llvm_ir": {"size": len(ir_bytes), "sha256": hashlib.sha256(ir_bytes).hexdigest()},
-        "metadata": metadata,
-    }
-    # Serialising first raises on metadata that is not data, a caller's bug,
-    # before anything is written.
-    json.dumps(record)
-    record["checksum"] = _checksum(record)
-    header = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
-    try:
-        directory = os.path.join(libclc.cache_directory(), tier)
-        os.makedirs(directory, exist_ok=True)
-        _write_atomic(os.path.join(directory, name + SUFFIX),
-                      b"".join([_MAGIC, header, b"\n", spirv, ir_bytes]))
+        files.write_atomic(path, b"".join([_MAGIC, header, b"\n", *contents]))
     except OSError as exc:
         _count(tier, "store_failures")
         _log(tier, "store failed", name[:16], str(exc))
@@ -669,8 +673,9 @@ def load(name):
         name (str): Name of the entry, from :func:`key`.
 
     Returns:
-        dict or None: The entry as passed to :func:`store`, or None if there
-        is none or it is damaged.
+        dict or None: The entry as passed to :func:`store` (as JSON gives it
+        back: tuples become lists), or None if there is none, it is damaged
+        or the cache is off.
     """
     return _lookup("kernels", name)
 
@@ -680,15 +685,14 @@ def store(name, entry):
 
     Args:
         name (str): Name of the entry, from :func:`key`.
-        entry (dict): ``spirv`` (bytes), ``llvm_ir`` (str) and any
-            JSON-serialisable metadata.
+        entry (dict): str keys; values that are bytes or JSON-serialisable.
+            Kernels store ``spirv`` (bytes), ``llvm_ir`` (str) and metadata.
+
+    Raises:
+        ValueError: ``name`` is not an entry name.
+        TypeError: A value is neither bytes nor JSON-serialisable.
     """
     _write_entry("kernels", name, entry)
-
-
-def _check_kernel(entry):
-    from numba_vulkan.compiled import CompiledKernel
-    CompiledKernel.from_metadata(entry["kernel"], entry["spirv"], entry["llvm_ir"])
 
 
 def load_kernel(name):
@@ -698,10 +702,10 @@ def load_kernel(name):
         name (str): From :func:`kernel_key`.
 
     Returns:
-        dict or None: As passed to :func:`store_kernel`, or None if there is
-        none or it cannot be read.
+        dict or None: As passed to :func:`store_kernel` (as JSON gives it
+        back), or None if there is none or it cannot be read.
     """
-    return _lookup("functions", name, check=_check_kernel)
+    return _lookup("functions", name)
 
 
 def store_kernel(name, entry):
@@ -709,10 +713,13 @@ def store_kernel(name, entry):
 
     Args:
         name (str): From :func:`kernel_key`.
-        entry (dict): The compiled kernel and what it needs from the
-            compiling process: ``spirv`` (bytes), ``llvm_ir`` (str), ``kernel``
-            (:meth:`CompiledKernel.to_metadata`) and any JSON-serialisable
-            metadata.
+        entry (dict): str keys; values that are bytes or JSON-serialisable.
+            The dispatcher stores ``spirv`` (bytes), ``llvm_ir`` (str),
+            ``kernel`` (:meth:`CompiledKernel.to_metadata`) and ``validated``.
+
+    Raises:
+        ValueError: ``name`` is not an entry name.
+        TypeError: A value is neither bytes nor JSON-serialisable.
     """
     _write_entry("functions", name, entry)
 
@@ -720,7 +727,8 @@ def store_kernel(name, entry):
 # What the dispatcher calls --------------------------------------------------
 
 #: A module found in the ``kernels/`` tier.
-CachedModule = namedtuple("CachedModule", "spirv llvm_ir capabilities")
+CachedModule = namedtuple("CachedModule", "spirv llvm_ir capabilities loop_check",
+                          defaults=(False,))
 
 
 def _options(options):
@@ -748,6 +756,9 @@ def _check_module(entry):
     capabilities = entry["capabilities"]
     if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
         raise ValueError("malformed capabilities")
+    if not isinstance(entry["spirv"], bytes) or not isinstance(entry["llvm_ir"], str):
+        raise ValueError("no module")
+    modulecheck.check_header(entry["spirv"])
     if config.validate() and entry.get("validated") is not True:
         # Validation is on but this module never went through spirv-val.
         raise ValueError("not validated")
@@ -763,15 +774,17 @@ def load_module(name, label):
     entry = _lookup("kernels", name, label, _check_module)
     if entry is None:
         return None
-    return CachedModule(entry["spirv"], entry["llvm_ir"], entry["capabilities"])
+    return CachedModule(entry["spirv"], entry["llvm_ir"], entry["capabilities"],
+                        entry.get("loop_check") is True)
 
 
 def store_module(name, module, label):
-    """Store a module built by :func:`numba_vulkan.codegen.pipeline.build`."""
+    """Store a module the compiler built (:mod:`numba_vulkan.compiler.stages`)."""
     if name is None:
         return
     store(name, {"spirv": module.spirv, "llvm_ir": module.llvm_ir,
                  "capabilities": list(module.capabilities), "kernel": label,
+                 "loop_check": bool(module.loop_check),
                  "validated": config.validate()})
 
 
@@ -818,10 +831,20 @@ def load_compiled(name, sig, local_size, target, label):
     from numba_vulkan.compiled import CompiledKernel
 
     def check(entry):
+        if not isinstance(entry["spirv"], bytes) or not isinstance(entry["kernel"], dict):
+            raise ValueError("not a compiled kernel")
         kernel = CompiledKernel.from_metadata(entry["kernel"], entry["spirv"], entry["llvm_ir"])
         if (kernel.signature != tuple(sig) or kernel.local_size != tuple(local_size)
                 or kernel.target != target):
             raise ValueError("entry of another signature, workgroup size or target")
+        # The module must be the kernel the runtime will bind, whatever the file says.
+        modulecheck.check_params(kernel.signature, entry["kernel"]["params"],
+                                 kernel.push_size, target.narrowed,
+                                 target.max_push_constants)
+        found = modulecheck.check_interface(kernel.spirv, kernel.params, kernel.push_size,
+                                            kernel.local_size, target.vulkan)
+        if found.capabilities != kernel.capabilities:
+            raise ValueError("capabilities differ from the module's")
         if config.validate() and entry.get("validated") is not True:
             raise ValueError("not validated")
         entry["compiled"] = kernel
@@ -878,13 +901,15 @@ def info(verbose=False, out=None):
         for name in names:
             try:
                 entry = _read_entry(tier, name)
-            except (OSError, ValueError, TypeError, KeyError, UnicodeError) as exc:
+            except (OSError, ValueError, TypeError, KeyError, UnicodeError,
+                    RecursionError) as exc:
                 print(f"  {name[:16]}  damaged, will be rebuilt ({exc})", file=out)
                 continue
             kernel = entry.get("kernel")
             if isinstance(kernel, dict):
                 kernel = f"{kernel.get('name')}({', '.join(kernel.get('signature', []))})"
-            print(f"  {name[:16]}  {len(entry['spirv']):>8} bytes  {kernel}", file=out)
+            size = len(entry.get("spirv") or b"")
+            print(f"  {name[:16]}  {size:>8} bytes  {kernel}", file=out)
     return 0
 
 

@@ -63,13 +63,14 @@ def of_value(value):
         if name in SCALAR_DTYPES:
             return name
         raise TypeError(f"scalars of dtype {name} cannot be passed to a kernel")
-    dtype = getattr(value, "dtype", None)
-    shape = getattr(value, "shape", None)
-    if dtype is None or shape is None:
-        raise TypeError(f"a value of type {type(value).__name__} cannot be passed to a kernel")
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"a value of type {type(value).__name__} cannot be passed to a kernel "
+                        "(pass a NumPy array, a device array or a scalar)")
+    dtype, shape = value.dtype, value.shape
+    if not shape:
+        raise TypeError("a 0-d array cannot be passed to a kernel (pass a[()] as a scalar, "
+                        "or a.reshape(1))")
     name = "bool" if dtype == np.bool_ else np.dtype(dtype).name
     if name not in SCALAR_DTYPES:
         raise TypeError(f"arrays of dtype {name} cannot be passed to a kernel")
-    contiguous = (value.flags.c_contiguous if isinstance(value, np.ndarray)
-                  else value.is_c_contiguous())
-    return array(name, len(shape), "C" if contiguous else "A")
+    return array(name, len(shape), "C" if value.flags.c_contiguous else "A")

@@ -53,6 +53,15 @@ def fill(out, value):
         out[i] = value + i
 
 
+@nv.jit
+def stencil(a, b, c, d, e, f, g, h, out, alpha, beta, bias):
+    """Nine 2-d arrays and three scalars: more than 128 bytes of arguments."""
+    i, j = nv.global_id(0), nv.global_id(1)
+    if 0 < i < out.shape[0] - 1 and 0 < j < out.shape[1] - 1:
+        s = a[i - 1, j] + b[i + 1, j] + c[i, j - 1] + d[i, j + 1] - 4.0 * e[i, j]
+        out[i, j] = alpha * s + beta * (f[i, j] - g[i, j]) * h[i, j] + bias
+
+
 def check():
     rng = np.random.default_rng(7)
     x = rng.random(1000, dtype=np.float32)
@@ -67,6 +76,15 @@ def check():
     values = np.zeros(300, np.int32)
     fill[(300 + 63) // 64, 64](values, np.int32(-7))
     assert np.array_equal(values, np.arange(300, dtype=np.int32) - 7), "fill"
+    grids = [rng.random((20, 30), dtype=np.float32) for _ in range(8)]
+    out = np.zeros((20, 30), np.float32)
+    stencil[(3, 4), (8, 8)](*grids, out, np.float32(0.5), 0.25, 3)
+    a, b, c, d, e, f, g, h = (x.astype(np.float64) for x in grids)
+    want = np.zeros((20, 30))
+    want[1:-1, 1:-1] = (0.5 * (a[:-2, 1:-1] + b[2:, 1:-1] + c[1:-1, :-2] + d[1:-1, 2:]
+                               - 4.0 * e[1:-1, 1:-1])
+                        + 0.25 * (f - g)[1:-1, 1:-1] * h[1:-1, 1:-1] + 3)
+    assert np.allclose(out, want, rtol=1e-5, atol=1e-6), "stencil"
 '''
 
 EXTRA_ENTRIES = '''
@@ -75,6 +93,9 @@ EXTRA_ENTRIES = '''
   - function: aotkern:fill
     signatures: ["void(int32[::1], int32)"]
     threads: [[64]]
+  - function: aotkern:stencil
+    signatures: ["void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32, float64, int64)"]
+    threads: [[8, 8]]
 '''
 
 CHECK = '''
@@ -92,7 +113,7 @@ loaded = [m for m in sys.modules if m.startswith(("numba_vulkan.compiler",
 print(json.dumps({"stats": nv.aot.stats(), "loaded": loaded, "examples_only": examples_only}))
 '''
 
-N_ENTRIES = 5
+N_ENTRIES = 6
 
 
 def run(args, cwd, check=True, **env):
@@ -206,7 +227,7 @@ def test_fresh_process_runs_every_example_from_the_directory_only(project):
     # (the test kernels import numba themselves, for their njit helper).
     assert report["loaded"] == []
     assert report["examples_only"] == []
-    assert report["stats"]["hits"] == 5 and report["stats"]["misses"] == 0
+    assert report["stats"]["hits"] == 6 and report["stats"]["misses"] == 0
     assert "results match NumPy" in result.stdout and "0 differ from NumPy" in result.stdout
 
 
@@ -224,7 +245,7 @@ def relocated(project, tmp_path_factory):
 def test_relocated_project_with_new_mtimes_still_hits(relocated):
     result = run(["check.py", "--all"], relocated, NUMBA_VULKAN_CACHE="0",
                  NUMBA_VULKAN_AOT_STRICT="1", NUMBA_VULKAN_AOT_PATH="aot")
-    assert json.loads(result.stdout.strip().splitlines()[-1])["stats"]["hits"] == 5
+    assert json.loads(result.stdout.strip().splitlines()[-1])["stats"]["hits"] == 6
 
 
 def test_builds_from_two_paths_are_byte_identical(project, relocated):
@@ -308,6 +329,43 @@ def test_other_threads_or_profile_is_a_miss_naming_the_manifest_lines(project, k
     with pytest.warns(nv.aot.lookup.AOTWarning):
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
                            TargetDescription(vulkan=(1, 1))) is None
+
+
+def test_many_argument_entry_spills_past_128_bytes_and_runs_on_any_device(entries, kernels,
+                                                                          search, project):
+    entry = next(e for e in entries if e["kernel"] == "aotkern:stencil")
+    spilled = [p["name"] for p in entry["params"] if p["spilled"]]
+    assert entry["push_size"] <= 128 and spilled[-3:] == ["alpha", "beta", "bias"]
+    assert entry["params"][-1]["kind"] == "args"
+    sig, threads = tuple(entry["signature"]), (8, 8, 1)
+    search(project / "aot", strict=True)
+    for push in (128, 256):
+        found = lookup.find(kernels.stencil, sig, threads, TargetDescription(max_push_constants=push))
+        assert found.push_size == entry["push_size"] and found.params[-1].kind == "args"
+    # An entry built for 256 bytes that needs more than 128 is no match for a
+    # 128-byte device: the launch compiles instead (an error in strict mode).
+    wide = dict(entry, push_size=220, target=TargetDescription(max_push_constants=256).key())
+    assert lookup._usable(wide, sig, threads, TargetDescription(max_push_constants=256),
+                          None) is not None
+    assert lookup._usable(wide, sig, threads, TargetDescription(), None) is None
+
+
+def test_entry_of_the_previous_abi_is_a_miss(project, kernels, search, tmp_path):
+    """ABI 1 put every argument in the push constant block: its entries must
+    not reach a runtime that reads some from the argument buffer."""
+    copy = tmp_path / "old-abi"
+    shutil.copytree(project / "aot", copy)
+    data = json.loads((copy / index.INDEX).read_text())
+    entry = next(e for e in data["entries"] if e["kernel"] == "aotkern:stencil")
+    entry["abi_version"] = 1
+    (copy / index.INDEX).write_text(json.dumps(data))
+    sig = tuple(entry["signature"])
+    search(copy)
+    with pytest.warns(nv.aot.lookup.AOTWarning, match="not in the AOT directories"):
+        assert lookup.find(kernels.stencil, sig, (8, 8, 1), TargetDescription()) is None
+    search(copy, strict=True)
+    with pytest.raises(nv.AOTError, match="NUMBA_VULKAN_AOT_STRICT"):
+        lookup.find(kernels.stencil, sig, (8, 8, 1), TargetDescription())
 
 
 def test_tampered_module_is_rejected(project, kernels, search, tmp_path, capsys):

@@ -13,8 +13,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(args, cwd, **env):
-    environment = {k: v for k, v in os.environ.items()
-                   if k not in ("PYTHONPATH", "NUMBA_VULKAN_AOT_PATH")}
+    # PYTHONPATH stays: where numba_vulkan is not installed (the GPU machine
+    # puts it and its wheels on the path) the app finds it there; the app
+    # itself is never on it.
+    environment = {k: v for k, v in os.environ.items() if k != "NUMBA_VULKAN_AOT_PATH"}
     environment.update(env)
     result = subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -9,8 +9,10 @@ conditional expressions and loop ``else`` clauses.
 
 import numba
 import numpy as np
+import pytest
 
 import numba_vulkan as nv
+from numba_vulkan.runtime.device import current_device
 from helpers import assert_valid_spirv, compiled_kernels
 
 
@@ -177,13 +179,15 @@ def counted_loop(x, out, n):
 
 def test_structured_code_keeps_its_shape(rng):
     """A counted loop with an if/else needs no flags or selectors; the
-    short-circuit kernel does, and gets them."""
+    short-circuit kernel does, and gets them. (Compiled for a target without
+    a loop limit: on lavapipe's, the loop is unrolled and counted.)"""
     x = rng.random(100) * 6
     out = np.zeros(100)
     counted_loop.forall(100)(x, out, 5)
     expected = [sum(k if v > k else -v for k in range(5)) for v in x]
     np.testing.assert_allclose(out, expected)
-    (plain,) = compiled_kernels(counted_loop)
+    plain = counted_loop.compile("void(float64[::1], float64[::1], int64)",
+                                 target=current_device().target.with_features(loop_limit=0))
     assert not any(f"%nv.{kind}." in plain.llvm_ir for kind in ("latch", "dispatch", "edge"))
     (restructured,) = compiled_kernels(run_short_circuit)
     assert "%nv.dispatch." in restructured.llvm_ir or "%nv.latch." in restructured.llvm_ir
@@ -251,19 +255,20 @@ def test_a_module_the_backend_leaves_unmerged_is_rebuilt_with_exit_flags(monkeyp
     # once only innermost loops take breaks; the first module is made to
     # look so, and the rebuild must send every exit through a flag.
     from numba_vulkan import spirv
-    from numba_vulkan.codegen import pipeline
+    from numba_vulkan.codegen import structurize
+    from numba_vulkan.compiler import stages
     original = spirv.unmerged_switch
     breaks = []
-    structurize = pipeline.structurize.structurize
+    restructure = structurize.structurize
 
-    def spy(module, tm, entry, flag_free):
+    def spy(module, tm, entry, flag_free, **options):
         breaks.append(flag_free)
-        return structurize(module, tm, entry, flag_free)
+        return restructure(module, tm, entry, flag_free, **options)
 
     # Built here, not found in a kernel cache that an earlier run filled.
     monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
-    monkeypatch.setattr(pipeline.structurize, "structurize", spy)
-    monkeypatch.setattr(pipeline.spirv, "unmerged_switch", lambda binary: len(breaks) == 1)
+    monkeypatch.setattr(structurize, "structurize", spy)
+    monkeypatch.setattr(stages.spirv, "unmerged_switch", lambda binary: len(breaks) == 1)
 
     @nv.jit
     def steps(n, limit, out):
@@ -279,3 +284,101 @@ def test_a_module_the_backend_leaves_unmerged_is_rebuilt_with_exit_flags(monkeyp
     (compiled,) = compiled_kernels(steps)
     assert not original(compiled.spirv)
     assert_valid_spirv(compiled)
+
+
+@numba.njit
+def first_above(x, start, limit):
+    """``while True`` left by a data-dependent break."""
+    k = start
+    while True:
+        if x[k % x.shape[0]] > limit:
+            break
+        k += 1
+    return k
+
+
+@numba.njit
+def digits_until(n, stop):
+    """``while True`` left by a break or a return, in a counted loop."""
+    total = 0
+    for _ in range(3):
+        while True:
+            total += n % 10
+            n = n // 10 + 7
+            if total > stop:
+                return -total
+            if n % 3 == 0:
+                break
+    return total
+
+
+@nv.jit
+def run_endless_with_breaks(x, starts, out):
+    i = nv.global_id(0)
+    if i < starts.shape[0]:
+        out[i, 0] = first_above(x, starts[i], 0.9)
+        out[i, 1] = digits_until(starts[i] + 11, 60 + starts[i] % 50)
+
+
+def test_while_true_left_by_break_or_return(rng):
+    x = rng.random(64)
+    starts = rng.integers(0, 1000, 96)
+    out = np.zeros((starts.size, 2), np.int64)
+    run_endless_with_breaks.forall(starts.size)(x, starts, out)
+    expected = [[first_above(x, s, 0.9), digits_until(s + 11, 60 + s % 50)] for s in starts]
+    np.testing.assert_array_equal(out, expected)
+    _check_modules(run_endless_with_breaks)
+
+
+def _endless_forever(x, out):
+    i = nv.global_id(0)
+    while True:
+        out[i] += 1
+
+
+def _endless_proved(x, out):
+    # k only grows: LLVM proves the break is never taken.
+    i = nv.global_id(0)
+    k = 0
+    while True:
+        k += 1
+        if k < 0:
+            break
+    out[i] = k
+
+
+def _endless_around_a_loop(x, out):
+    i = nv.global_id(0)
+    while True:
+        for j in range(3):
+            out[i] += j
+
+
+def _endless_in_a_branch(x, out):
+    i = nv.global_id(0)
+    if x[i] > 0:
+        while True:
+            out[i] += 1
+    out[i] = 3
+
+
+def _endless_after_a_return(x, out):
+    i = nv.global_id(0)
+    if i >= out.shape[0]:
+        return
+    for k in range(4):
+        if x[k] > 0.5:
+            while True:
+                out[i] += k
+        out[i] += 1
+
+
+@pytest.mark.parametrize("function", [_endless_forever, _endless_proved, _endless_around_a_loop,
+                                      _endless_in_a_branch, _endless_after_a_return],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_endless_loops_compile_to_valid_modules(function, monkeypatch):
+    # Never launched: a loop that does not end would hang a GPU.
+    monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
+    compiled = nv.jit(function).compile("void(float64[::1], int64[::1])")
+    assert_valid_spirv(compiled)
+    assert "OpLoopMerge" in compiled.disassemble()

@@ -128,3 +128,170 @@ def test_missing_driver_says_what_to_install(tmp_path):
     assert result.returncode != 0
     assert "DriverError" in result.stderr
     assert "apt-get install libvulkan1 mesa-vulkan-drivers" in result.stderr
+
+
+# Names and typing errors: one short message with kernel, line and reason ------
+
+
+def _line_of(function, text):
+    """The line number of the first line of ``function`` that holds ``text``."""
+    import inspect
+    lines, first = inspect.getsourcelines(function)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+def _compile_error(function, sig="void(float32[::1])"):
+    with pytest.raises(nv.CompilerError) as info:
+        nv.jit(function).compile(sig)
+    return info.value
+
+
+def _grid_sync(out):
+    g = nv.cg.this_grid()
+    g.sync()
+    out[0] = 1
+
+
+def test_unknown_attribute_names_kernel_line_and_attribute():
+    error = _compile_error(_grid_sync)
+    message = str(error)
+    line = _line_of(_grid_sync, "nv.cg.this_grid()")
+    assert message.startswith(f"cannot compile kernel _grid_sync: {__file__}:{line}: "
+                              "module numba_vulkan has no attribute 'cg'")
+    assert "    g = nv.cg.this_grid()" in message
+    assert "numba.cuda's cg has no numba_vulkan equivalent" in message
+    assert "cooperative groups" in message
+    assert len(message.splitlines()) == 3
+    assert error.kernel == "_grid_sync"
+    # Numba's traceback is not printed under ours.
+    assert error.__cause__ is None and error.__suppress_context__
+
+
+def _thread_index(out):
+    out[nv.threadIdx.x] = 1
+
+
+def _sync(out):
+    nv.syncthreads()
+
+
+def _grid(out):
+    out[nv.grid(1)] = 1
+
+
+def _atomic_inc(out):
+    nv.atomic.inc(out, 0, 1)
+
+
+def _no_such(out):
+    out[0] = nv.foo
+
+
+@pytest.mark.parametrize("function, text, attribute, hint", [
+    (_thread_index, "nv.threadIdx.x", "numba_vulkan has no attribute 'threadIdx'",
+     "numba.cuda's threadIdx is nv.local_id(axis) in numba_vulkan (threadIdx.x is "
+     "nv.local_id(0))"),
+    (_sync, "nv.syncthreads()", "numba_vulkan has no attribute 'syncthreads'",
+     "numba.cuda's syncthreads is nv.barrier() in numba_vulkan"),
+    (_grid, "nv.grid(1)", "numba_vulkan has no attribute 'grid'",
+     "cuda.grid(1) is nv.global_id(0)"),
+    (_atomic_inc, "nv.atomic.inc", "numba_vulkan.atomic has no attribute 'inc'",
+     "nv.atomic.add(array, index, 1)"),
+    (_no_such, "nv.foo", "numba_vulkan has no attribute 'foo'", None),
+], ids=lambda v: v.__name__.strip("_") if callable(v) else None)
+def test_numba_cuda_names_hint_at_ours(function, text, attribute, hint):
+    message = str(_compile_error(function))
+    assert f"{__file__}:{_line_of(function, text)}: module {attribute}" in message
+    if hint is None:
+        assert "numba.cuda" not in message and len(message.splitlines()) == 2
+    else:
+        assert hint in message
+
+
+def _cuda_kernels():
+    cuda = pytest.importorskip("numba.cuda")
+
+    def grid(out):
+        out[cuda.grid(1)] = 1
+
+    def thread_index(out):
+        out[cuda.threadIdx.x] = 1
+
+    def sync(out):
+        cuda.syncthreads()
+
+    return [(grid, "cuda.grid(1)", "nv.global_id(0)"),
+            (thread_index, "cuda.threadIdx.x", "nv.local_id(0)"),
+            (sync, "cuda.syncthreads()", "nv.barrier()")]
+
+
+def test_names_from_numba_cuda_itself_hint_at_ours():
+    for function, text, hint in _cuda_kernels():
+        message = str(_compile_error(function))
+        assert f"{__file__}:{_line_of(function, text)}: " in message, message
+        assert hint in message, message
+        assert len(message.splitlines()) == 3, message
+
+
+def _bad_add(out):
+    out[0] = "a" + 1
+
+
+def test_typing_error_is_short_with_line_and_numba_reason():
+    error = _compile_error(_bad_add)
+    message = str(error)
+    line = _line_of(_bad_add, '"a" + 1')
+    assert message.splitlines() == [
+        f"cannot compile kernel _bad_add: {__file__}:{line}: No implementation of function "
+        "Function(<built-in function add>) found for signature: "
+        "add(Literal[str](a), Literal[int](1))",
+        '    out[0] = "a" + 1']
+    assert error.__cause__ is None
+
+
+def _undefined(out):
+    out[0] = undefined_name + 1  # noqa: F821
+
+
+def test_undefined_global_names_its_line():
+    message = str(_compile_error(_undefined))
+    line = _line_of(_undefined, "undefined_name")
+    assert f"{__file__}:{line}: NameError: name 'undefined_name' is not defined" in message
+
+
+def test_error_in_a_called_function_names_that_functions_line():
+    import numba
+
+    @numba.njit
+    def concatenate(v):
+        return v + "x"
+
+    def calls(out):
+        out[0] = concatenate(out[0])
+
+    message = str(_compile_error(calls))
+    assert message.startswith("cannot compile kernel test_error_in_a_called_function_names_"
+                              "that_functions_line.<locals>.calls: ")
+    assert f"{__file__}:{_line_of(concatenate.py_func, 'v + ')}: No implementation" in message
+    assert '    return v + "x"' in message
+
+
+def test_a_signature_that_does_not_fit_is_a_compiler_error():
+    with pytest.raises(nv.CompilerError, match=r"copy: .*test_errors.py:\d+: it takes 2 "
+                                               r"arguments, 1 types were given"):
+        nv.jit(copy.py_func).compile("void(float32[::1])")
+
+
+def _builds_a_list(out):
+    values = [1.0, 2.0]
+    out[0] = values[1]
+
+
+def test_a_construct_the_target_cannot_lower_names_its_line():
+    with pytest.raises(nv.UnsupportedError) as info:
+        nv.jit(_builds_a_list).compile("void(float32[::1])")
+    message = str(info.value)
+    line = _line_of(_builds_a_list, "values = [")
+    assert message.startswith(f"cannot compile kernel _builds_a_list: {__file__}:{line}: "
+                              "kernels cannot use this construct")
+    assert "    values = [1.0, 2.0]" in message

@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import shutil
+import struct
 import sys
 import textwrap
 
@@ -40,6 +41,21 @@ def cube(x, y):
 _built = {}
 
 
+def _replace_codegen(monkeypatch, codegen):
+    """Run ``codegen(compilation)`` instead of the stages from link to validate."""
+    from numba_vulkan.compiler import stages
+    names = stages.names()
+    if "codegen" in names:  # replaced before in this test
+        first = last = names.index("codegen")
+    else:
+        first, last = names.index("link"), names.index("validate")
+    original = stages.STAGES[first:last + 1]
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES[:first] + (
+        stages.Stage("codegen", codegen, "the code generator, replaced by a test"),)
+        + stages.STAGES[last + 1:])
+    return original
+
+
 def _build_once(monkeypatch):
     """Make codegen run once per distinct kernel module in this file.
 
@@ -47,19 +63,19 @@ def _build_once(monkeypatch):
     times; LLVM's SPIR-V backend gives different bytes on each compile in a
     process and now and then an invalid module, which spirv-val rejects.
     """
-    from numba_vulkan.codegen import pipeline
-    build = pipeline.build
+    from numba_vulkan.compiler import stages
+    original = None
 
-    def shared_build(sources, bindings, local_size, target, name="kernel"):
-        if config.dump_dir():
-            return build(sources, bindings, local_size, target, name=name)
-        key = (kernelcache.normalise("\n".join(sources)), tuple(bindings), tuple(local_size),
-               target)
-        if key not in _built:
-            _built[key] = build(sources, bindings, local_size, target, name=name)
-        return _built[key]
+    def shared_codegen(job):
+        key = (kernelcache.normalise("\n".join(job.sources)), tuple(job.bindings),
+               tuple(job.threads), job.target)
+        if config.dump_dir() or key not in _built:
+            done = stages.run(job, original)
+            _built[key] = (done.spirv, done.llvm_ir, done.loop_check)
+        job.spirv, job.llvm_ir, job.loop_check = _built[key]
+        return job.spirv
 
-    monkeypatch.setattr(pipeline, "build", shared_build)
+    original = _replace_codegen(monkeypatch, shared_codegen)
 
 
 @pytest.fixture(autouse=True)
@@ -437,7 +453,8 @@ def test_module_key_changes_with_every_input(kernel_files, pinned_package):
 
 # Entries ---------------------------------------------------------------------
 
-_SPIRV = b"\x03\x02\x23\x07" + bytes(range(16)) * 4
+# A SPIR-V header (1.5, id bound 1) and OpCapability Shader.
+_SPIRV = struct.pack("<7I", 0x07230203, 0x00010500, 0, 1, 0, 0x00020011, 1)
 _NAME = "ab" * 32
 
 
@@ -465,9 +482,17 @@ def test_store_kernel_and_load_kernel_round_trip(cache_dir):
     assert kernelcache.load_kernel(_NAME) == entry
     # The two tiers are apart.
     assert kernelcache.load(_NAME) is None
-    # Metadata that does not describe a kernel is no kernel.
-    kernelcache.store_kernel(_NAME, dict(entry, kernel={"name": "cube"}))
-    assert kernelcache.load_kernel(_NAME) is None
+    found = kernelcache.load_compiled(_NAME, compiled.signature, compiled.local_size,
+                                      compiled.target, "cube")
+    assert found.spirv == compiled.spirv and found.params == compiled.params
+    # Any dict round-trips; one that describes no kernel is none to the dispatcher.
+    odd = dict(entry, kernel={"name": "cube"}, raw=b"\0\1", text="x" * 1000)
+    kernelcache.store_kernel(_NAME, odd)
+    assert kernelcache.load_kernel(_NAME) == odd
+    assert kernelcache.load_compiled(_NAME, compiled.signature, compiled.local_size,
+                                     compiled.target, "cube") is None
+    kernelcache.store_kernel(_NAME, {"anything": [1, "two"], "blob": b"\xff"})
+    assert kernelcache.load_kernel(_NAME) == {"anything": [1, "two"], "blob": b"\xff"}
 
 
 def test_store_ignores_failures_to_write(tmp_path, monkeypatch):
@@ -475,7 +500,8 @@ def test_store_ignores_failures_to_write(tmp_path, monkeypatch):
     blocker.write_text("not a directory")
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(blocker / "cache"))
     kernelcache.reset_stats()
-    kernelcache.store(_NAME, {"spirv": _SPIRV, "llvm_ir": ""})
+    with pytest.warns(nv.CacheWarning, match="cannot be used"):
+        kernelcache.store(_NAME, {"spirv": _SPIRV, "llvm_ir": ""})
     kernelcache.store_kernel(_NAME, {"spirv": _SPIRV, "llvm_ir": "", "kernel": {}})
     assert kernelcache.load(_NAME) is None
     assert kernelcache.load_kernel(_NAME) is None
@@ -501,12 +527,10 @@ def test_kernels_tier_skips_codegen_with_the_same_results(cache_dir, rng, monkey
     run_scaled_add(first, rng)
     assert counts("kernels") == {"misses": 1, "stores": 1}
     assert "functions" not in [p.name for p in cache_dir.iterdir()]
-    from numba_vulkan.codegen import pipeline
-
-    def no_codegen(*args, **kwargs):
+    def no_codegen(job):
         raise AssertionError("codegen ran on a cache hit")
 
-    monkeypatch.setattr(pipeline, "build", no_codegen)
+    _replace_codegen(monkeypatch, no_codegen)
     second = fresh(scaled_add, cache=False)
     run_scaled_add(second, rng)
     assert counts("kernels") == {"misses": 1, "stores": 1, "hits": 1}
@@ -648,8 +672,11 @@ def test_damaged_entry_is_a_miss_and_rebuilt(pristine, tier, mode, tmp_path, rng
     monkeypatch.setattr(kernelcache, "_package_part", lambda: "package:pinned")
     # The rebuild is the cache's business here, not codegen's: it gets the
     # module codegen made before.
-    from numba_vulkan.codegen import pipeline
-    monkeypatch.setattr(pipeline, "build", lambda *args, **kwargs: built)
+    def codegen(job):
+        job.spirv, job.llvm_ir = built.spirv, built.llvm_ir
+        return job.spirv
+
+    _replace_codegen(monkeypatch, codegen)
     name = names[tier, "cube"]
     damage(directory / tier / (name + ".entry"), mode,
            directory / tier / (names[tier, "scaled_add"] + ".entry"))

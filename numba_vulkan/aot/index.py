@@ -4,7 +4,7 @@ An AOT directory holds ``index.json`` and the SPIR-V modules it lists under
 ``spirv/``, each named by its SHA-256. Nothing else: no code, no pickle, no
 absolute path, no timestamp. The index::
 
-    {"format": 1, "abi_version": 1,
+    {"format": 1, "abi_version": 2,
      "profiles": [{"name": "full", "narrow": false, "target_env": "vulkan1.2"}, ...],
      "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<codekey>", ...}, ...]}
 
@@ -24,7 +24,7 @@ package works as well as one on disk. It imports neither Numba nor Vulkan.
 import hashlib
 import json
 
-from numba_vulkan import abi, signature
+from numba_vulkan import abi, modulecheck, signature
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.dispatcher import FORALL_THREADS
 from numba_vulkan.errors import AOTError
@@ -34,6 +34,11 @@ from numba_vulkan.target import TargetDescription
 FORMAT_VERSION = 1
 INDEX = "index.json"
 SPIRV_DIR = "spirv"
+
+#: Largest index and module a reader accepts: far beyond any build's, small
+#: enough that a damaged or hostile file cannot exhaust memory.
+INDEX_LIMIT = 64 << 20
+MODULE_LIMIT = 64 << 20
 
 #: Workgroup size of a manifest entry that names none: the one ``forall``
 #: launches use on any device that allows it.
@@ -116,8 +121,8 @@ def parse(data, where):
     """
     try:
         index = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AOTError(f"{where}/{INDEX} is damaged: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise AOTError(f"{where}/{INDEX} is damaged: {type(exc).__name__}: {exc}") from None
     if not isinstance(index, dict) or not isinstance(index.get("entries"), list):
         raise AOTError(f"{where}/{INDEX} is damaged: no list of entries")
     if index.get("format") != FORMAT_VERSION:
@@ -151,20 +156,43 @@ def _malformed(entry):
     try:
         for text in entry["signature"]:
             signature.parse(text)
-        target_of(entry)
+        target = target_of(entry)
+        modulecheck.check_params(entry["signature"], entry["params"], entry["push_size"],
+                                 target.narrowed, target.max_push_constants)
     except (TypeError, ValueError) as exc:
         return str(exc)
-    if not all(isinstance(p, dict) for p in entry["params"]):
-        return "params holds a value that is not an object"
+    if entry["vulkan"] != "{}.{}".format(*target.vulkan):
+        return f"vulkan {entry['vulkan']!r} is not that of its target {entry['target']!r}"
+    if entry["features"] != features(entry["capabilities"]):
+        return f"features {entry['features']} are not those its capabilities need"
     return None
 
 
 def check_module(data, entry, where):
-    """Check a module's bytes against its entry; raise AOTError if they differ."""
+    """Check a module's bytes against its entry; raise AOTError if they differ.
+
+    First its digest, then what a matching digest cannot prove: that the
+    module is sound SPIR-V for the entry's target and that its entry point,
+    workgroup size, storage buffers, push constants and capabilities are
+    those the entry describes (:mod:`numba_vulkan.modulecheck`), since the
+    runtime binds what the entry says.
+    """
     if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise AOTError(f"{where}/{entry['spirv']} does not match its SHA-256 in the index "
                        f"(kernel {entry['kernel']}): the directory was changed after the "
                        "build; rebuild it")
+    try:
+        target = target_of(entry)
+        found = modulecheck.check_interface(
+            data, abi.params_from_json(entry["params"]), entry["push_size"], entry["threads"],
+            target.vulkan)
+        if found.capabilities != entry["capabilities"]:
+            raise ValueError(f"the module declares capabilities {found.capabilities}, the "
+                             f"entry {entry['capabilities']}")
+    except (TypeError, ValueError) as exc:
+        raise AOTError(f"{where}/{entry['spirv']} is not the module its index entry "
+                       f"describes (kernel {entry['kernel']}): {exc}; rebuild the "
+                       "directory") from None
 
 
 def target_of(entry):

@@ -24,74 +24,106 @@ module does two rewrites of the final IR:
   14 % faster with an int32 counter, all else equal.
 """
 
-import re
+from numba_vulkan.codegen import ir
 
-_DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
-_PHI = re.compile(r"^phi i64 (.*)$")
-_INCOMING = re.compile(r"\[\s*([^,\]]+),\s*(%[-\w.$]+)\s*\]")
-_ADD = re.compile(r"^(add|sub)((?: nuw| nsw)*) i64 (\S+), (\S+)$")
-#: Extensions of 32-bit values that keep their signed value: a zero
-#: extension of a value known not negative is a sign extension.
-_SEXT = re.compile(r"^(?:sext|zext nneg) i32 (\S+) to i64$")
-_TRUNC = re.compile(r"^trunc i64 (%[-\w.$]+) to i32$")
-_ICMP = re.compile(r"^icmp (\w+) i64 (\S+), (\S+)$")
-_NAME = re.compile(r"%[-\w.$]+")
 _I32_MIN, _I32_MAX = -2 ** 31, 2 ** 31 - 1
 
 
 def _constant(token):
     try:
         value = int(token)
-    except ValueError:
+    except (TypeError, ValueError):
         return None
     return value if _I32_MIN <= value <= _I32_MAX else None
 
 
-def _definitions(lines):
-    """``(index, name, right-hand side)`` of each line that defines a value."""
-    for i, line in enumerate(lines):
-        m = _DEF.match(line)
-        if m:
-            yield i, m.group(1), m.group(2)
+def _plain(inst, opcode, flags, ty):
+    """Whether ``inst`` is ``opcode`` with flags among ``flags``, operands of
+    type ``ty`` that are plain values, and nothing after them."""
+    return (inst.opcode in opcode and set(inst.flags) <= flags and not inst.tail
+            and inst.operands and all(isinstance(o.value, str) for o in inst.operands)
+            and inst.operands[0].type == ty)
 
 
-def _uses(lines, names):
-    """The lines (by index) that use each of ``names``, other than its own
+def _is_phi(inst):
+    return inst.opcode == "phi" and inst.type == "i64" and not inst.flags and \
+        all(isinstance(o.value, str) for o in inst.operands)
+
+
+def _is_step(inst):
+    return _plain(inst, ("add", "sub"), {"nuw", "nsw"}, "i64")
+
+
+def _sign_extended(inst):
+    """The 32-bit source of an extension that keeps its signed value (a zero
+    extension of a value known not negative is a sign extension), else None."""
+    if _plain(inst, ("sext", "zext"), {"nneg"}, "i32") and inst.type == "i64" and \
+            (inst.opcode == "sext") == (not inst.flags):
+        return inst.operands[0].value
+    return None
+
+
+def _truncated(inst):
+    """The 64-bit local that ``inst`` truncates to 32 bits, else None."""
+    if _plain(inst, ("trunc",), set(), "i64") and inst.type == "i32" and \
+            inst.operands[0].value.startswith("%"):
+        return inst.operands[0].value
+    return None
+
+
+def _is_compare(inst):
+    return inst.opcode == "icmp" and len(inst.flags) == 1 and not inst.tail and \
+        inst.operands[0].type == "i64" and all(isinstance(o.value, str) for o in inst.operands)
+
+
+def _instructions(module):
+    for fn in module.functions:
+        yield from fn.instructions()
+
+
+def _uses(module, names):
+    """The instructions that use each of ``names``, other than its own
     definition."""
     uses = {}
-    for i, line in enumerate(lines):
-        m = _DEF.match(line)
-        own = m.group(1) if m else None
-        for token in _NAME.findall(line):
-            if token != own and token in names:
-                uses.setdefault(token, set()).add(i)
+    for inst in _instructions(module):
+        for _, value in inst.values():
+            if isinstance(value, str) and value != inst.name and value in names:
+                uses.setdefault(value, []).append(inst)
     return uses
 
 
-def _untruncate(lines, j):
-    """Where line ``j`` truncates a value now computed in 32 bits, make it a
+def _replace(module, old, new):
+    for fn in module.functions:
+        for block in fn.blocks or ():
+            if old in block.instructions:
+                block.instructions[block.instructions.index(old)] = new
+                return
+
+
+def _untruncate(module, inst):
+    """Where ``inst`` truncates a value now computed in 32 bits, make it a
     plain copy; return whether it did."""
-    user, rhs = _DEF.match(lines[j]).groups()
-    t = _TRUNC.match(rhs)
-    if t:
-        lines[j] = f"  {user} = add i32 {t.group(1)}, 0"
-    return t is not None
+    source = _truncated(inst)
+    if source is not None:
+        _replace(module, inst, ir.instruction(f"{inst.name} = add i32 {source}, 0"))
+    return source is not None
 
 
 def counters(text):
     """Rewrite the closed groups of bounded 64-bit counters in ``text`` (IR
     of a module) as 32-bit values."""
-    lines = text.split("\n")
+    module = ir.parse(text)
     defs, leaves = {}, {}
-    for i, name, rhs in _definitions(lines):
-        if _PHI.match(rhs) or _ADD.match(rhs):
-            defs[name] = (i, rhs)
-        s = _SEXT.match(rhs)
-        if s:
-            leaves[name] = s.group(1)
+    for inst in _instructions(module):
+        if inst.name is None:
+            continue
+        if _is_phi(inst) or _is_step(inst):
+            defs[inst.name] = inst
+        if _sign_extended(inst) is not None:
+            leaves[inst.name] = _sign_extended(inst)
     if not defs:
         return text
-    uses = _uses(lines, defs.keys() | leaves.keys())
+    uses = _uses(module, defs.keys() | leaves.keys())
 
     members = set(defs)
 
@@ -104,30 +136,26 @@ def counters(text):
         changed = False
         bounded = set()
         for name in sorted(members):
-            i, rhs = defs[name]
-            phi, add = _PHI.match(rhs), _ADD.match(rhs)
-            if phi:
-                ok = all(operand_ok(v.strip()) for v, _ in _INCOMING.findall(phi.group(1)))
+            inst = defs[name]
+            values = [o.value for o in inst.operands]
+            if inst.opcode == "phi":
+                ok = all(operand_ok(v) for v in values)
             else:
-                _, flags, a, b = add.groups()
+                a, b = values
                 steps = {a, b} - members
-                ok = ("nsw" in flags and len(steps) == 1 and a != b and
+                ok = ("nsw" in inst.flags and len(steps) == 1 and a != b and
                       _constant(steps.pop()) in (1, -1) and (a in members or b in members))
-            for j in uses.get(name, ()):
+            for use in uses.get(name, ()):
                 if not ok:
                     break
-                use = _DEF.match(lines[j])
-                if use is None:
+                if use.name is None:
                     ok = False
                     break
-                user, urhs = use.groups()
-                if user in members:
+                if use.name in members or _truncated(use) is not None:
                     continue
-                if _TRUNC.match(urhs):
-                    continue
-                c = _ICMP.match(urhs)
-                if c and operand_ok(c.group(2)) and operand_ok(c.group(3)):
-                    if any(t in leaves or _constant(t) is not None for t in c.groups()[1:]):
+                if _is_compare(use) and all(operand_ok(o.value) for o in use.operands):
+                    if any(o.value in leaves or _constant(o.value) is not None
+                           for o in use.operands):
                         bounded.add(name)
                     continue
                 ok = False
@@ -138,28 +166,24 @@ def counters(text):
     if not members:
         return text
 
-    def narrowed(token):
-        return leaves.get(token, token)
+    def narrow(inst):
+        inst.flags = [] if inst.opcode != "icmp" else inst.flags
+        inst.operands[0].type = "i32"
+        for operand in inst.operands:
+            operand.value = leaves.get(operand.value, operand.value)
 
     for name in members:
-        i, rhs = defs[name]
-        phi, add = _PHI.match(rhs), _ADD.match(rhs)
-        if phi:
-            body = _INCOMING.sub(lambda m: f"[ {narrowed(m.group(1).strip())}, {m.group(2)} ]",
-                                 phi.group(1))
-            lines[i] = f"  {name} = phi i32 {body}"
+        inst = defs[name]
+        if inst.opcode == "phi":
+            inst.type = "i32"
+            for operand in inst.operands:
+                operand.value = leaves.get(operand.value, operand.value)
         else:
-            op, _, a, b = add.groups()
-            lines[i] = f"  {name} = {op} i32 {narrowed(a)}, {narrowed(b)}"
-        for j in uses.get(name, ()):
-            if _untruncate(lines, j):
-                continue
-            user, urhs = _DEF.match(lines[j]).groups()
-            c = _ICMP.match(urhs)
-            if c and user not in members:
-                pred, a, b = c.groups()
-                lines[j] = f"  {user} = icmp {pred} i32 {narrowed(a)}, {narrowed(b)}"
-    return "\n".join(lines)
+            narrow(inst)
+        for use in uses.get(name, ()):
+            if not _untruncate(module, use) and _is_compare(use) and use.name not in members:
+                narrow(use)
+    return str(module)
 
 
 def _bounded_groups(members, bounded, defs):
@@ -174,68 +198,73 @@ def _bounded_groups(members, bounded, defs):
         return m
 
     for name in members:
-        for token in _NAME.findall(defs[name][1]):
-            if token in members:
-                parent[root(token)] = root(name)
+        for operand in defs[name].operands:
+            if operand.value in members:
+                parent[root(operand.value)] = root(name)
     keep = {root(m) for m in bounded & members}
     return {m for m in members if root(m) in keep}
 
 
-_LOW = re.compile(r"^(add|sub|mul|shl|and|or|xor)((?: nuw| nsw| disjoint)*) i64 (\S+), (\S+)$")
-_EXTEND = re.compile(r"^[sz]ext i32 (\S+) to i64$")
+_LOW = ("add", "sub", "mul", "shl", "and", "or", "xor")
 
 
 def low_bits(text):
     """Do in 32 bits the 64-bit integer operations of ``text`` (IR of a
     module) whose results only reach truncations to 32 bits."""
-    lines = text.split("\n")
+    module = ir.parse(text)
     ops, extended = {}, {}
-    for i, name, rhs in _definitions(lines):
-        op = _LOW.match(rhs)
+    for inst in _instructions(module):
+        if inst.name is None:
+            continue
         # A shift by 32 or more would be poison in 32 bits.
-        if op and (op.group(1) != "shl" or _constant(op.group(4)) in range(32)):
-            ops[name] = (i, op)
-        e = _EXTEND.match(rhs)
-        if e:
-            extended[name] = e.group(1)
+        if _plain(inst, _LOW, {"nuw", "nsw", "disjoint"}, "i64") and len(inst.operands) == 2 \
+                and (inst.opcode != "shl" or _constant(inst.operands[1].value) in range(32)):
+            ops[inst.name] = inst
+        if _plain(inst, ("sext", "zext"), set(), "i32") and inst.type == "i64":
+            extended[inst.name] = inst.operands[0].value
     if not ops:
         return text
-    uses = _uses(lines, ops.keys())
+    uses = _uses(module, ops.keys())
     members = set(ops)
     changed = True
     while changed:
         changed = False
         for name in sorted(members):
-            for j in uses.get(name, ()):
-                use = _DEF.match(lines[j])
-                if use and (use.group(1) in members or _TRUNC.match(use.group(2))):
+            for use in uses.get(name, ()):
+                if use.name is not None and (use.name in members or
+                                             _truncated(use) is not None):
                     continue
                 members.discard(name)
                 changed = True
                 break
     if not members:
         return text
-    inserted = {}
+    lows = 0
     for name in members:
-        i, op = ops[name]
-        kind, _, a, b = op.groups()
-        operands = []
-        for token in (a, b):
+        inst = ops[name]
+        for operand in inst.operands:
+            token = operand.value
             if token in members:
-                operands.append(token)
-            elif token in extended:
-                operands.append(extended[token])
+                continue
+            if token in extended:
+                operand.value = extended[token]
             elif token.lstrip("-").isdigit():
-                operands.append(str((int(token) + 2 ** 31) % 2 ** 32 - 2 ** 31))
+                operand.value = str((int(token) + 2 ** 31) % 2 ** 32 - 2 ** 31)
             else:
-                low = f"%nv.lo.{sum(map(len, inserted.values()))}"
-                inserted.setdefault(i, []).append(f"  {low} = trunc i64 {token} to i32")
-                operands.append(low)
-        lines[i] = f"  {name} = {kind} i32 {operands[0]}, {operands[1]}"
-        for j in uses.get(name, ()):
-            _untruncate(lines, j)
-    out = []
-    for i, line in enumerate(lines):
-        out.extend(inserted.get(i, ()))
-        out.append(line)
-    return "\n".join(out)
+                low = f"%nv.lo.{lows}"
+                lows += 1
+                _insert_before(module, inst, ir.instruction(f"{low} = trunc i64 {token} to i32"))
+                operand.value = low
+        inst.flags = []
+        inst.operands[0].type = "i32"
+        for use in uses.get(name, ()):
+            _untruncate(module, use)
+    return str(module)
+
+
+def _insert_before(module, inst, new):
+    for fn in module.functions:
+        for block in fn.blocks or ():
+            if inst in block.instructions:
+                block.instructions.insert(block.instructions.index(inst), new)
+                return

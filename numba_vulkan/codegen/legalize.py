@@ -23,6 +23,7 @@ square roots correctly rounded.
 import re
 import struct
 
+from numba_vulkan.codegen import ir
 from numba_vulkan.codegen.logical import split_top
 
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
@@ -410,6 +411,115 @@ def exact_float32(text):
     if counter and not re.search(r"^declare double @llvm\.sqrt\.f64\(", text, re.M):
         out.append("declare double @llvm.sqrt.f64(double)")
     return "\n".join(out) + "\n"
+
+
+_BINARY = frozenset("add sub mul udiv sdiv urem srem shl lshr ashr and or xor".split())
+_MINMAX = frozenset("smax smin umax umin".split())
+_EXTENSIONS = frozenset(("zext", "sext", "trunc"))
+
+
+def _literal(value, bits):
+    """The unsigned value of an integer literal of width ``bits``, or None."""
+    if value in ("true", "false"):
+        return int(value == "true")
+    if not isinstance(value, str) or not re.fullmatch(r"-?\d+", value):
+        return None
+    return int(value) % (1 << bits)
+
+
+def _signed(value, bits):
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _width(ty):
+    m = re.fullmatch(r"i(\d+)", ty or "")
+    return int(m.group(1)) if m else None
+
+
+def _folded(inst):
+    """The value of an integer operation on constants as an LLVM literal,
+    or None: not such an operation, or its result is poison (a division by
+    zero, an overlong shift)."""
+    if inst.opcode in _EXTENSIONS:
+        source, bits = _width(inst.operands[0].type), _width(inst.type)
+        if source is None or bits is None:
+            return None
+        a = _literal(inst.operands[0].value, source)
+        if a is None:
+            return None
+        return _printed(_signed(a, source) if inst.opcode == "sext" else a, bits)
+    if inst.opcode in _BINARY:
+        op = inst.opcode
+    elif inst.opcode == "call" and inst.callee.startswith("@llvm.") and \
+            inst.callee.split(".")[1] in _MINMAX:
+        op = inst.callee.split(".")[1]
+    else:
+        return None
+    if len(inst.operands) != 2:
+        return None
+    bits = _width(inst.operands[0].type)
+    if bits is None:
+        return None
+    a, b = (_literal(o.value, bits) for o in inst.operands)
+    if a is None or b is None:
+        return None
+    sa, sb = _signed(a, bits), _signed(b, bits)
+    if op in ("udiv", "sdiv", "urem", "srem") and (b == 0 or (
+            op[0] == "s" and sa == -(1 << (bits - 1)) and sb == -1)):
+        return None
+    if op in ("shl", "lshr", "ashr") and b >= bits:
+        return None
+    # LLVM's signed division truncates towards zero, Python's floors.
+    quotient = (abs(sa) // abs(sb)) * (1 if (sa < 0) == (sb < 0) else -1) if sb else 0
+    value = {
+        "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+        "udiv": lambda: a // b, "sdiv": lambda: quotient, "urem": lambda: a % b,
+        "srem": lambda: sa - quotient * sb, "shl": lambda: a << b, "lshr": lambda: a >> b,
+        "ashr": lambda: sa >> b, "and": lambda: a & b, "or": lambda: a | b,
+        "xor": lambda: a ^ b, "smax": lambda: max(sa, sb), "smin": lambda: min(sa, sb),
+        "umax": lambda: max(a, b), "umin": lambda: min(a, b),
+    }[op]()
+    return _printed(value, bits)
+
+
+def _printed(value, bits):
+    value %= 1 << bits
+    if bits == 1:
+        return "true" if value else "false"
+    return str(_signed(value, bits))
+
+
+def fold_constants(text):
+    """Replace integer operations on constants by their values.
+
+    The passes after the last optimisation build some (a remainder by a
+    constant, a narrowed copy of a constant), and LLVM 22's SPIR-V backend
+    aborts with ``Unexpected integer constant pattern`` on a 32-bit one
+    whose value is zero, such as ``ashr i32 16, 31``. Folding repeats until
+    none is left, since replacing a value by a constant may make another.
+    """
+    module = ir.parse(text)
+    changed = False
+    for function in module.functions:
+        while function.blocks is not None:
+            values = {}
+            for block in function.blocks:
+                kept = []
+                for inst in block.instructions:
+                    value = _folded(inst) if inst.name else None
+                    if value is None:
+                        kept.append(inst)
+                    else:
+                        values[inst.name] = value
+                block.instructions = kept
+            if not values:
+                break
+            changed = True
+            for inst in function.instructions():
+                for holder, value in inst.values():
+                    if isinstance(value, str) and value in values:
+                        holder.value = values[value]
+    return str(module) if changed else text
 
 
 def legalize(text):

@@ -2,31 +2,35 @@
 
 Numba computes addresses the way a CPU does: an array's data pointer plus a
 byte offset. Vulkan shaders have no such pointers; an access names an object
-(a storage buffer or a module-level array variable) and an element index.
-After inlining and optimisation every address in a kernel is the base of one
-object plus an offset: a buffer base (the ``__nv.buffer.K`` markers) or a
-global array (such as libclc's constant tables). This pass tracks, for each
-pointer value, which object it points into and its byte offset as an i64,
-and turns each load and store into an access to element
-``offset / itemsize`` of that object. It also replaces the push constant and
-workgroup size markers.
+(a storage buffer, a module-level variable or a private variable) and an
+element index. After inlining and optimisation every address in a kernel is
+the base of one object plus an offset: a buffer base (the ``__nv.buffer.K``
+markers), a global (a workgroup array, a global NumPy array, libclc's
+constant tables) or an alloca. This pass tracks, for each pointer value,
+which object it points into and its byte offset as an i64, and turns each
+load and store into an access to element ``offset / itemsize`` of that
+object. It also replaces the push constant and workgroup size markers.
 
-The pass works on the text of a single-function module, as the optimiser
-prints it. Anything it cannot prove safe (a pointer that may point into two
-buffers, a pointer passed to a call, an access whose size differs from the
-buffer's element size) raises :class:`UnsupportedError` naming the
-instruction, rather than producing a wrong module.
+It works on the :mod:`numba_vulkan.codegen.ir` model of the single-function
+module. First it legalises, in the model, what SPIR-V cannot express:
+constant expressions over objects become instructions, private variables
+that a phi or select chooses between become one array, objects of complex
+elements become arrays of their parts, and constant byte arrays are retyped
+to what the kernel reads. Anything it cannot prove safe (a pointer that may
+point into two buffers, a pointer passed to a call, an access whose size
+differs from the buffer's element size) raises :class:`UnsupportedError`
+naming the instruction, rather than producing a wrong module.
 """
 
+import math
 import re
+import struct
 from dataclasses import dataclass
 
-from numba_vulkan.codegen import fixups, markers
+from numba_vulkan.codegen import fixups, ir, markers
 from numba_vulkan.errors import UnsupportedError
 
 _LOCAL = r'%(?:"[^"]*"|[-a-zA-Z$._0-9]+)'
-_ASSIGN = re.compile(rf"^\s*({_LOCAL}) = (.*)$")
-_VALUE = re.compile(r'[%@](?:"[^"]*"|[-a-zA-Z$._0-9]+)')
 _ENTRY_NAME = "main"
 
 #: LLVM element type and its intrinsic-name mangling, by storage dtype.
@@ -126,49 +130,70 @@ def _round(value, align):
     return (value + align - 1) // align * align
 
 
-def _value(operand):
-    """The value part of a ``type value`` operand."""
-    return operand.rsplit(None, 1)[-1]
-
-
-@dataclass(frozen=True)
-class _Global:
-    """A module-level array variable that the kernel addresses.
+@dataclass(eq=False)
+class _Object:
+    """An object other than a buffer that the kernel addresses: a
+    module-level variable (a constant table, a workgroup array) or a private
+    array (an alloca).
 
     Attributes:
-        name: Its ``@name``.
+        name: Its ``@name`` or ``%name``.
         addrspace: Its LLVM address space.
         shape: Extents of its nested array type, outermost first.
         elem: The LLVM scalar type of its elements.
+        definition: Its :class:`ir.Global` or ``alloca`` instruction.
+        retype: Whether its definition must be rewritten to ``shape`` and
+            ``elem`` (its elements were aggregates, such as complex numbers,
+            or its bytes are read as another type).
+        bytes: Whether it is a constant byte array (how Numba stores a
+            global NumPy array) that accesses may read as another type.
     """
 
     name: str
     addrspace: int
     shape: tuple
     elem: str
+    definition: object
+    retype: bool = False
+    bytes: bool = False
+
+    @property
+    def count(self):
+        return math.prod(self.shape)
+
+    def array_type(self, elem=None):
+        text = elem or self.elem
+        for extent in reversed(self.shape):
+            text = f"[{extent} x {text}]"
+        return text
 
 
 @dataclass
 class _Pointer:
-    #: The object pointed into: a buffer's binding (int) or a :class:`_Global`.
+    #: The object pointed into: a buffer's binding (int) or an :class:`_Object`.
     object: object
     offset: str
 
 
-_GLOBAL_DEF = re.compile(r'^(@(?:"[^"]*"|[-a-zA-Z$._0-9]+)) = ([^\[]*?)'
-                         r'(?:addrspace\((\d+)\) )?(?:global|constant) (\[.*?\]|\w+) ')
-#: A private array; the groups line up with :data:`_GLOBAL_DEF`'s.
-_ALLOCA = re.compile(rf"^\s*({_LOCAL}) = ()()alloca (\[\d+ x \w+\])(?:, align \d+)?$")
-#: A workgroup array as Numba's pointers see it: cast to the generic space.
-_CAST = re.compile(r'addrspacecast \(ptr addrspace\(\d+\) (@(?:"[^"]*"|[-a-zA-Z$._0-9]+)) to ptr\)')
 #: Scope of an atomic on memory of an LLVM address space (default: Device).
 _ATOMIC_SCOPES = {3: "workgroup"}
 _SPIRV_SCOPES = {"device": 1, "workgroup": 2}
+_EMPTY = ("undef", "poison", "zeroinitializer")
+
+
+def _leaves(ty):
+    """The scalar leaves of a parsed type, in memory order."""
+    if ty[0] == "scalar":
+        return [ty[1]]
+    if ty[0] == "array":
+        return _leaves(ty[2]) * ty[1]
+    return [leaf for field in ty[2] for leaf in _leaves(field)]
 
 
 class _Rewriter:
-    def __init__(self, text, bindings):
-        self.lines = text.splitlines()
+    def __init__(self, module, bindings):
+        self.module = module
+        self.main = module.function(f"@{_ENTRY_NAME}")
         self.bindings = bindings
         self.counter = 0
         self.pointers = {}
@@ -177,129 +202,248 @@ class _Rewriter:
         self.cmpxchg_spaces = set()
         self.wide_atomics = set()
         self.views = {}
-        named = {}
-        for line in self.lines:
-            m = re.match(rf"^({_LOCAL}) = type (.*)$", line)
-            if m:
-                named[m.group(1)] = m.group(2)
-        self.types = _Types(named)
-        self.globals = self._find_globals()
-
-    def _find_globals(self):
-        """Objects other than buffers: module-level variables that are
-        scalars or (nested) arrays of one scalar type (constant tables,
-        workgroup arrays), and private arrays (allocas of an array type)."""
-        found = {}
-        for line in self.lines:
-            m = _GLOBAL_DEF.match(line) or _ALLOCA.match(line)
-            if not m or "external" in m.group(2):
-                continue
-            shape, ty = [], self.types.parse(m.group(4))
-            while ty[0] == "array":
-                shape.append(ty[1])
-                ty = ty[2]
-            if ty[0] == "scalar" and ty[1] != "ptr" and (shape or m.re is _GLOBAL_DEF):
-                found[m.group(1)] = _Global(m.group(1), int(m.group(3) or 0), tuple(shape),
-                                            ty[1])
-        return found
+        self.types = _Types(module.named_types())
+        self.objects = self._find_objects()
 
     def fresh(self):
         self.counter += 1
         return f"%nv.{self.counter}"
 
-    # Locating the kernel body ------------------------------------------------
+    def run(self):
+        self._materialise_constants()
+        conflicts = self.analyse()
+        if conflicts:
+            self._merge_objects(conflicts)
+            self.analyse()
+        self.views = self.atomic_views()
+        for block in self.main.blocks:
+            out = []
+            for inst in block.instructions:
+                out.extend(self.rewrite_instruction(inst))
+            block.instructions = out
+        entry = self.main.blocks[0].instructions
+        entry[0:0] = [ir.instruction(text) for text in self.prologue()]
+        for text in self.declarations():
+            self.module.add(text)
+        for obj in self.objects.values():
+            self._retype(obj)
 
-    def body_range(self):
-        start = end = None
-        for i, line in enumerate(self.lines):
-            if line.startswith("define ") and f"@{_ENTRY_NAME}(" in line:
-                start = i + 1
-            elif start is not None and line.startswith("}"):
-                end = i
-                break
-        if start is None or end is None:
-            raise UnsupportedError("the optimised module has no kernel entry point")
-        return start, end
+    # Objects -----------------------------------------------------------------
 
-    # Which values point into buffers ----------------------------------------
+    def _find_objects(self):
+        """Module-level variables and private variables (allocas) that are
+        scalars or (nested) arrays of one scalar type: constant tables,
+        workgroup arrays, private arrays."""
+        found = {}
+        for g in self.module.globals.values():
+            if g.init is not None:
+                self._add_object(found, g.name, g.addrspace, g.type, g)
+        for inst in self.main.instructions():
+            if inst.opcode == "alloca" and not inst.operands:
+                self._add_object(found, inst.name, 0, inst.type, inst)
+        return found
 
-    def analyse(self, body):
+    def _add_object(self, found, name, space, text, definition):
+        try:
+            ty = self.types.parse(text)
+        except UnsupportedError:
+            return
+        shape = []
+        while ty[0] == "array":
+            shape.append(ty[1])
+            ty = ty[2]
+        leaves = _leaves(ty)
+        if "ptr" in leaves or len(set(leaves)) != 1:
+            return
+        init = getattr(definition, "init", None)
+        retype = len(leaves) > 1
+        if retype:
+            # An aggregate element (a complex number) is one more dimension,
+            # as its parts: only where no initialiser needs retyping too.
+            if init is not None and init not in _EMPTY:
+                return
+            shape.append(len(leaves))
+        is_bytes = (getattr(definition, "kind", "") == "constant" and leaves[0] == "i8"
+                    and str(init).startswith('c"') and len(shape) == 1)
+        found[name] = _Object(name, space, tuple(shape), leaves[0], definition, retype,
+                              is_bytes)
+
+    def _retype(self, obj):
+        view = self.views.get(obj)
+        if not (obj.retype or view):
+            return
+        definition = obj.definition
+        if view and isinstance(definition, ir.Global) and definition.init not in _EMPTY:
+            raise UnsupportedError(f"atomics on initialised array {obj.name}")
+        definition.type = obj.array_type(view)
+
+    def _reinterpret(self, obj, access_type, inst):
+        """Read the constant byte array ``obj`` as an array of ``access_type``."""
+        size = _SCALAR_SIZES.get(access_type)
+        if size is None or access_type == "ptr" or obj.count % size:
+            raise UnsupportedError(f"an access of {access_type} into an array of i8: {inst}")
+        data = _c_string(obj.definition.init)
+        obj.definition.init = _constant_array(data, access_type)
+        obj.shape, obj.elem, obj.bytes, obj.retype = (obj.count // size,), access_type, False, True
+
+    # Constant expressions --------------------------------------------------
+
+    def _materialise_constants(self):
+        """Make each constant expression over an object (a cast of a
+        workgroup array, an offset into it) instructions, which the rest of
+        this pass tracks like any other pointer. A phi's become instructions
+        at the end of the incoming block."""
+        at_end = {}
+        for block in self.main.blocks:
+            out = []
+            for inst in block.instructions:
+                if inst.opcode == "phi":
+                    for operand, label in zip(inst.operands, inst.labels):
+                        if self._mentions_object(operand.value):
+                            operand.value = self._as_instructions(
+                                operand.value, at_end.setdefault(label, []))
+                else:
+                    for operand in inst.operands:
+                        if self._mentions_object(operand.value):
+                            operand.value = self._as_instructions(operand.value, out)
+                out.append(inst)
+            block.instructions = out
+        for block in self.main.blocks:
+            extra = at_end.get(f"%{block.label}", [])
+            block.instructions[-1:-1] = extra
+
+    def _mentions_object(self, value):
+        return isinstance(value, ir.Instruction) and any(
+            isinstance(v, str) and v in self.objects for _, v in value.values())
+
+    def _as_instructions(self, expr, out):
+        for operand in expr.operands:
+            if isinstance(operand.value, ir.Instruction):
+                operand.value = self._as_instructions(operand.value, out)
+        expr.name = self.fresh()
+        out.append(expr)
+        return expr.name
+
+    # Which values point into which object ------------------------------------
+
+    def analyse(self):
+        """Find the object and offset of every pointer; return the phis and
+        selects whose operands point into different objects."""
+        self.pointers = {}
         changed = True
         while changed:
             changed = False
-            for line in body:
-                m = _ASSIGN.match(line)
-                if not m or m.group(1) in self.pointers:
+            for inst in self.main.instructions():
+                if inst.name is None or inst.name in self.pointers:
                     continue
-                name, rhs = m.groups()
-                source = self._pointer_source(rhs)
-                if source is not None:
-                    self.pointers[name] = _Pointer(source, self.fresh())
+                found = [o for o in map(self._object_of, self._pointer_inputs(inst))
+                         if o is not None]
+                if found:
+                    self.pointers[inst.name] = _Pointer(found[0], self.fresh())
                     changed = True
+        conflicts = []
+        for inst in self.main.instructions():
+            if inst.opcode in ("phi", "select"):
+                found = {self._object_of(v) for v in self._pointer_inputs(inst)}
+                found.discard(None)
+                if len(found) > 1:
+                    conflicts.append((inst, found))
+        return conflicts
 
-    def _pointer_source(self, rhs):
-        call = re.match(rf"(?:tail )?call ptr @{re.escape(markers.BUFFER)}(\d+)\(\)", rhs)
-        if call:
-            return int(call.group(1))
-        if rhs.startswith("getelementptr"):
-            operands = split_top(self._strip_gep(rhs))
-            return self._object_of(_value(operands[1]))
-        if rhs.startswith("phi ptr"):
-            incoming = re.findall(r"\[\s*([^,\]]+),", rhs)
-            return self._common_buffer(incoming, rhs)
-        if rhs.startswith("select"):
-            operands = split_top(rhs[len("select"):])
-            if len(operands) == 3 and operands[1].startswith("ptr"):
-                return self._common_buffer([_value(operands[1]), _value(operands[2])], rhs)
-        return None
-
-    def _common_buffer(self, values, rhs):
-        found = {self._object_of(v) for v in values}
-        found.discard(None)
-        if not found:
-            return None
-        if len(found) > 1:
-            raise UnsupportedError(f"a pointer may point into two different arrays: {rhs}")
-        return found.pop()
+    def _pointer_inputs(self, inst):
+        """The values a pointer-valued instruction derives from; a buffer
+        marker's binding."""
+        if inst.opcode == "call" and inst.callee.startswith(f"@{markers.BUFFER}"):
+            return [int(inst.callee[len(markers.BUFFER) + 1:])]
+        if inst.opcode in ("getelementptr", "addrspacecast"):
+            return [inst.operands[0].value]
+        if inst.opcode == "phi" and inst.type.startswith("ptr"):
+            return [o.value for o in inst.operands]
+        if inst.opcode == "select" and str(inst.operands[1].type).startswith("ptr"):
+            return [o.value for o in inst.operands[1:]]
+        return []
 
     def _object_of(self, value):
-        if value in self.globals:
-            return self.globals[value]
+        if isinstance(value, int):
+            return value
+        if value in self.objects:
+            return self.objects[value]
         pointer = self.pointers.get(value)
         return None if pointer is None else pointer.object
 
-    @staticmethod
-    def _strip_gep(rhs):
-        rest = rhs[len("getelementptr"):].strip()
-        while True:
-            word = rest.split(None, 1)[0]
-            if word in ("inbounds", "nuw", "nusw") or word.startswith("inrange"):
-                rest = rest.split(None, 1)[1]
+    def _mergeable(self, obj):
+        """Whether ``obj`` may become part of a larger object: a private
+        variable, or a workgroup array (no contents to keep)."""
+        if not isinstance(obj, _Object):
+            return False
+        if isinstance(obj.definition, ir.Instruction):
+            return True
+        return obj.addrspace == 3 and obj.definition.init in _EMPTY
+
+    def _merge_objects(self, conflicts):
+        """Make objects that one pointer may point into (the pieces that
+        scalar replacement split a private array into, chosen by a phi; two
+        workgroup arrays chosen by a select) one array, each a range of it:
+        Vulkan can choose between pointers only with the VariablePointers
+        capability, but between indices always."""
+        groups = []
+        for inst, found in conflicts:
+            if not all(map(self._mergeable, found)) or \
+                    len({o.addrspace for o in found}) != 1:
+                raise UnsupportedError(f"a pointer may point into two different arrays: {inst}")
+            for group in [g for g in groups if g & found]:
+                groups.remove(group)
+                found = found | group
+            groups.append(set(found))
+        for group in groups:
+            members = sorted(group, key=lambda o: o.name)
+            if len({o.elem for o in members}) != 1:
+                raise UnsupportedError("a pointer may point into arrays of different types: "
+                                       f"{', '.join(o.name for o in members)}")
+            self._merge(members)
+
+    def _merge(self, members):
+        elem, space = members[0].elem, members[0].addrspace
+        count = sum(o.count for o in members)
+        entry = self.main.blocks[0].instructions
+        if space == 0:
+            merged = _Object(f"%nv.private{self.fresh()[3:]}", 0, (count,), elem, None)
+            merged.definition = ir.instruction(
+                f"{merged.name} = alloca {merged.array_type()}, align 16")
+            entry.insert(0, merged.definition)
+        else:
+            merged = _Object(f"@nv.workgroup{self.fresh()[3:]}", space, (count,), elem, None)
+            merged.definition = self.module.add(
+                f"{merged.name} = internal unnamed_addr addrspace({space}) global "
+                f"{merged.array_type()} undef, align 16")
+        pointer = f"ptr addrspace({space})"
+        offset, pieces = 0, []
+        for o in members:
+            # Each member becomes a pointer to its range, defined first in
+            # the entry block (after the merged alloca) so that it dominates
+            # every use.
+            local = o.name if space == 0 else self.fresh()
+            pieces.append(ir.instruction(
+                f"{local} = getelementptr inbounds i8, {pointer} {merged.name}, "
+                f"i64 {offset * _SCALAR_SIZES[elem]}"))
+            if space == 0:
+                for block in self.main.blocks:
+                    if o.definition in block.instructions:
+                        block.instructions.remove(o.definition)
             else:
-                return rest
-
-    # Rewriting ---------------------------------------------------------------
-
-    def rewrite(self):
-        start, end = self.body_range()
-        body = [_CAST.sub(lambda m: m.group(1) if m.group(1) in self.globals else m.group(0),
-                          line) for line in self.lines[start:end]]
-        self.analyse(body)
-        self.views = self.atomic_views(body)
-        out = []
-        for line in body:
-            out.extend(self.rewrite_line(line))
-        prologue = self.prologue()
-        insert_at = 1 if out and re.match(r"^[-\w.$\"]+:", out[0]) else 0
-        out[insert_at:insert_at] = prologue
-        header = self.declarations()
-        before = [self.retyped_definition(line) for line in self.lines[:start - 1]]
-        lines = before + header + self.lines[start - 1:start] + out + self.lines[end:]
-        return "\n".join(lines) + "\n"
+                self.module.items.remove(o.definition)
+                for inst in self.main.instructions():
+                    for holder, value in inst.values():
+                        if value == o.name:
+                            holder.value = local
+            del self.objects[o.name]
+            offset += o.count
+        entry[1 if space == 0 else 0:1 if space == 0 else 0] = pieces
+        self.objects[merged.name] = merged
 
     # Atomics ---------------------------------------------------------------
 
-    def atomic_views(self, body):
+    def atomic_views(self):
         """Element types that objects take to serve atomics on their bits.
 
         A compare-and-swap loop on a float array accesses its elements as
@@ -307,45 +451,24 @@ class _Rewriter:
         typed so, and every other access then bitcasts.
         """
         views = {}
-        for line in body:
-            m = _ASSIGN.match(line)
-            rhs = m.group(2) if m else line.strip()
-            access = self._atomic_access(rhs)
-            if access is None:
+        for inst in self.main.instructions():
+            if inst.opcode not in ("atomicrmw", "cmpxchg"):
                 continue
-            target, ty = access
-            obj = self._object_of(target)
+            obj = self._object_of(inst.operands[0].value)
             if obj is None:
                 continue
-            natural = self.natural_elem(obj)
+            ty, natural = inst.operands[1].type, self.natural_elem(obj)
             if ty != natural:
-                key = obj if isinstance(obj, int) else obj.name
-                if not ty.startswith("i") or views.setdefault(key, ty) != ty or \
+                if not ty.startswith("i") or views.setdefault(obj, ty) != ty or \
                         _SCALAR_SIZES[ty] != _SCALAR_SIZES[natural]:
                     raise UnsupportedError(f"an atomic access of {ty} into an array of "
-                                           f"{natural}: {line.strip()}")
-        for line in body:
-            rhs = (_ASSIGN.match(line).group(2) if _ASSIGN.match(line) else line.strip())
-            if rhs.startswith("atomicrmw fadd") or rhs.startswith("atomicrmw volatile fadd"):
-                obj = self._object_of(self._atomic_access(rhs)[0])
-                if obj is not None and (obj if isinstance(obj, int) else obj.name) in views:
-                    raise MixedFloatAtomics(
-                        "a native float atomic add and a compare-and-swap loop on the same "
-                        f"array: {line.strip()}")
+                                           f"{natural}: {inst}")
+        for inst in self.main.instructions():
+            if inst.opcode == "atomicrmw" and "fadd" in inst.flags and \
+                    self._object_of(inst.operands[0].value) in views:
+                raise MixedFloatAtomics("a native float atomic add and a compare-and-swap "
+                                        f"loop on the same array: {inst}")
         return views
-
-    @staticmethod
-    def _atomic_access(rhs):
-        """``(pointer, type)`` of an atomicrmw or cmpxchg, else None."""
-        if rhs.startswith("atomicrmw "):
-            words = rhs.split()
-            operands = split_top(" ".join(w for w in words[1:] if w != "volatile"))
-            return _value(operands[0]), operands[1].split()[0]
-        if rhs.startswith("cmpxchg "):
-            words = [w for w in rhs.split()[1:] if w not in ("weak", "volatile")]
-            operands = split_top(" ".join(words))
-            return _value(operands[0]), operands[1].split()[0]
-        return None
 
     def natural_elem(self, obj):
         if isinstance(obj, int):
@@ -353,57 +476,39 @@ class _Rewriter:
         return obj.elem
 
     def elem_of(self, obj):
-        key = obj if isinstance(obj, int) else obj.name
-        return self.views.get(key, self.natural_elem(obj))
+        return self.views.get(obj, self.natural_elem(obj))
 
-    def retyped_definition(self, line):
-        m = _GLOBAL_DEF.match(line)
-        if m and m.group(1) in self.views:
-            obj = self.globals[m.group(1)]
-            if "undef" not in line[m.end():] and "poison" not in line[m.end():]:
-                raise UnsupportedError(f"atomics on initialised array {obj.name}")
-            inner = self.views[obj.name]
-            for extent in reversed(obj.shape):
-                inner = f"[{extent} x {inner}]"
-            return line[:m.start(4)] + inner + line[m.end(4):]
-        return line
-
-    def rewrite_atomic(self, name, rhs, line):
-        target, ty = self._atomic_access(rhs)
-        ptr, lines, elem, space = self.element_pointer(target, ty, line)
+    def rewrite_atomic(self, inst):
+        ty = inst.operands[1].type
+        out = []
+        ptr, elem, space = self.element_pointer(inst.operands[0].value, ty, inst, out)
         if space == 0:
             raise UnsupportedError("atomics on a private array (nv.local.array): Vulkan has "
-                                   f"atomics on buffers and workgroup memory only: {line.strip()}")
+                                   f"atomics on buffers and workgroup memory only: {inst}")
         scope = _ATOMIC_SCOPES.get(space, "device")
+        values = [o.value for o in inst.operands[1:]]
         if ty == "i64":
-            return lines + self.wide_atomic(name, rhs, ptr, space, scope)
-        if rhs.startswith("atomicrmw "):
-            words = rhs.split()
-            operands = split_top(" ".join(w for w in words[1:] if w != "volatile"))
-            op = words[2] if words[1] == "volatile" else words[1]
-            value = operands[1].split()[1]
-            lines.append(f"  {name} = atomicrmw {op} ptr addrspace({space}) {ptr}, {ty} {value} "
-                         f'syncscope("{scope}") monotonic, align {_SCALAR_SIZES[ty]}')
-            return lines
-        words = [w for w in rhs.split()[1:] if w not in ("weak", "volatile")]
-        operands = split_top(" ".join(words))
-        expected = operands[1].rsplit(None, 1)[1]
-        value = operands[2].split()[1]
+            return out + self.wide_atomic(inst, values, ptr, space, scope)
+        if inst.opcode == "atomicrmw":
+            op = next(f for f in inst.flags if f != "volatile")
+            out.append(ir.instruction(
+                f"{inst.name} = atomicrmw {op} ptr addrspace({space}) {ptr}, {ty} {values[0]} "
+                f'syncscope("{scope}") monotonic, align {_SCALAR_SIZES[ty]}'))
+            return out
+        expected, value = values
         old, ok, half = self.fresh(), self.fresh(), self.fresh()
         self.cmpxchg_spaces.add(space)
         # LLVM's backend cannot lower cmpxchg for Vulkan; its own intrinsic
         # can (see numba_vulkan.codegen.fixups for the result it builds).
-        lines += [
-            f"  {old} = call {ty} (ptr addrspace({space}), ...) @llvm.spv.cmpxchg.p{space}("
+        return out + [ir.instruction(text) for text in (
+            f"{old} = call {ty} (ptr addrspace({space}), ...) @llvm.spv.cmpxchg.p{space}("
             f"ptr addrspace({space}) {ptr}, {ty} {expected}, {ty} {value}, "
             f"i32 {_SPIRV_SCOPES[scope]}, i32 0, i32 0)",
-            f"  {ok} = icmp eq {ty} {old}, {expected}",
-            f"  {half} = insertvalue {{ {ty}, i1 }} poison, {ty} {old}, 0",
-            f"  {name} = insertvalue {{ {ty}, i1 }} {half}, i1 {ok}, 1",
-        ]
-        return lines
+            f"{ok} = icmp eq {ty} {old}, {expected}",
+            f"{half} = insertvalue {{ {ty}, i1 }} poison, {ty} {old}, 0",
+            f"{inst.name} = insertvalue {{ {ty}, i1 }} {half}, i1 {ok}, 1")]
 
-    def wide_atomic(self, name, rhs, ptr, space, scope):
+    def wide_atomic(self, inst, values, ptr, space, scope):
         """A 64-bit atomic as a call that :mod:`numba_vulkan.codegen.fixups`
         turns into the SPIR-V instruction.
 
@@ -414,81 +519,83 @@ class _Rewriter:
         drops it.
         """
         loaded = self.fresh()
-        out = [f"  {loaded} = load volatile i64, ptr addrspace({space}) {ptr}, align 8"]
+        out = [f"{loaded} = load volatile i64, ptr addrspace({space}) {ptr}, align 8"]
         code = _SPIRV_SCOPES[scope]
-        if rhs.startswith("atomicrmw "):
-            words = [w for w in rhs.split()[1:] if w != "volatile"]
-            value = split_top(" ".join(words))[1].split()[1]
-            callee = f"{fixups.WIDE_ATOMIC}{words[0]}.{code}"
+        if inst.opcode == "atomicrmw":
+            op = next(f for f in inst.flags if f != "volatile")
+            callee = f"{fixups.WIDE_ATOMIC}{op}.{code}"
             self.wide_atomics.add((callee, 2))
-            out.append(f"  {name} = call i64 @{callee}(i64 {loaded}, i64 {value})")
-            return out
-        operands = split_top(" ".join(w for w in rhs.split()[1:] if w not in ("weak", "volatile")))
-        expected, value = operands[1].split()[1], operands[2].split()[1]
-        callee = f"{fixups.WIDE_ATOMIC}cmpxchg.{code}"
-        self.wide_atomics.add((callee, 3))
-        old, ok, half = self.fresh(), self.fresh(), self.fresh()
-        out += [f"  {old} = call i64 @{callee}(i64 {loaded}, i64 {expected}, i64 {value})",
-                f"  {ok} = icmp eq i64 {old}, {expected}",
-                f"  {half} = insertvalue {{ i64, i1 }} poison, i64 {old}, 0",
-                f"  {name} = insertvalue {{ i64, i1 }} {half}, i1 {ok}, 1"]
-        return out
+            out.append(f"{inst.name} = call i64 @{callee}(i64 {loaded}, i64 {values[0]})")
+        else:
+            expected, value = values
+            callee = f"{fixups.WIDE_ATOMIC}cmpxchg.{code}"
+            self.wide_atomics.add((callee, 3))
+            old, ok, half = self.fresh(), self.fresh(), self.fresh()
+            out += [f"{old} = call i64 @{callee}(i64 {loaded}, i64 {expected}, i64 {value})",
+                    f"{ok} = icmp eq i64 {old}, {expected}",
+                    f"{half} = insertvalue {{ i64, i1 }} poison, i64 {old}, 0",
+                    f"{inst.name} = insertvalue {{ i64, i1 }} {half}, i1 {ok}, 1"]
+        return [ir.instruction(text) for text in out]
 
-    def rewrite_line(self, line):
-        m = _ASSIGN.match(line)
-        name, rhs = (m.groups() if m else (None, line.strip()))
-        if name in self.pointers:
-            return self.rewrite_pointer(name, rhs)
-        if rhs.startswith("load ") and not rhs.startswith("load atomic"):
-            return self.rewrite_load(name, rhs, line)
-        if rhs.startswith("store ") and not rhs.startswith("store atomic"):
-            return self.rewrite_store(rhs, line)
-        if self._atomic_access(rhs) is not None and self._object_of(
-                self._atomic_access(rhs)[0]) is not None:
-            return self.rewrite_atomic(name, rhs, line)
-        if re.match(r"(?:tail )?call void @llvm\.lifetime\.(?:start|end)", rhs):
+    # Rewriting ---------------------------------------------------------------
+
+    def _tracked(self, value):
+        return isinstance(value, str) and (value in self.pointers or value in self.objects)
+
+    def rewrite_instruction(self, inst):
+        if inst.name in self.pointers:
+            return self.rewrite_pointer(inst, self.pointers[inst.name])
+        if inst.opcode in ("load", "store") and "atomic" not in inst.flags:
+            target = inst.operands[0 if inst.opcode == "load" else 1].value
+            if self._tracked(target):
+                return self.rewrite_access(inst, target)
+            if inst.opcode == "store" and self._tracked(inst.operands[0].value):
+                raise UnsupportedError(f"a pointer into an array is stored to memory: {inst}")
+            return [inst]
+        if inst.opcode in ("atomicrmw", "cmpxchg") and \
+                self._object_of(inst.operands[0].value) is not None:
+            return self.rewrite_atomic(inst)
+        if inst.opcode == "call" and inst.callee.startswith("@llvm.lifetime."):
             # Lifetime hints of private arrays: Vulkan has none to give.
             return []
-        for value in _VALUE.findall(rhs):
-            if value in self.pointers or value in self.globals:
+        if inst.opcode == "alloca" and inst.name in self.objects:
+            return [inst]
+        for _, value in inst.values():
+            if isinstance(value, str) and self._tracked(value):
                 raise UnsupportedError(
-                    f"a pointer into an array is used in a way Vulkan cannot express: {line.strip()}")
-        return [line]
+                    f"a pointer into an array is used in a way Vulkan cannot express: {inst}")
+        return [inst]
 
-    def rewrite_pointer(self, name, rhs):
-        pointer = self.pointers[name]
-        if rhs.startswith("getelementptr") or "call ptr @" in rhs:
-            if "call ptr @" in rhs:
-                self.used_buffers.add(pointer.object)
-                return [f"  {pointer.offset} = add i64 0, 0"]
-            return self.gep_offset(pointer, rhs)
-        if rhs.startswith("phi"):
-            ty, _, incoming = rhs[len("phi"):].strip().partition(" ")
-            pairs = re.findall(r"\[\s*([^,\]]+),\s*([^\]]+)\]", incoming)
-            parts = ", ".join(f"[ {self.offset_of(v)}, {bb.strip()} ]" for v, bb in pairs)
-            return [f"  {pointer.offset} = phi i64 {parts}"]
-        operands = split_top(rhs[len("select"):])
-        cond, a, b = operands
-        return [f"  {pointer.offset} = select {cond}, i64 {self.offset_of(_value(a))}, "
-                f"i64 {self.offset_of(_value(b))}"]
+    def rewrite_pointer(self, inst, pointer):
+        if inst.opcode == "call":
+            self.used_buffers.add(pointer.object)
+            return [ir.instruction(f"{pointer.offset} = add i64 0, 0")]
+        if inst.opcode == "getelementptr":
+            return self.gep_offset(inst, pointer)
+        if inst.opcode == "addrspacecast":
+            return [ir.instruction(
+                f"{pointer.offset} = add i64 {self.offset_of(inst.operands[0].value)}, 0")]
+        if inst.opcode == "phi":
+            return [ir.Instruction("phi", [ir.Operand(None, self.offset_of(o.value))
+                                           for o in inst.operands],
+                                   name=pointer.offset, type="i64", labels=list(inst.labels))]
+        cond, a, b = inst.operands
+        return [ir.instruction(f"{pointer.offset} = select {cond}, i64 {self.offset_of(a.value)}, "
+                               f"i64 {self.offset_of(b.value)}")]
 
     def offset_of(self, value):
         if value in self.pointers:
             return self.pointers[value].offset
-        if value in self.globals:
-            return "0"
-        if value in ("poison", "undef", "null"):
+        if value in self.objects or value in ("poison", "undef", "null"):
             return "0"
         raise UnsupportedError(f"pointer {value} does not point into a known array")
 
-    def gep_offset(self, pointer, rhs):
-        operands = split_top(self._strip_gep(rhs))
-        ty = self.types.parse(operands[0])
-        base = self.offset_of(_value(operands[1]))
-        lines, terms = [], []
-        current = ("array", 0, ty)
-        for k, operand in enumerate(operands[2:]):
-            idx_type, idx = operand.rsplit(None, 1)
+    def gep_offset(self, inst, pointer):
+        base = self.offset_of(inst.operands[0].value)
+        out, terms = [], []
+        current = ("array", 0, self.types.parse(inst.type))
+        for operand in inst.operands[1:]:
+            idx_type, idx = operand.type, str(operand.value)
             if current[0] == "struct":
                 offsets, _, _ = self.types.struct_layout(current)
                 field = int(idx)
@@ -500,124 +607,110 @@ class _Rewriter:
             size, align = self.types.size_align(element)
             stride = _round(size, align)
             current = element
-            if re.fullmatch(r"-?\d+", idx):
+            if idx.lstrip("-").isdigit():
                 if int(idx):
                     terms.append(str(int(idx) * stride))
                 continue
             if idx_type != "i64":
                 wide = self.fresh()
-                lines.append(f"  {wide} = sext {idx_type} {idx} to i64")
+                out.append(f"{wide} = sext {idx_type} {idx} to i64")
                 idx = wide
             if stride != 1:
                 scaled = self.fresh()
-                lines.append(f"  {scaled} = mul i64 {idx}, {stride}")
+                out.append(f"{scaled} = mul i64 {idx}, {stride}")
                 idx = scaled
             terms.append(idx)
         total = base
         for term in terms:
             nxt = self.fresh()
-            lines.append(f"  {nxt} = add i64 {total}, {term}")
+            out.append(f"{nxt} = add i64 {total}, {term}")
             total = nxt
-        lines.append(f"  {pointer.offset} = add i64 {total}, 0")
-        return lines
+        out.append(f"{pointer.offset} = add i64 {total}, 0")
+        return [ir.instruction(text) for text in out]
 
-    def element_pointer(self, value, access_type, line):
-        if value in self.globals:
-            return self.global_element_pointer(self.globals[value], "0", access_type, line)
-        pointer = self.pointers[value]
-        if isinstance(pointer.object, _Global):
-            return self.global_element_pointer(pointer.object, pointer.offset, access_type,
-                                               line)
-        storage = self.bindings[pointer.object]
-        elem = self.elem_of(pointer.object)
-        size = _SCALAR_SIZES[elem]
-        if access_type != elem:
-            acc = self.types.size_align(self.types.parse(access_type))[0]
-            if acc != size or access_type == "ptr":
-                raise UnsupportedError(
-                    f"an access of {access_type} into an array of {storage}: {line.strip()}")
-        self.used_buffers.add(pointer.object)
-        index, index32, ptr = self.fresh(), self.fresh(), self.fresh()
-        shift = size.bit_length() - 1
-        return ptr, [
-            f"  {index} = ashr exact i64 {pointer.offset}, {shift}",
-            f"  {index32} = trunc i64 {index} to i32",
-            f"  {ptr} = call ptr addrspace(11) @{self.getpointer_name(pointer.object)}"
-            f"({self.handle_type(pointer.object)} %nv.handle.{pointer.object}, i32 {index32})",
-        ], elem, 11
-
-    def global_element_pointer(self, obj, offset, access_type, line):
-        """A pointer to the element at byte ``offset`` of a global array: one
-        index per dimension, as SPIR-V's OpAccessChain needs."""
+    def element_pointer(self, value, access_type, inst, out):
+        """The element of ``value``'s object that an access of
+        ``access_type`` at ``value`` reaches: ``(pointer, element type,
+        address space)``; the instructions computing it go to ``out``."""
+        obj = self._object_of(value)
+        offset = self.offset_of(value)
+        if isinstance(obj, _Object):
+            return self.object_element_pointer(obj, offset, access_type, inst, out)
+        storage = self.bindings[obj]
         elem = self.elem_of(obj)
         size = _SCALAR_SIZES[elem]
         if access_type != elem:
             acc = self.types.size_align(self.types.parse(access_type))[0]
             if acc != size or access_type == "ptr":
                 raise UnsupportedError(
-                    f"an access of {access_type} into an array of {elem}: {line.strip()}")
+                    f"an access of {access_type} into an array of {storage}: {inst}")
+        self.used_buffers.add(obj)
+        index, index32, ptr = self.fresh(), self.fresh(), self.fresh()
+        shift = size.bit_length() - 1
+        out += [ir.instruction(text) for text in (
+            f"{index} = ashr exact i64 {offset}, {shift}",
+            f"{index32} = trunc i64 {index} to i32",
+            f"{ptr} = call ptr addrspace(11) @{self.getpointer_name(obj)}"
+            f"({self.handle_type(obj)} %nv.handle.{obj}, i32 {index32})")]
+        return ptr, elem, 11
+
+    def object_element_pointer(self, obj, offset, access_type, inst, out):
+        """A pointer to the element at byte ``offset`` of an object: one
+        index per dimension, as SPIR-V's OpAccessChain needs."""
+        if obj.bytes and access_type != obj.elem:
+            self._reinterpret(obj, access_type, inst)
+        elem = self.elem_of(obj)
+        size = _SCALAR_SIZES[elem]
+        if access_type != elem:
+            acc = self.types.size_align(self.types.parse(access_type))[0]
+            if acc != size or access_type == "ptr":
+                raise UnsupportedError(
+                    f"an access of {access_type} into an array of {elem}: {inst}")
         if not obj.shape:
-            return obj.name, [], elem, obj.addrspace
-        lines, flat = [], self.fresh()
-        lines.append(f"  {flat} = ashr exact i64 {offset}, {size.bit_length() - 1}")
+            return obj.name, elem, obj.addrspace
+        flat = self.fresh()
+        lines = [f"{flat} = ashr exact i64 {offset}, {size.bit_length() - 1}"]
         indices = []
         for k, extent in enumerate(obj.shape):
-            stride = 1
-            for inner in obj.shape[k + 1:]:
-                stride *= inner
             index, index32 = self.fresh(), self.fresh()
-            lines.append(f"  {index} = udiv i64 {flat}, {stride}")
+            lines.append(f"{index} = udiv i64 {flat}, {math.prod(obj.shape[k + 1:])}")
             if k:
                 wrapped = self.fresh()
-                lines.append(f"  {wrapped} = urem i64 {index}, {extent}")
+                lines.append(f"{wrapped} = urem i64 {index}, {extent}")
                 index = wrapped
-            lines.append(f"  {index32} = trunc i64 {index} to i32")
+            lines.append(f"{index32} = trunc i64 {index} to i32")
             indices.append(f"i32 {index32}")
-        self.used_globals.add(obj)
+        self.used_globals.add((obj.addrspace, len(obj.shape)))
         ptr = self.fresh()
-        lines.append(f"  {ptr} = call ptr addrspace({obj.addrspace}) @{_element_marker(obj)}("
+        lines.append(f"{ptr} = call ptr addrspace({obj.addrspace}) "
+                     f"@{_element_marker(obj.addrspace, len(obj.shape))}("
                      f"ptr addrspace({obj.addrspace}) {obj.name}, {', '.join(indices)})")
-        return ptr, lines, elem, obj.addrspace
+        out += [ir.instruction(text) for text in lines]
+        return ptr, elem, obj.addrspace
 
-    def rewrite_load(self, name, rhs, line):
-        operands = split_top(rhs[len("load "):])
-        volatile = operands[0].startswith("volatile ")
-        ty = operands[0].removeprefix("volatile ")
-        target = _value(operands[1])
-        if target not in self.pointers and target not in self.globals:
-            return [line]
-        ptr, lines, elem, space = self.element_pointer(target, ty, line)
-        rest = ", ".join(operands[2:])
-        rest = (", " + rest) if rest else ""
-        vol = "volatile " if volatile else ""
-        if elem != ty:
+    def rewrite_access(self, inst, target):
+        """A load or store through a tracked pointer, as an access to the
+        element of its object."""
+        load = inst.opcode == "load"
+        ty = inst.type if load else inst.operands[0].type
+        out = []
+        ptr, elem, space = self.element_pointer(target, ty, inst, out)
+        flags = "".join(f"{f} " for f in inst.flags)
+        where = f"ptr addrspace({space}) {ptr}{inst.tail}"
+        if load and elem != ty:
             raw = self.fresh()
-            lines.append(f"  {raw} = load {vol}{elem}, ptr addrspace({space}) {ptr}{rest}")
-            lines.append(f"  {name} = bitcast {elem} {raw} to {ty}")
+            out += [ir.instruction(f"{raw} = load {flags}{elem}, {where}"),
+                    ir.instruction(f"{inst.name} = bitcast {elem} {raw} to {ty}")]
+        elif load:
+            out.append(ir.instruction(f"{inst.name} = load {flags}{ty}, {where}"))
         else:
-            lines.append(f"  {name} = load {vol}{ty}, ptr addrspace({space}) {ptr}{rest}")
-        return lines
-
-    def rewrite_store(self, rhs, line):
-        operands = split_top(rhs[len("store "):])
-        volatile = operands[0].startswith("volatile ")
-        first = operands[0].removeprefix("volatile ")
-        ty, value = first.rsplit(None, 1)
-        target = _value(operands[1])
-        if target not in self.pointers and target not in self.globals:
-            if value in self.pointers or value in self.globals:
-                raise UnsupportedError(f"a pointer into an array is stored to memory: {line.strip()}")
-            return [line]
-        ptr, lines, elem, space = self.element_pointer(target, ty, line)
-        rest = ", ".join(operands[2:])
-        rest = (", " + rest) if rest else ""
-        vol = "volatile " if volatile else ""
-        if elem != ty:
-            raw = self.fresh()
-            lines.append(f"  {raw} = bitcast {ty} {value} to {elem}")
-            value, ty = raw, elem
-        lines.append(f"  store {vol}{ty} {value}, ptr addrspace({space}) {ptr}{rest}")
-        return lines
+            value = inst.operands[0].value
+            if elem != ty:
+                raw = self.fresh()
+                out.append(ir.instruction(f"{raw} = bitcast {ty} {value} to {elem}"))
+                value, ty = raw, elem
+            out.append(ir.instruction(f"store {flags}{ty} {value}, {where}"))
+        return out
 
     # Declarations ------------------------------------------------------------
 
@@ -632,13 +725,10 @@ class _Rewriter:
         return f"llvm.spv.resource.getpointer.p11.{self._mangled(binding)}"
 
     def prologue(self):
-        lines = []
-        for binding in sorted(self.used_buffers):
-            lines.append(
-                f"  %nv.handle.{binding} = call {self.handle_type(binding)} "
+        return [f"%nv.handle.{binding} = call {self.handle_type(binding)} "
                 f"@llvm.spv.resource.handlefrombinding.{self._mangled(binding)}"
-                f"(i32 0, i32 {binding}, i32 1, i32 0, ptr @nv.name.{binding})")
-        return lines
+                f"(i32 0, i32 {binding}, i32 1, i32 0, ptr @nv.name.{binding})"
+                for binding in sorted(self.used_buffers)]
 
     def declarations(self):
         lines, declared = [], set()
@@ -646,11 +736,10 @@ class _Rewriter:
             lines.append(f"declare i32 @llvm.spv.cmpxchg.p{space}(ptr addrspace({space}), ...)")
         for callee, arity in sorted(self.wide_atomics):
             lines.append(f"declare i64 @{callee}({', '.join(['i64'] * arity)})")
-        for marker, space, rank in sorted({(_element_marker(g), g.addrspace, len(g.shape))
-                                           for g in self.used_globals}):
+        for space, rank in sorted(self.used_globals):
             params = ", ".join([f"ptr addrspace({space})"] + ["i32"] * rank)
-            lines.append(f"declare ptr addrspace({space}) @{marker}({params}) "
-                         "memory(none) nounwind")
+            lines.append(f"declare ptr addrspace({space}) @{_element_marker(space, rank)}"
+                         f"({params}) memory(none) nounwind")
         for binding in sorted(self.used_buffers):
             # The backend merges resources of the same name: give each its own.
             label = f"b{binding}"
@@ -669,8 +758,36 @@ class _Rewriter:
         return lines
 
 
-def _element_marker(obj):
-    return f"{markers.ELEMENT}{obj.addrspace}.{len(obj.shape)}"
+def _element_marker(space, rank):
+    return f"{markers.ELEMENT}{space}.{rank}"
+
+
+def _c_string(init):
+    """The bytes of an LLVM ``c"..."`` constant."""
+    text, out, i = init[2:-1], bytearray(), 0
+    while i < len(text):
+        if text[i] == "\\":
+            out.append(int(text[i + 1:i + 3], 16))
+            i += 3
+        else:
+            out.append(ord(text[i]))
+            i += 1
+    return bytes(out)
+
+
+_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "float": "f", "double": "d"}
+
+
+def _constant_array(data, elem):
+    """An LLVM array constant of ``elem`` holding the little-endian ``data``."""
+    count = len(data) // _SCALAR_SIZES[elem]
+    values = struct.unpack(f"<{count}{_STRUCT_CODES[elem]}", data)
+    if elem in ("float", "double"):
+        # LLVM writes both as the bits of the (exactly widened) double.
+        items = [f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}" for v in values]
+    else:
+        items = [str(v) for v in values]
+    return f"[{', '.join(f'{elem} {v}' for v in items)}]"
 
 
 def rewrite(text, bindings):
@@ -683,28 +800,33 @@ def rewrite(text, bindings):
     Returns:
         The module text with each access going through its buffer's handle.
     """
-    return _Rewriter(text, list(bindings)).rewrite()
+    module = ir.parse(text)
+    _Rewriter(module, list(bindings)).run()
+    return str(module)
 
 
 _PUSH_CALL = re.compile(
     rf"^(\s*{_LOCAL}) = (?:tail )?call (\S+) @{re.escape(markers.PUSH)}\S+\(i32 (\d+)\)\s*$")
 _LOCAL_SIZE_CALL = re.compile(
     rf"^(\s*{_LOCAL}) = (?:tail )?call i32 @{re.escape(markers.LOCAL_SIZE)}\(i32 (\d)\)\s*$")
-_ELEMENT_CALL = re.compile(
-    rf"^(\s*{_LOCAL}) = (?:tail )?call ptr addrspace\((\d+)\) @{re.escape(markers.ELEMENT)}"
-    r"[\d.]+\(ptr addrspace\(\d+\) ([@%][^,]+), (.*)\)\s*$")
 _MARKERS = (markers.BUFFER, markers.PUSH, markers.LOCAL_SIZE, markers.ELEMENT)
 
 
-def _global_array_types(text):
-    """LLVM type of each global array variable and private array of a
-    module, by name."""
-    types = {}
-    for line in text.splitlines():
-        m = _GLOBAL_DEF.match(line) or _ALLOCA.match(line)
-        if m:
-            types[m.group(1)] = m.group(4)
-    return types
+def _lower_elements(text):
+    """Replace each element marker by the ``getelementptr`` it stands for."""
+    module = ir.parse(text)
+    arrays = {g.name: g.type for g in module.globals.values()}
+    for fn in module.functions:
+        arrays.update((i.name, i.type) for i in fn.instructions() if i.opcode == "alloca")
+        for block in fn.blocks or ():
+            for k, inst in enumerate(block.instructions):
+                if inst.opcode == "call" and inst.callee.startswith(f"@{markers.ELEMENT}"):
+                    base, *indices = inst.operands
+                    block.instructions[k] = ir.Instruction(
+                        "getelementptr", [ir.Operand(base.type, base.value),
+                                          ir.Operand("i32", "0"), *indices],
+                        name=inst.name, flags=["inbounds"], type=arrays[base.value])
+    return str(module)
 
 
 def _push_layout(text):
@@ -734,15 +856,9 @@ def lower_markers(text, local_size):
     accesses into byte-offset expressions that the backend cannot lower.
     """
     layout, index = _push_layout(text)
-    arrays = _global_array_types(text)
+    text = _lower_elements(text)
     out, counter = [], 0
     for line in text.splitlines():
-        m = _ELEMENT_CALL.match(line)
-        if m:
-            name, space, array, indices = m.groups()
-            out.append(f"{name} = getelementptr inbounds {arrays[array]}, "
-                       f"ptr addrspace({space}) {array}, i32 0, {indices}")
-            continue
         m = _PUSH_CALL.match(line)
         if m:
             counter += 1

@@ -23,13 +23,56 @@ def target_machine(triple, opt=3):
     return llvm.Target.from_triple(triple).create_target_machine(opt=opt)
 
 
+def _without_builtins(text):
+    """``text`` with every function defined ``"no-builtins"``.
+
+    Without C library functions to call, LLVM's optimiser forms no
+    ``llvm.memset``, ``llvm.memcpy`` or ``llvm.memmove`` from loops that fill
+    or copy an array (loop idiom recognition) or from runs of stores
+    (MemCpyOpt): an access of a whole array that Vulkan's logical
+    addressing cannot express.
+    """
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        if not line.startswith("define "):
+            continue
+        at = _parameters_end(line)
+        rest = line[at:].split(" ")
+        keep = 1  # the empty word before the leading space
+        while keep < len(rest) and (rest[keep] in ("unnamed_addr", "local_unnamed_addr")
+                                    or rest[keep].startswith("addrspace(")):
+            keep += 1
+        lines[k] = " ".join([line[:at] + " ".join(rest[:keep]), '"no-builtins"'] + rest[keep:])
+    return "\n".join(lines) + "\n"
+
+
+def _parameters_end(line):
+    """The index just after the parameter list of a ``define`` line."""
+    i = line.index("@") + 1
+    if line[i] == '"':
+        i = line.index('"', i + 1) + 1
+    i = line.index("(", i)
+    depth, quoted = 0, False
+    while True:
+        ch = line[i]
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+
+
 def link(sources, triple, data_layout):
     """Parse and link IR texts into one module for ``triple``."""
     initialise()
     modules = []
     for text in sources:
         try:
-            module = llvm.parse_assembly(text)
+            module = llvm.parse_assembly(_without_builtins(text))
         except RuntimeError as exc:
             raise CompilerError(f"LLVM could not parse generated IR: {exc}") from exc
         module.triple = triple

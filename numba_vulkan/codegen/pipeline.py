@@ -1,15 +1,20 @@
-"""From a kernel's LLVM IR modules to a validated SPIR-V module."""
+"""The code generator's stages, from a kernel's LLVM IR modules to a validated SPIR-V module.
 
-import os
-import threading
-from dataclasses import dataclass
+Each function here is one stage of the compiler's table
+(:data:`numba_vulkan.compiler.stages.STAGES`, which gives their order): it
+reads what earlier stages left in the compilation ``job``, leaves its own
+result there and returns that result, which the table can dump. The
+attributes a stage reads and writes are named in its docstring.
 
+The table holds a lock around the stages that run LLVM in this process (its
+context is not safe to use from two threads); the backend runs in a child
+process.
+"""
 
-
-from numba_vulkan import config, spirv
+from numba_vulkan import config
 from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
-                                   logical, narrow, optimize, strip, structurize, validate,
-                                   workarounds)
+                                   logical, looplimit, narrow, optimize, rounding, strip,
+                                   structurize, validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -17,89 +22,128 @@ DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
 
 ENTRY_POINT = "main"
 
-_llvm_lock = threading.Lock()
+
+def _machine(job):
+    if job.machine is None:
+        job.machine = optimize.target_machine(job.target.triple)
+    return job.machine
 
 
-@dataclass
-class Module:
-    """A compiled kernel module.
-
-    Attributes:
-        spirv: The SPIR-V binary.
-        llvm_ir: The IR handed to the backend, after every rewrite.
-        capabilities: SPIR-V capabilities the module declares.
-    """
-
-    spirv: bytes
-    llvm_ir: str
-    capabilities: list
+def link(job):
+    """``job.sources`` (narrowed first) and the libclc functions they call,
+    linked into ``job.module``."""
+    narrowed = narrow.sources(job.sources, job.target.narrowed)
+    job.module = optimize.link(libclc_link.link(narrowed), job.target.triple, DATA_LAYOUT)
+    return str(job.module)
 
 
-def build(sources, bindings, local_size, target, name="kernel"):
-    """Compile a kernel's IR modules to SPIR-V for ``target``.
-
-    Args:
-        sources: IR text of the kernel's modules, the entry point's last.
-        bindings: Storage dtype of each descriptor binding.
-        local_size: Workgroup size ``(x, y, z)``.
-        target: The :class:`~numba_vulkan.target.TargetDescription`.
-        name: The kernel's name, for messages and dumps.
-    """
-    with _llvm_lock:
-        tm = optimize.target_machine(target.triple)
-        narrowed = narrow.sources(sources, target.narrowed)
-        module = optimize.link(libclc_link.link(narrowed), target.triple, DATA_LAYOUT)
-        optimize.optimise(module, ENTRY_POINT, tm)
-        text = logical.rewrite(str(module), bindings)
-        module = optimize.link([text], target.triple, DATA_LAYOUT)
-        optimize.optimise(module, ENTRY_POINT, tm, speed=2)
-        final = _structured(module, tm, local_size, target, sources, breaks=True)
-    binary = _emit(final, target)
-    if spirv.unmerged_switch(binary):
-        # The backend's own structurizer mishandled a loop left by breaks;
-        # every loop leaving through a flag in its latch avoids that.
-        with _llvm_lock:
-            final = _structured(module, tm, local_size, target, sources, breaks=False)
-        binary = _emit(final, target)
-    if not exact.contraction_allowed(sources):
-        binary = exact.decorate(binary)
-    _dump(name, final, binary)
-    if config.validate():
-        validate.validate(binary, target.target_env)
-    return Module(binary, final, spirv.capabilities(binary))
+def optimise(job):
+    """``job.module`` with everything inlined into the entry point, optimised."""
+    optimize.optimise(job.module, ENTRY_POINT, _machine(job))
+    return str(job.module)
 
 
-def _structured(module, tm, local_size, target, sources, breaks):
-    """The final IR for the backend: structured control flow, markers
-    lowered, narrowed and legalised."""
-    module = structurize.structurize(module, tm, ENTRY_POINT, breaks)
-    final = logical.lower_markers(int32.low_bits(int32.counters(str(module))),
-                                  tuple(local_size))
-    final = narrow.final(final, target.narrowed)
-    final = workarounds.signed_remainder(final)
-    final = legalize.legalize(final)
-    if "float64" not in target.narrowed and not exact.contraction_allowed(sources):
+def logical_addressing(job):
+    """``job.text``: ``job.module`` with every access through a buffer handle
+    (``job.bindings``) instead of a byte address."""
+    job.text = logical.rewrite(str(job.module), job.bindings)
+    return job.text
+
+
+def unroll_hints(job):
+    """``job.text`` with every innermost loop marked to be unrolled
+    :data:`~numba_vulkan.codegen.looplimit.UNROLL` times, on a target with a
+    loop limit (lavapipe's): the driver then counts a fraction of the trips."""
+    if job.target.loop_limit:
+        job.text = looplimit.hint_unrolling(job.text, ENTRY_POINT, looplimit.UNROLL)
+    return job.text
+
+
+def reoptimise(job):
+    """``job.module``: ``job.text`` optimised again, with what the rewrite exposed."""
+    job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
+    optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2)
+    return str(job.module)
+
+
+def structure(job):
+    """``job.text``: ``job.module`` with structured control flow (loops left by
+    breaks where ``job.breaks`` allows). On a target with a loop limit, a
+    kernel with loops counts its trips and reports reaching the limit in its
+    status buffer (``job.status``); ``job.loop_check`` says whether it does."""
+    instrument = None
+    job.loop_check = False
+    if job.target.loop_limit:
+        def instrument(function, loops):
+            job.loop_check = True
+            return looplimit.count_trips(function, loops, job.target.loop_limit, job.status)
+    job.text = str(structurize.structurize(job.module, _machine(job), ENTRY_POINT, job.breaks,
+                                           instrument=instrument))
+    return job.text
+
+
+def integers(job):
+    """``job.text`` computing in 32 bits what provably gives the same result."""
+    job.text = int32.low_bits(int32.counters(job.text))
+    return job.text
+
+
+def markers(job):
+    """``job.text`` with the push constant, buffer and workgroup size markers lowered."""
+    job.text = logical.lower_markers(job.text, tuple(job.threads))
+    return job.text
+
+
+def narrowing(job):
+    """``job.text`` with the 64-bit types the target lacks made 32-bit."""
+    job.text = narrow.final(job.text, job.target.narrowed)
+    return job.text
+
+
+def driver_workarounds(job):
+    """``job.text`` steering around known driver bugs."""
+    job.text = workarounds.signed_remainder(job.text)
+    return job.text
+
+
+def legalise(job):
+    """``job.llvm_ir``: ``job.text`` in the forms the backend can express, with
+    float64 rounding computed on bits (:mod:`numba_vulkan.codegen.rounding`);
+    the IR handed to the backend."""
+    final = rounding.exact_rounding(legalize.legalize(job.text))
+    if "float64" not in job.target.narrowed and not exact.contraction_allowed(job.sources):
         final = legalize.exact_float32(final)
+    final = legalize.fold_constants(final)
+    job.llvm_ir = final
     return final
 
 
-def _emit(final, target):
+def emit(job):
+    """``job.spirv``: the backend's module for ``job.llvm_ir``."""
     # At -O0 the backend runs no pass that reshapes the control flow (code
     # generation preparation, loop strength reduction, tail duplication)
     # before its own structurizer: the shape built above reaches it intact.
-    return fixups.repair(strip.strip(backend.emit(final, target.triple, opt=0)))
+    job.spirv = backend.emit(job.llvm_ir, job.target.triple, opt=0)
+    return job.spirv
 
 
-def _dump(name, text, binary):
-    directory = config.dump_dir()
-    if not directory:
-        return
-    os.makedirs(directory, exist_ok=True)
-    stem = os.path.join(directory, name.replace("<", "_").replace(">", "_"))
-    with open(stem + ".ll", "w") as f:
-        f.write(text)
-    with open(stem + ".spv", "wb") as f:
-        f.write(binary)
+def repair(job):
+    """``job.spirv`` without the backend's debug noise and with its known
+    mistakes fixed."""
+    job.spirv = fixups.repair(strip.strip(job.spirv))
+    return job.spirv
 
 
+def exact_floats(job):
+    """``job.spirv`` with every float operation kept as written, unless the
+    kernel allows contraction (``fastmath``)."""
+    if not exact.contraction_allowed(job.sources):
+        job.spirv = exact.decorate(job.spirv)
+    return job.spirv
 
+
+def check(job):
+    """``job.spirv``, checked by spirv-val when validation is on."""
+    if config.validate():
+        validate.validate(job.spirv, job.target.target_env)
+    return job.spirv

@@ -215,6 +215,7 @@ class _Function:
             raise UnsupportedError(f"the kernel returns values: {sorted(rets)}")
         ret = rets.pop() if rets else "ret void"
         self.exit = self.new_block("return", [], ("ret", ret))
+        self.return_block = self.blocks[self.exit]
         for n in exits:
             self.blocks[n].term = ("br", self.exit)
 
@@ -402,19 +403,37 @@ class _Function:
             self.blocks[exiting].retarget(target, dedicated)
             self.join_after(header, inside, preds, dedicated, target)
             return latches[0], dedicated
+        if not exits:
+            return self._endless(header, latches)
         selector = self.alloca("exitsel", "i32") if len(targets) > 1 else None
         ids = {v: k for k, v in enumerate(targets)}
-        if targets:
-            after = self.dispatch(selector, targets, ids)
-        else:
-            # A loop that never exits still needs a merge block.
-            after = self.new_block("exit", [], ("br", self.exit))
+        after = self.dispatch(selector, targets, ids)
         dedicated = self.new_block("exit", [], ("br", after))
         if self.breaks and innermost and len(exits) <= _MAX_BREAKS:
             latch = self._breaks(header, latches, exits, ids, selector, dedicated)
         else:
             latch = self._exit_flag(header, latches, exits, ids, selector, dedicated)
         self.join_after(header, inside, preds, dedicated, after)
+        return latch, dedicated
+
+    def _endless(self, header, latches):
+        """A loop without an exit (``while True`` without a break, or one the
+        optimiser proved endless) still needs a merge block: its latch leaves
+        for the return block when there are no workgroups along x, which
+        never holds but no compiler can fold. Returns the latch and the exit
+        block."""
+        if self.exit not in self.blocks:
+            # Nothing returns: the return block was dropped as unreachable.
+            self.blocks[self.exit] = self.return_block
+            self.order.append(self.exit)
+        dedicated = self.new_block("exit", [], ("br", self.exit))
+        groups, never = "%" + self.fresh("groups"), "%" + self.fresh("never")
+        latch = self.new_block("latch", [
+            f"  {groups} = call i32 @{markers.PUSH}i32(i32 0)",
+            f"  {never} = icmp eq i32 {groups}, 0"], ("cbr", never, dedicated, header))
+        self.uses_push = True
+        for u in latches:
+            self.reroute(u, header, latch, [])
         return latch, dedicated
 
     def _breaks(self, header, latches, exits, ids, selector, dedicated):
@@ -843,7 +862,7 @@ def _run(module, tm, add_passes):
     pm.run(module, pb)
 
 
-def structurize(module, tm, entry="main", breaks=True):
+def structurize(module, tm, entry="main", breaks=True, instrument=None):
     """Restructure the control flow of ``entry`` in ``module``.
 
     Args:
@@ -852,6 +871,10 @@ def structurize(module, tm, entry="main", breaks=True):
         tm: The SPIR-V target machine.
         breaks: Let innermost loops with few exits leave by breaks; False
             sends every exit through a flag in the loop's latch.
+        instrument: Called with the structured function (in ``reg2mem``
+            form) and its loops, if it has any, to add code that keeps the
+            structure (:func:`numba_vulkan.codegen.looplimit.count_trips`);
+            returns the module-level declarations that code needs.
 
     Returns:
         A new module whose ``entry`` has structured control flow.
@@ -866,12 +889,18 @@ def structurize(module, tm, entry="main", breaks=True):
     lines = str(module).splitlines()
     start, end = _function_bounds(lines, entry)
     function = _Function(lines[start + 1:end], breaks)
-    function.structure(function.normalise_loops())
-    declaration = f"declare i32 @{markers.PUSH}i32(i32)"
-    if function.uses_push and not any(line.startswith(declaration) for line in lines):
-        lines[start:start] = [declaration]
-        start += 1
-        end += 1
+    loops = function.normalise_loops()
+    function.structure(loops)
+    declarations = [f"declare i32 @{markers.PUSH}i32(i32)"] if function.uses_push else []
+    if instrument is not None and loops:
+        declarations += instrument(function, loops)
+    for declaration in declarations:
+        name = re.search(r"@[-\w.$]+", declaration).group(0)
+        if not any(line.startswith(f"{name} ") or
+                   (line.startswith("declare ") and f" {name}(" in line) for line in lines):
+            lines[start:start] = [declaration]
+            start += 1
+            end += 1
     text = "\n".join(lines[:start + 1] + function.text() + lines[end:]) + "\n"
     result = llvm.parse_assembly(text)
     result.verify()

@@ -10,8 +10,9 @@ from numba.core.target_extension import target_override
 
 from numba_vulkan import abi, signature
 from numba_vulkan.codegen import markers
-from numba_vulkan.compiler import checks
+from numba_vulkan.compiler import checks, diagnostics
 from numba_vulkan.errors import CompilerError
+from numba_vulkan.target import DEFAULT
 
 #: Name of the SPIR-V entry point of every kernel.
 ENTRY_POINT = "main"
@@ -99,8 +100,9 @@ def _param_specs(pyfunc, argtypes):
     import inspect
     names = list(inspect.signature(pyfunc).parameters)
     if len(names) != len(argtypes):
-        raise TypeError(f"{pyfunc.__qualname__} takes {len(names)} arguments, "
-                        f"{len(argtypes)} types were given")
+        raise CompilerError(diagnostics.located(
+            pyfunc, f"it takes {len(names)} arguments, {len(argtypes)} types were given"),
+            kernel=pyfunc.__qualname__)
     specs = []
     for name, ty in zip(names, argtypes):
         if isinstance(ty, types.Array):
@@ -109,8 +111,9 @@ def _param_specs(pyfunc, argtypes):
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
         else:
-            raise TypeError(f"{pyfunc.__qualname__}: parameter {name!r} has type {ty}, "
-                            "which a kernel cannot take; use a scalar or an array")
+            raise CompilerError(diagnostics.located(
+                pyfunc, f"parameter {name!r} has type {ty}, which a kernel cannot take; "
+                "use a scalar or an array"), kernel=pyfunc.__qualname__)
     return specs
 
 
@@ -130,7 +133,8 @@ def normalise_argtypes(argtypes):
     return tuple(out)
 
 
-def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_add=False):
+def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_add=False,
+                   max_push_constants=DEFAULT.max_push_constants):
     """Type and lower ``pyfunc`` for ``argtypes``; return a :class:`KernelIR`.
 
     Args:
@@ -140,11 +144,13 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
         options: Compile options such as ``fastmath``.
         float32_atomic_add: Whether the target adds float32 atomically in
             hardware; if not, float atomics are compare-and-swap loops.
+        max_push_constants: The target's push constant size: arguments
+            past it travel in the argument buffer (see :mod:`numba_vulkan.abi`).
     """
     options = dict(options or {})
     argtypes = normalise_argtypes(argtypes)
     specs = _param_specs(pyfunc, argtypes)
-    params, push_size = abi.layout(specs, narrowed, has_checks(options))
+    params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
     typing_context, target_context = contexts()
     with global_compiler_lock, target_override("vulkan"):
         # The lowering of atomics reads this; the lock keeps it per compile.
@@ -154,15 +160,20 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
                                           args=argtypes, return_type=None,
                                           flags=_flags(options), locals={})
         except NumbaError as exc:
-            raise CompilerError(f"cannot compile kernel {pyfunc.__qualname__}:\n{exc}",
-                                kernel=pyfunc.__qualname__) from exc
+            # Numba's own message and traceback run to dozens of lines; they
+            # stay reachable as the error's __context__.
+            raise diagnostics.numba_error(pyfunc, exc) from None
+        except AttributeError as exc:
+            error = diagnostics.attribute_error(pyfunc, exc)
+            if error is None:
+                raise
+            raise error from None
         finally:
             target_context.float32_atomic_add = False
         if cres.signature.return_type not in (types.none, types.void):
-            raise CompilerError(
-                f"kernel {pyfunc.__qualname__} returns {cres.signature.return_type}; "
-                "kernels must not return a value (write results into an array)",
-                kernel=pyfunc.__qualname__)
+            raise CompilerError(diagnostics.located(
+                pyfunc, f"it returns {cres.signature.return_type}; kernels must not return "
+                "a value (write results into an array)"), kernel=pyfunc.__qualname__)
         wrapper = _entry_point(target_context, cres, argtypes, params)
     modules = cres.library.modules() + [str(wrapper)]
     raised = checks.exceptions(modules) if has_checks(options) else {}
@@ -171,16 +182,24 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
 
 
 def _entry_point(context, cres, argtypes, params):
-    """The SPIR-V entry point: reads each argument from its binding or the
-    push constants, builds Numba's value for it and calls the kernel."""
+    """The SPIR-V entry point: reads each argument from its binding, the
+    push constants or the argument buffer, builds Numba's value for it and
+    calls the kernel."""
     module = context.create_module("entry")
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), []), ENTRY_POINT)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     i32, i64 = ir.IntType(32), ir.IntType(64)
+    args = next((p for p in params if p.kind == "args"), None)
+
+    def read(llvm_type, param, delta=0):
+        if not param.spilled:
+            return markers.push(builder, llvm_type, param.offset + delta)
+        return _spilled(builder, args.binding, llvm_type, param.offset + delta)
+
     values = []
     for param, ty in zip(params, argtypes):
         if param.kind == "array":
-            fields = [builder.sext(markers.push(builder, i32, param.offset + 4 * k), i64)
+            fields = [builder.sext(read(i32, param, 4 * k), i64)
                       for k in range(2 * param.ndim + 1)]
             shape, strides = fields[:param.ndim], fields[param.ndim:2 * param.ndim]
             # A narrowed array's elements are as large as what is stored:
@@ -202,7 +221,7 @@ def _entry_point(context, cres, argtypes, params):
             array.strides = _tuple(builder, [builder.mul(s, item) for s in strides])
             values.append(array._getvalue())
         else:
-            values.append(_scalar(context, builder, ty, param))
+            values.append(_scalar(context, builder, ty, param, read))
     callee = context.declare_function(module, cres.fndesc)
     status, _ = context.call_conv.call_function(builder, callee, cres.signature.return_type,
                                                 argtypes, values)
@@ -235,26 +254,51 @@ def _tuple(builder, items):
     return value
 
 
-def _scalar(context, builder, ty, param):
+def _spilled(builder, binding, llvm_type, offset):
+    """Load a value of the argument buffer at byte ``offset``.
+
+    The buffer is typed as 32-bit words (see :mod:`numba_vulkan.abi`), so a
+    64-bit value is two words put together, a double through a vector of
+    them (a target may have float64 without int64); the loads run once, at
+    entry, before the kernel writes anything.
+    """
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    base = markers.buffer(builder, binding)
+    words = []
+    for k in range(2 if isinstance(llvm_type, ir.DoubleType) or llvm_type == i64 else 1):
+        word = builder.gep(base, [ir.Constant(i64, offset + 4 * k)], source_etype=i8)
+        words.append(builder.load(word, typ=i32, align=4))
+    if llvm_type == i64:
+        high = builder.shl(builder.zext(words[1], i64), ir.Constant(i64, 32))
+        return builder.or_(builder.zext(words[0], i64), high)
+    if len(words) == 2:
+        pair = ir.Constant(ir.VectorType(i32, 2), ir.Undefined)
+        for k, word in enumerate(words):
+            pair = builder.insert_element(pair, word, ir.Constant(i32, k))
+        return builder.bitcast(pair, llvm_type)
+    return builder.bitcast(words[0], llvm_type) if llvm_type != i32 else words[0]
+
+
+def _scalar(context, builder, ty, param, read):
     i32 = ir.IntType(32)
     if isinstance(ty, types.Complex):
         part = types.float32 if param.storage == "complex64" else types.float64
         size = 4 if part == types.float32 else 8
         value = context.make_complex(builder, ty)
         for k, component in enumerate(("real", "imag")):
-            raw = markers.push(builder, context.get_value_type(part), param.offset + k * size)
+            raw = read(context.get_value_type(part), param, k * size)
             setattr(value, component, context.cast(builder, raw, part, ty.underlying_float))
         return value._getvalue()
     if isinstance(ty, types.Boolean):
-        raw = markers.push(builder, i32, param.offset)
+        raw = read(i32, param)
         return builder.icmp_unsigned("!=", raw, ir.Constant(i32, 0))
     llty = context.get_value_type(ty)
     if isinstance(ty, types.Integer) and ty.bitwidth < 32:
-        return builder.trunc(markers.push(builder, i32, param.offset), llty)
+        return builder.trunc(read(i32, param), llty)
     if param.storage != param.dtype:
         narrow = ir.FloatType() if isinstance(ty, types.Float) else ir.IntType(32)
-        raw = markers.push(builder, narrow, param.offset)
+        raw = read(narrow, param)
         if isinstance(ty, types.Float):
             return builder.fpext(raw, llty)
         return (builder.sext if ty.signed else builder.zext)(raw, llty)
-    return markers.push(builder, llty, param.offset)
+    return read(llty, param)

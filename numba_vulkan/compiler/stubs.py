@@ -152,8 +152,30 @@ def _lower_shared_array(context, builder, sig, args):
 def _lower_local_array(context, builder, sig, args):
     dims = _literal_shape(sig.args[0])
     storage = ir.ArrayType(context.get_data_type(sig.return_type.dtype), math.prod(dims))
-    data = cgutils.alloca_once(builder, storage, name="nv.local")
+    # Not cgutils.alloca_once, which stores zeros: the contents start
+    # undefined, and LLVM makes that store a memset that Vulkan cannot express.
+    with builder.goto_entry_block():
+        data = builder.alloca(storage, name="nv.local")
     return _array_value(context, builder, sig.return_type, dims, data)
+
+
+class _ConstArrayLikeTemplate(AbstractTemplate):
+    key = intrinsics.const.array_like
+
+    def generic(self, args, kws):
+        if len(args) != 1 or kws or not isinstance(args[0], types.Array):
+            raise TypingError("nv.const.array_like(arr) takes one array, a global NumPy array")
+        return signature(args[0].copy(readonly=True), args[0])
+
+
+typing_registry.register_global(intrinsics.const.array_like,
+                                types.Function(_ConstArrayLikeTemplate))
+
+
+@lowering_registry.lower(intrinsics.const.array_like, types.Array)
+def _lower_const_array_like(context, builder, sig, args):
+    # A global NumPy array is already a constant table in the module.
+    return args[0]
 
 
 # Barrier -----------------------------------------------------------------

@@ -302,18 +302,19 @@ def device_array(shape, dtype=np.float64, device=None):
     return DeviceArray(shape, dtype, device=device)
 
 
-def staged_host_array(ary, device):
+def staged_host_array(ary, device, write_back=True):
     """Copy a NumPy array, contiguous or not, to the device for one launch.
 
     The array's whole span of memory is copied, so that its strides stay
     valid on the device. Returns ``(device_array, copy_back)``: call
-    ``copy_back()`` after the launch to write results into ``ary``. On a
-    device that narrows the array's dtype a converted contiguous copy is
-    staged instead, and converted back.
+    ``copy_back()`` after the launch to write results into ``ary`` (only if
+    ``write_back``: an array the kernel does not write is left as it was).
+    On a device that narrows the array's dtype a converted contiguous copy
+    is staged instead, and converted back.
     """
     storage = np.dtype(abi.storage_dtype(ary.dtype.name, device.target.narrowed))
     if storage != ary.dtype:
-        return _staged_narrowed(ary, device, storage)
+        return _staged_narrowed(ary, device, storage, write_back)
     item = ary.dtype.itemsize
     if any(s % item for s in ary.strides):
         raise LaunchError(f"an array with strides {ary.strides} not divisible by its "
@@ -327,7 +328,7 @@ def staged_host_array(ary, device):
     dev = DeviceArray(ary.shape, ary.dtype, buffer, ary.strides, -lo // item)
 
     def copy_back():
-        if hi > lo and ary.flags.writeable:
+        if hi > lo and write_back and ary.flags.writeable:
             buffer.read((ctypes.c_char * (hi - lo)).from_address(start))
         _release_transient(buffer)
 
@@ -362,13 +363,14 @@ def _release_transient(buffer):
             pool.setdefault(buffer.nbytes, []).append(buffer)
 
 
-def _staged_narrowed(ary, device, storage):
+def _staged_narrowed(ary, device, storage, write_back=True):
     narrow = np.ascontiguousarray(ary, dtype=storage)
     dev = DeviceArray(ary.shape, ary.dtype, device=device, storage=storage)
     dev.buffer.write(narrow)
 
     def copy_back():
-        if ary.flags.writeable:
+        # Not for an input: it would come back rounded to the narrow dtype.
+        if write_back and ary.flags.writeable:
             dev.buffer.read(narrow)
             ary[...] = narrow
 

@@ -7,10 +7,15 @@ import weakref
 
 from numba_vulkan import abi
 from numba_vulkan.errors import LaunchError
-from numba_vulkan.runtime import timing, vk
+from numba_vulkan.runtime import memory, timing, vk
 
 #: Recorded launches kept per pipeline for reuse.
 _RECORDED_LAUNCHES = 32
+
+#: Alignment of each launch's slot in the argument buffer: the largest
+#: ``minStorageBufferOffsetAlignment`` Vulkan allows, so no device limit
+#: needs asking.
+_SLOT_ALIGNMENT = 256
 
 
 class Pipeline:
@@ -20,6 +25,13 @@ class Pipeline:
     shader module, descriptor set layout, pipeline layout, pipeline and the
     packer of push constants. A launch with the same buffers, scalars and
     grid as a recent one resubmits that launch's recorded command buffer.
+
+    A kernel whose arguments do not all fit the push constant block reads
+    the rest from its argument buffer (see :mod:`numba_vulkan.abi`): one
+    host-visible buffer with a slot per recorded launch. A slot is written
+    once, when its launch is recorded, and reused only after that launch is
+    evicted, which waits for the device; so a launch in flight never sees
+    another's arguments, and kernels that fit the block pay nothing.
     """
 
     def __init__(self, device, spirv, params, push_size, entry="main", cache=None):
@@ -30,10 +42,14 @@ class Pipeline:
         self.push_size = push_size
         # Arrays, then the status buffer of a kernel compiled with checks.
         self.arrays = [p for p in self.params if p.kind in ("array", "status")]
+        self.args = next((p for p in self.params if p.kind == "args"), None)
+        bound = self.arrays + ([self.args] if self.args is not None else [])
         self.packer = struct.Struct(abi.push_format(self.params, push_size))
         if push_size > device.info.max_push_constants:
             raise LaunchError(f"the kernel's arguments need {push_size} bytes of push "
-                              f"constants; the device offers {device.info.max_push_constants}")
+                              f"constants; the device offers {device.info.max_push_constants}: "
+                              "compile it for this device's target (device.target), which "
+                              "puts what does not fit in the argument buffer")
         self._handles = []
         code = ffi.new("char[]", bytes(spirv))
         info = vk.new("VkShaderModuleCreateInfo*", {
@@ -46,10 +62,10 @@ class Pipeline:
         bindings = vk.new("VkDescriptorSetLayoutBinding[]", [
             {"binding": p.binding, "descriptorType": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
              "descriptorCount": 1, "stageFlags": v.VK_SHADER_STAGE_COMPUTE_BIT}
-            for p in self.arrays] or 1)
+            for p in bound] or 1)
         info = vk.new("VkDescriptorSetLayoutCreateInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-            "bindingCount": len(self.arrays), "pBindings": bindings})
+            "bindingCount": len(bound), "pBindings": bindings})
         out = vk.new("VkDescriptorSetLayout[1]")
         vk.check(lib.vkCreateDescriptorSetLayout(device.handle, info, ffi.NULL, out),
                  "vkCreateDescriptorSetLayout")
@@ -81,7 +97,7 @@ class Pipeline:
             cache.changed()
         sizes = vk.new("VkDescriptorPoolSize[1]", [{
             "type": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            "descriptorCount": max(1, len(self.arrays)) * _RECORDED_LAUNCHES}])
+            "descriptorCount": max(1, len(bound)) * _RECORDED_LAUNCHES}])
         info = vk.new("VkDescriptorPoolCreateInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
             "flags": v.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
@@ -91,6 +107,12 @@ class Pipeline:
                  "vkCreateDescriptorPool")
         self.descriptor_pool = out[0]
         self._recorded = collections.OrderedDict()
+        if self.args is not None:
+            self.args_size = abi.args_size(self.params)
+            self._slot_size = -(-self.args_size // _SLOT_ALIGNMENT) * _SLOT_ALIGNMENT
+            self._args_buffer = memory.Buffer(device, self._slot_size * _RECORDED_LAUNCHES,
+                                              host=True)
+            self._free_slots = list(range(_RECORDED_LAUNCHES))
         self._submit = device.stream.submit
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(
@@ -109,7 +131,8 @@ class Pipeline:
         lib.vkDestroyShaderModule(device.handle, shader, null)
 
     def pack(self, flat):
-        """The push constant block of a launch.
+        """The push constant block of a launch, then its argument buffer's
+        contents where the kernel has one.
 
         Args:
             flat: The workgroup counts along x, y and z, then each argument's
@@ -128,7 +151,8 @@ class Pipeline:
             groups: Workgroups along x, y and z.
             buffers: The :class:`~numba_vulkan.runtime.memory.Buffer` bound at
                 each array binding.
-            push: The push constant block from :meth:`pack`.
+            push: The push constant block from :meth:`pack` (followed by
+                the argument buffer's contents where the kernel has one).
         """
         # The buffers' count is fixed per pipeline, so their ids need no tuple of their own.
         key = (groups, push, *map(id, buffers))
@@ -149,13 +173,27 @@ class Pipeline:
                 if len(recorded) >= _RECORDED_LAUNCHES:
                     self._evict(recorded.popitem(last=False)[1])
                 entry = recorded[key] = self._record(groups, buffers, push)
-        timer = timing.active(self.device)
-        if timer is not None:
-            timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers))
-            return
-        self._submit(entry[0], (self, buffers))
+            timer = timing.active(self.device)
+            if timer is None:
+                # Submitted under the lock, so that the number an eviction
+                # waits for is the launch's last use.
+                entry[4] = self._submit(entry[0], (self, buffers))
+                return
+            # The timer submits a command buffer of its own, under a number
+            # not known here: an eviction waits for everything.
+            entry[4] = None
+        timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers))
 
     def _record(self, groups, buffers, push):
+        slot = self._free_slots.pop() if self.args is not None else None
+        try:
+            return self._record_in(groups, buffers, push, slot)
+        except BaseException:
+            if slot is not None:
+                self._free_slots.append(slot)
+            raise
+
+    def _record_in(self, groups, buffers, push, slot):
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         layouts = vk.new("VkDescriptorSetLayout[1]", [self.set_layout])
@@ -167,20 +205,28 @@ class Pipeline:
         vk.check(lib.vkAllocateDescriptorSets(self.device.handle, info, out),
                  "vkAllocateDescriptorSets")
         descriptor_set = out[0]
-        if buffers:
-            infos = vk.new("VkDescriptorBufferInfo[]", [
-                {"buffer": b.handle, "offset": 0, "range": 2 ** 64 - 1} for b in buffers])
+        bound = [(p, {"buffer": b.handle, "offset": 0, "range": 2 ** 64 - 1})
+                 for p, b in zip(self.arrays, buffers)]
+        if slot is not None:
+            # Free: its last launch was evicted, which waited for that launch.
+            start = slot * self._slot_size
+            self._args_buffer.mapped[start:start + self.args_size] = push[self.push_size:]
+            bound.append((self.args, {"buffer": self._args_buffer.handle, "offset": start,
+                                      "range": self.args_size}))
+        if bound:
+            infos = vk.new("VkDescriptorBufferInfo[]", [info for _, info in bound])
             writes = vk.new("VkWriteDescriptorSet[]", [
                 {"sType": v.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": descriptor_set,
                  "dstBinding": p.binding, "descriptorCount": 1,
                  "descriptorType": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                 "pBufferInfo": infos + k} for k, p in enumerate(self.arrays)])
-            lib.vkUpdateDescriptorSets(self.device.handle, len(buffers), writes, 0, ffi.NULL)
+                 "pBufferInfo": infos + k} for k, (p, _) in enumerate(bound)])
+            lib.vkUpdateDescriptorSets(self.device.handle, len(bound), writes, 0, ffi.NULL)
         stream = self.device.stream
         command_buffer = stream.allocate_command_buffer()
         with stream.recording(command_buffer, reusable=True):
             self._dispatch(command_buffer, groups, descriptor_set, push)
-        return command_buffer, descriptor_set, [weakref.ref(b) for b in buffers]
+        # The last element is the number of the launch's last submission.
+        return [command_buffer, descriptor_set, [weakref.ref(b) for b in buffers], slot, 0]
 
     def _dispatch(self, command_buffer, groups, descriptor_set, push):
         v = vk.module()
@@ -190,15 +236,23 @@ class Pipeline:
         lib.vkCmdBindDescriptorSets(command_buffer, v.VK_PIPELINE_BIND_POINT_COMPUTE,
                                     self.layout, 0, 1, sets, 0, ffi.NULL)
         if self.push_size:
-            data = ffi.new("char[]", push)
+            data = ffi.new("char[]", push[:self.push_size])
             lib.vkCmdPushConstants(command_buffer, self.layout, v.VK_SHADER_STAGE_COMPUTE_BIT,
-                                   0, len(push), data)
+                                   0, self.push_size, data)
         lib.vkCmdDispatch(command_buffer, *groups)
 
     def _evict(self, entry):
         v = vk.module()
-        command_buffer, descriptor_set, _ = entry
-        self.device.stream.synchronize()
+        command_buffer, descriptor_set, _, slot, last = entry
+        # Only this launch's work must be done before its command buffer,
+        # descriptor set and argument slot are reused; waiting for the whole
+        # queue made every launch with new scalars wait once 32 were recorded.
+        if last is None:
+            self.device.stream.synchronize()
+        else:
+            self.device.stream.wait_for(last)
+        if slot is not None:
+            self._free_slots.append(slot)
         self.device.stream.free_command_buffer(command_buffer)
         sets = vk.new("VkDescriptorSet[1]", [descriptor_set])
         vk.check(v.lib.vkFreeDescriptorSets(self.device.handle, self.descriptor_pool, 1, sets),

@@ -3,9 +3,10 @@
 Creating a pipeline makes the driver compile SPIR-V into machine code, which
 can cost more than our own compile (close to a second for a math-heavy kernel
 on lavapipe). A ``VkPipelineCache`` lets the driver reuse that work; this
-module keeps one per device in ``pipelines/`` below
-:func:`numba_vulkan.libclc.cache_directory`, so only the first process on a
-machine pays it. ``NUMBA_VULKAN_PIPELINE_CACHE=0`` turns it off.
+module keeps one per device in ``pipelines/`` below the cache directory,
+so only the first process on a machine pays it.
+``NUMBA_VULKAN_PIPELINE_CACHE=0`` turns it off, as does ``NUMBA_VULKAN_CACHE=0``;
+a cache directory that cannot be used keeps the cache in memory only.
 
 A file is named after, and its header records, the device's vendor ID,
 device ID, driver version and pipeline-cache UUID, with the SHA-256 of the
@@ -20,11 +21,10 @@ import hashlib
 import os
 import shutil
 import struct
-import tempfile
 import threading
 import weakref
 
-from numba_vulkan import config, libclc
+from numba_vulkan import config, files
 from numba_vulkan.runtime import vk
 
 #: Our header: magic, format, vendor ID, device ID, driver version,
@@ -36,13 +36,18 @@ _FORMAT = 1
 _VK_HEADER = struct.Struct("<IIII16s")
 _VK_HEADER_VERSION_ONE = 1
 
+#: Largest cache file read: drivers' caches of a process's kernels are far
+#: smaller, and a damaged or hostile file must not exhaust memory.
+_LIMIT = 256 << 20
+
 _lock = threading.Lock()
 _caches = weakref.WeakKeyDictionary()
 
 
 def directory():
-    """Where pipeline caches are kept."""
-    return os.path.join(libclc.cache_directory(), "pipelines")
+    """Where pipeline caches are kept, or None if the cache directory cannot be used."""
+    root = files.cache_root()
+    return os.path.join(root, "pipelines") if root else None
 
 
 def _identity(info):
@@ -131,9 +136,12 @@ class PipelineCache:
 
     def _read(self):
         try:
-            with open(self.path, "rb") as f:
-                blob = f.read()
-        except IsADirectoryError:
+            blob = files.read_regular(self.path, _LIMIT)
+        except FileNotFoundError:
+            return None
+        except files.FileProblem:
+            # Not a regular file of ours (a directory, a FIFO, a link to a
+            # device) or too large: replaced at the next save.
             self._discard()
             return None
         except OSError:
@@ -182,23 +190,21 @@ class PipelineCache:
 
 
 def _write_atomically(path, blob):
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".bin")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    files.write_atomic(path, blob)
 
 
 def for_device(device):
-    """The device's pipeline cache, made on first use; None if turned off."""
-    if not config.pipeline_cache():
+    """The device's pipeline cache, made on first use.
+
+    None if turned off (``NUMBA_VULKAN_PIPELINE_CACHE=0`` or
+    ``NUMBA_VULKAN_CACHE=0``); kept in memory only if the cache directory
+    cannot be used.
+    """
+    if not config.pipeline_cache() or not config.cache_enabled():
         return None
-    path = os.path.join(directory(), file_name(device.info))
+    folder = directory()
+    path = os.path.join(folder, file_name(device.info)) if folder else None
     with _lock:
         cache = _caches.get(device)
         # Settings are read at each use: a changed cache directory gets its own cache.

@@ -1,0 +1,459 @@
+"""One model of an LLVM module, as LLVM's optimiser prints it.
+
+Codegen passes parse the module text once, transform the model and print it
+once, instead of matching lines with regular expressions of their own.
+
+The model::
+
+    Module.items          in order: Global, Function, or a verbatim line
+                          (target triple, type definitions, attribute
+                          groups, metadata)
+    Module.globals        {"@name": Global}; Module.functions: [Function]
+    Global                name, prefix (linkage, addrspace(N), ... words),
+                          kind ("global" or "constant"), type, init (a value
+                          or None), tail (", align 16", verbatim)
+    Function              header (the ``define``/``declare`` line without
+                          its ``{``, verbatim), name, blocks (None for a
+                          declaration)
+    Block                 label (None for an unnamed entry block),
+                          instructions
+    Instruction           name ("%x" or None), opcode, flags, type,
+                          operands, tail; see its docstring
+    Operand               type (None where the instruction implies it),
+                          value, attrs (call parameter attributes)
+
+A value is a string (``%x``, ``@g``, ``42``, ``poison``, an aggregate
+constant written out) or an :class:`Instruction` without a name: a constant
+expression such as ``getelementptr (i8, ptr @g, i64 4)``, whose operands are
+parsed like an instruction's. Types are strings as LLVM prints them
+(``ptr addrspace(3)``, ``[16 x float]``). Attributes and metadata are kept
+verbatim in ``flags`` and ``tail``.
+
+Parts of the model compare by identity (``inst in block.instructions``
+finds that very instruction). Passes build new instructions from text with
+:func:`instruction`, e.g.
+``ir.instruction(f"{name} = add i64 {a}, 1")``. ``str()`` of any part of the
+model prints it as LLVM IR.
+"""
+
+from dataclasses import dataclass, field
+
+#: Opcodes whose text is ``op FLAGS OPERAND to TYPE``.
+CASTS = frozenset("trunc zext sext fptrunc fpext fptoui fptosi uitofp sitofp ptrtoint "
+                  "inttoptr bitcast addrspacecast".split())
+#: Opcodes that may open a constant expression: ``op FLAGS (OPERANDS)``.
+CONSTANT_OPCODES = CASTS | {"getelementptr", "add", "sub", "mul", "xor", "shl",
+                            "extractelement", "insertelement", "shufflevector"}
+_TYPE_WORDS = frozenset("void half bfloat float double fp128 x86_fp80 ptr label metadata "
+                        "token opaque".split())
+_CLOSE = {"(": ")", "[": "]", "{": "}", "<": ">"}
+
+
+# Tokens ---------------------------------------------------------------------
+
+def tokens(text):
+    """Split ``text`` into words and commas; a bracketed group (with what
+    precedes it up to a space, as in ``addrspace(3)``) or a quoted string
+    is one word. A ``;`` outside quotes ends the text."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch == ",":
+            out.append(",")
+            i += 1
+        elif ch == ";":
+            break
+        else:
+            j, depth = i, 0
+            while j < n:
+                ch = text[j]
+                if ch == '"':
+                    j = text.index('"', j + 1)
+                elif ch in _CLOSE:
+                    depth += 1
+                elif ch in ")]}>":
+                    depth -= 1
+                elif depth == 0 and (ch.isspace() or ch in ",;"):
+                    break
+                j += 1
+            out.append(text[i:j])
+            i = j
+    return out
+
+
+def _balanced(text):
+    depth, quoted = 0, False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in "([{<":
+            depth += 1
+        elif not quoted and ch in ")]}>":
+            depth -= 1
+    return depth <= 0
+
+
+def _groups(words):
+    """Split a token list at its commas."""
+    groups = [[]]
+    for word in words:
+        if word == ",":
+            groups.append([])
+        else:
+            groups[-1].append(word)
+    return groups
+
+
+def is_type(word):
+    """Whether a token starts a type."""
+    return (word in _TYPE_WORDS or word[0] in "[{<%" or word.startswith("target(")
+            or (word[0] == "i" and word[1:].isdigit()))
+
+
+def _take_type(words, i):
+    """The type starting at ``words[i]`` and the index after it."""
+    if words[i] == "ptr" and i + 1 < len(words) and words[i + 1].startswith("addrspace("):
+        return f"ptr {words[i + 1]}", i + 2
+    return words[i], i + 1
+
+
+def _take_value(words, i):
+    """The value starting at ``words[i]`` (a constant expression is parsed)
+    and the index after it."""
+    word = words[i]
+    if word in CONSTANT_OPCODES:
+        j = i + 1
+        while j < len(words) and not words[j].startswith("("):
+            j += 1
+        if j < len(words):
+            expr = Instruction(word, flags=words[i + 1:j])
+            _fill(expr, tokens(words[j][1:-1]))
+            return expr, j + 1
+    return word, i + 1
+
+
+# The model -------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Operand:
+    """A typed value: ``type attrs value``."""
+
+    type: object
+    value: object
+    attrs: str = ""
+
+    def __str__(self):
+        return " ".join(p for p in (self.type, self.attrs, str(self.value)) if p)
+
+
+@dataclass(eq=False)
+class Instruction:
+    """One instruction, or (without a name) a constant expression.
+
+    ``flags`` are the words between the opcode and the first operand
+    (``nsw``, ``inbounds``, ``eq``, ``volatile``, a call's ``fast`` or
+    ``noundef``); ``prefix`` a call's ``tail``. ``type`` is the type an
+    instruction names apart from its operands: the element type of ``load``,
+    ``getelementptr`` and ``alloca``, a cast's target, the result of
+    ``phi`` and ``call`` (a call's may carry its function type), ``ret
+    void``'s ``void``. ``operands`` are a call's arguments (``callee``
+    names the function), a phi's incoming values (``labels`` their blocks),
+    a switch's condition, default and then each case's value and label.
+    ``tail`` is the verbatim text after the operands (``, align 4``, a
+    call's ``#3``, an atomic's ordering, metadata).
+    """
+
+    opcode: str
+    operands: list = field(default_factory=list)
+    name: object = None
+    flags: list = field(default_factory=list)
+    type: object = None
+    tail: str = ""
+    prefix: str = ""
+    callee: str = ""
+    labels: list = field(default_factory=list)
+
+    def __str__(self):
+        ops = [str(o) for o in self.operands]
+        if self.opcode == "phi":
+            body = [self.type, ", ".join(f"[ {o.value}, {b} ]"
+                                         for o, b in zip(self.operands, self.labels))]
+        elif self.opcode == "call":
+            body = [self.type, f"{self.callee}({', '.join(ops)})"]
+        elif self.opcode == "switch":
+            cases = " ".join(f"{ops[k]}, {ops[k + 1]}" for k in range(2, len(ops), 2))
+            body = [f"{ops[0]}, {ops[1]} [ {cases} ]"]
+        elif self.opcode in CASTS:
+            body = [f"{ops[0]} to {self.type}"]
+        else:
+            body = [", ".join(([self.type] if self.type else []) + ops)]
+        words = [self.prefix, self.opcode, *self.flags]
+        if self.name is None and self.opcode in CONSTANT_OPCODES:
+            return " ".join(w for w in words if w) + f" ({' '.join(b for b in body if b)})"
+        text = " ".join(w for w in words + body if w) + self.tail
+        return f"{self.name} = {text}" if self.name else text
+
+    def values(self):
+        """Every value this instruction reads, constant expressions'
+        operands included, as ``(holder, value)`` pairs: assigning
+        ``holder.value`` replaces it."""
+        for operand in self.operands:
+            yield operand, operand.value
+            if isinstance(operand.value, Instruction):
+                yield from operand.value.values()
+
+
+def _fill(inst, words):
+    """Parse the words after an instruction's opcode into ``inst``."""
+    if inst.opcode == "call":
+        _fill_call(inst, words)
+        return
+    i = 0
+    while i < len(words) and not is_type(words[i]) and words[i] != ",":
+        i += 1
+    inst.flags.extend(words[:i])
+    words = words[i:]
+    if inst.opcode == "phi":
+        inst.type = words[0]
+        for incoming in words[1:]:
+            if incoming != ",":
+                value, label = _groups(tokens(incoming[1:-1]))
+                inst.operands.append(Operand(None, _take_value(value, 0)[0]))
+                inst.labels.append(label[0])
+        return
+    if inst.opcode == "switch":
+        first, second, *rest = _groups(words)
+        inst.tail = (", " + _join(rest)) if rest else ""
+        inst.operands = [Operand(*_take_type(first, 0)[:1], first[-1]),
+                         Operand("label", second[1])]
+        cases = [w for w in tokens(second[2][1:-1]) if w != ","]
+        for k in range(0, len(cases), 4):
+            ty, value, _, label = cases[k:k + 4]
+            inst.operands += [Operand(ty, value), Operand("label", label)]
+        return
+    groups = _groups(words)
+    for k, group in enumerate(groups):
+        if not group:
+            continue
+        if not is_type(group[0]) and (group[0] == "align" or group[0][0] in "!#"
+                                      or group[0].isalpha() and group[0] not in (
+                                          "true", "false", "null", "poison", "undef",
+                                          "zeroinitializer", "none")
+                                      and group[0] not in CONSTANT_OPCODES):
+            inst.tail = ", " + _join(groups[k:])
+            return
+        j, ty = 0, None
+        if is_type(group[0]) and (len(group) > 1 or k == 0):
+            ty, j = _take_type(group, 0)
+        if j == len(group):
+            # A type alone: what load, getelementptr and alloca name.
+            inst.type = ty
+            continue
+        value, j = _take_value(group, j)
+        inst.operands.append(Operand(ty, value))
+        rest = group[j:]
+        if rest and rest[0] == "to":
+            inst.type, j = _take_type(rest, 1)
+            rest = rest[j:]
+        if rest:
+            inst.tail = " " + _join([rest] + groups[k + 1:])
+            return
+
+
+def _fill_call(inst, words):
+    i = 0
+    while not is_type(words[i]):
+        i += 1
+    inst.flags.extend(words[:i])
+    inst.type, i = _take_type(words, i)
+    if words[i].startswith("("):
+        inst.type += " " + words[i]
+        i += 1
+    callee, _, args = words[i].partition("(")
+    inst.callee = callee
+    for group in _groups(tokens(args[:-1])):
+        if not group:
+            continue
+        ty, j = _take_type(group, 0)
+        value, end = _take_value(group, len(group) - 1)
+        # A constant expression argument spans several words.
+        for start in range(j, len(group)):
+            if group[start] in CONSTANT_OPCODES:
+                value, end = _take_value(group, start)
+                break
+        else:
+            start = len(group) - 1
+        inst.operands.append(Operand(ty, value, " ".join(group[j:start])))
+    rest = words[i + 1:]
+    inst.tail = (" " + _join(_groups(rest))) if rest else ""
+
+
+def _join(groups):
+    return ", ".join(" ".join(g) for g in groups)
+
+
+def instruction(text):
+    """Parse one instruction: ``[%name = ] opcode ...``."""
+    words = tokens(text)
+    name = None
+    if len(words) > 1 and words[1] == "=":
+        name, words = words[0], words[2:]
+    prefix = ""
+    if words[0] in ("tail", "musttail", "notail"):
+        prefix, words = words[0], words[1:]
+    inst = Instruction(words[0], name=name, prefix=prefix)
+    _fill(inst, words[1:])
+    return inst
+
+
+@dataclass(eq=False)
+class Block:
+    """A basic block."""
+
+    label: object
+    instructions: list = field(default_factory=list)
+
+    def __str__(self):
+        head = [f"{self.label}:"] if self.label is not None else []
+        return "\n".join(head + [f"  {inst}" for inst in self.instructions])
+
+    @property
+    def terminator(self):
+        return self.instructions[-1]
+
+
+@dataclass(eq=False)
+class Function:
+    """A function definition (``blocks``) or declaration (``blocks`` None)."""
+
+    header: str
+    blocks: object = None
+
+    @property
+    def name(self):
+        return next(w for w in tokens(self.header) if w.startswith("@")).partition("(")[0]
+
+    def instructions(self):
+        """Every instruction, in block order."""
+        for block in self.blocks or ():
+            yield from block.instructions
+
+    def __str__(self):
+        if self.blocks is None:
+            return self.header
+        return "\n".join([self.header + " {"] + [str(b) for b in self.blocks] + ["}"])
+
+
+@dataclass(eq=False)
+class Global:
+    """A module-level variable: ``name = prefix kind type init tail``."""
+
+    name: str
+    prefix: list
+    kind: str
+    type: str
+    init: object = None
+    tail: str = ""
+
+    @property
+    def addrspace(self):
+        for word in self.prefix:
+            if word.startswith("addrspace("):
+                return int(word[len("addrspace("):-1])
+        return 0
+
+    def __str__(self):
+        words = [self.name, "=", *self.prefix, self.kind, self.type]
+        if self.init is not None:
+            words.append(str(self.init))
+        return " ".join(words) + self.tail
+
+
+def _global(line):
+    words = tokens(line)
+    k = next(i for i, w in enumerate(words) if w in ("global", "constant"))
+    ty, j = _take_type(words, k + 1)
+    init = None
+    if j < len(words) and words[j] != ",":
+        init, j = _take_value(words, j)
+    tail = words[j:]
+    return Global(words[0], words[2:k], words[k], ty, init,
+                  (", " + _join(_groups(tail[1:]))) if tail else "")
+
+
+@dataclass(eq=False)
+class Module:
+    """A whole module; see the module docstring."""
+
+    items: list = field(default_factory=list)
+
+    @property
+    def functions(self):
+        return [item for item in self.items if isinstance(item, Function)]
+
+    @property
+    def globals(self):
+        return {item.name: item for item in self.items if isinstance(item, Global)}
+
+    def function(self, name):
+        """The function ``@name``."""
+        return next(f for f in self.functions if f.name == name)
+
+    def named_types(self):
+        """``{"%T": "{ i32, float }"}`` of the module's type definitions."""
+        types = {}
+        for item in self.items:
+            if isinstance(item, str) and item.startswith("%") and " = type " in item:
+                name, _, ty = item.partition(" = type ")
+                types[name] = ty
+        return types
+
+    def add(self, item, before=None):
+        """Add a Global, Function or verbatim line (text is parsed), before
+        the first function where ``before`` is None."""
+        if isinstance(item, str):
+            item = parse(item).items[0]
+        if before is None:
+            before = next((x for x in self.items if isinstance(x, Function)), None)
+        self.items.insert(self.items.index(before) if before is not None else len(self.items),
+                          item)
+        return item
+
+    def __str__(self):
+        return "\n\n".join(str(item) for item in self.items) + "\n"
+
+
+def parse(text):
+    """Parse module text as LLVM prints it into a :class:`Module`."""
+    module, function, pending = Module(), None, ""
+    for raw in text.splitlines():
+        line = (pending + " " + raw.strip()) if pending else raw.rstrip()
+        stripped = line.strip()
+        if not stripped or stripped.startswith(";"):
+            continue
+        if function is not None and not _balanced(stripped):
+            pending = stripped
+            continue
+        pending = ""
+        if function is not None:
+            if stripped == "}":
+                function = None
+            elif not line[0].isspace() and tokens(stripped)[0].endswith(":"):
+                function.blocks.append(Block(tokens(stripped)[0][:-1]))
+            else:
+                if not function.blocks:
+                    function.blocks.append(Block(None))
+                function.blocks[-1].instructions.append(instruction(stripped))
+        elif stripped.startswith("define "):
+            function = Function(stripped.removesuffix("{").rstrip(), [])
+            module.items.append(function)
+        elif stripped.startswith("declare "):
+            module.items.append(Function(stripped))
+        elif stripped.startswith("@") and any(w in ("global", "constant")
+                                              for w in tokens(stripped)[2:]):
+            module.items.append(_global(stripped))
+        else:
+            module.items.append(stripped)
+    return module
