@@ -5,50 +5,17 @@ inputs. The inputs are chosen so that the results are exact: integers, or
 floats whose sums are integers, so no test depends on the order in which a
 device adds.
 
-Programs that fail on main today are named in :data:`KNOWN_FAILURES` with the
-issue item that fixes them; their tests are strict xfails (an unexpected pass
-fails, so a fix must take the name out of the set), and each has a focused
-test in ``tests/test_limitations.py`` and an entry in ``docs/limitations.md``.
+Several of these failed before issue 10's fixes (complex128 workgroup tiles,
+the uint8 lookup table, six 2-d arguments, loops of more than 65535 trips
+on lavapipe); all pass now.
 """
 
 import math
 
 import numba
 import numpy as np
-import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.runtime.device import current_device
-
-#: Corpus tests that fail on main: test name -> (why, the device type it
-#: fails on or None for every device).
-KNOWN_FAILURES = {
-    "test_shared_tile_matmul_complex128": (
-        "issue 10 item 4: complex128 values in workgroup arrays (the SPIR-V backend aborts)",
-        None),
-    "test_shared_tile_transpose_complex128": (
-        "issue 10 item 4: complex128 values in workgroup arrays (the SPIR-V backend aborts)",
-        None),
-    "test_lookup_table_uint8": (
-        "issue 10 item 3: a global uint8 NumPy array read in a kernel", None),
-    "test_stencil_with_six_2d_arrays": (
-        "issue 10 item 6: more than 128 bytes of arguments", None),
-    "test_loop_of_a_million_trips": (
-        "issue 10 item 9: lavapipe leaves loops after 65535 iterations", "cpu"),
-    "test_long_data_dependent_loops": (
-        "issue 10 item 9: lavapipe leaves loops after 65535 iterations", "cpu"),
-}
-
-
-@pytest.fixture(autouse=True)
-def _known_failure(request):
-    """A strict xfail for the tests of :data:`KNOWN_FAILURES`."""
-    known = KNOWN_FAILURES.get(request.node.originalname)
-    if known:
-        reason, device_type = known
-        if device_type is None or current_device().info.device_type == device_type:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
 
 TILE = 16
 TILE_PADDED = TILE + 1
