@@ -235,3 +235,33 @@ def test_large_private_arrays_filled_in_loops(rng):
     expected = np.zeros_like(out)
     numba.njit(_large_private)(a, expected)
     np.testing.assert_array_equal(out, expected)
+
+
+@nv.jit
+def chosen_arrays(a, out):
+    """A select between two workgroup arrays and between two private ones:
+    one array each, indexed, since Vulkan has no choice between pointers."""
+    x = nv.shared.array(GROUP, np.float32)
+    y = nv.shared.array(GROUP, np.float32)
+    t = nv.local_id(0)
+    x[t] = a[t]
+    y[t] = -a[t]
+    nv.barrier()
+    p = nv.local.array(4, np.float32)
+    q = nv.local.array(4, np.float32)
+    for k in range(4):
+        p[k] = a[t] + k
+        q[k] = a[t] - k
+    shared = x if t % 2 == 0 else y
+    private = p if a[t] > 4 else q
+    out[t] = shared[(t + 1) % GROUP] * 100 + private[t % 4]
+
+
+def test_pointer_chosen_between_arrays(rng):
+    a = rng.integers(0, 9, GROUP).astype(np.float32)
+    out = np.zeros(GROUP, np.float32)
+    chosen_arrays[1, GROUP](a, out)
+    t = np.arange(GROUP)
+    shared = np.where(t % 2 == 0, a[(t + 1) % GROUP], -a[(t + 1) % GROUP])
+    private = np.where(a > 4, a + t % 4, a - t % 4)
+    np.testing.assert_array_equal(out, shared * 100 + private)
