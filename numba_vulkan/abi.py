@@ -23,6 +23,10 @@ The interface, version 2:
   invocation that raises writes the exception's code (a key of the compiled
   kernel's ``metadata["exceptions"]``) to word 0 and its global invocation
   id to words 1 to 3; the runtime raises the exception after the launch.
+* A kernel compiled for a target with a loop limit (lavapipe's) whose code
+  has loops gets that status buffer too, even without error checks: an
+  invocation whose loops reached the limit writes :data:`LOOP_LIMIT_CODE`
+  there the same way (see :mod:`numba_vulkan.codegen.looplimit`).
 * The push constant block starts with :data:`HEADER_SIZE` bytes that the
   runtime fills: the number of workgroups along x, y and z as 32-bit
   unsigned integers, then padding. Scalars and array fields follow in
@@ -69,6 +73,10 @@ _NARROWED_BY = {"float64": "float64", "int64": "int64", "uint64": "int64",
 
 #: Words of the status buffer of a kernel compiled with error checks.
 STATUS_WORDS = 4
+
+#: The status code of an invocation whose loops reached the target's loop
+#: limit (below the codes of raise sites, which start at 1024).
+LOOP_LIMIT_CODE = 2
 
 
 @dataclass(frozen=True)

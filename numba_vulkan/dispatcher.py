@@ -39,9 +39,17 @@ def _dim3(value, what):
     # Exactly int: a bool or an int subclass takes the general path.
     if type(value) is int and value > 0:
         return (value, 1, 1)
-    if isinstance(value, (int, np.integer)):
-        value = (int(value),)
-    value = tuple(int(v) for v in value)
+    items = (value,) if isinstance(value, (int, float, np.number)) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = (value,)
+    for item in items:
+        # int() would make 10.9 groups 10, silently.
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not "
+                            f"{value!r} ({item!r} is not an int)")
+    value = tuple(int(v) for v in items)
     if not 1 <= len(value) <= 3 or any(v < 1 for v in value):
         raise LaunchError(f"{what} must be a positive int or a tuple of 1 to 3 of them, "
                           f"not {value}")
@@ -62,10 +70,10 @@ class _Plan:
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
-        # Argument positions of the arrays the kernel may write.
+        # Per argument: whether it is an array the kernel may write.
         written = modulecheck.written_bindings(kernel.spirv)
-        self.written = frozenset(k for k, p in enumerate(kernel.params)
-                                 if p.kind == "array" and p.binding in written)
+        self.written = tuple(p.kind == "array" and p.binding in written
+                             for p in kernel.params if p.kind in ("array", "scalar"))
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
                                  cache=pipeline_cache.for_device(device))
         # Where a kernel compiled with error checks reports the first error.
@@ -79,18 +87,29 @@ class _Plan:
         self.status.buffer.read(words)
         if words[0]:
             self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
+            invocation = tuple(int(w) for w in words[1:4])
+            if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
+                raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
-            raise _kernel_exception(description, self.kernel.name, tuple(int(w) for w in words[1:4]))
+            raise _kernel_exception(description, self.kernel.name, invocation)
+
+
+def _loop_limit_error(kernel, invocation):
+    limit = kernel.metadata["loop_limit"]
+    return LaunchError(
+        f"kernel {kernel.name} hit the device's loop limit in invocation {invocation}: the "
+        f"driver (lavapipe) leaves every loop of an invocation after {limit} loop trips, all "
+        "loops together, so the launch's results are incomplete. Give each invocation fewer "
+        "trips (more invocations, shorter loops) or run on a GPU.")
 
 
 def _refuse_read_only(dispatcher, plan, args, value):
     """Raise for a read-only NumPy array where the kernel writes: its writes
     would be lost (the array cannot take the results back)."""
-    position = next(k for k, a in enumerate(args) if a is value)
-    if position in plan.written:
-        raise LaunchError(f"{dispatcher.__qualname__}(): parameter "
-                          f"{plan.params[position].name!r} is a read-only array, and the "
-                          "kernel writes it; pass a writable array (a copy)")
+    position = next(k for k, a in enumerate(args) if a is value and plan.written[k])
+    raise LaunchError(f"{dispatcher.__qualname__}(): parameter "
+                      f"{plan.params[position].name!r} is a read-only array, and the "
+                      "kernel writes it; pass a writable array (a copy)")
 
 
 def _scalar_error(dispatcher, plan, args):
@@ -141,7 +160,9 @@ class LaunchConfiguration:
         self.threads = threads
 
     def __call__(self, *args):
-        self.dispatcher._launch(self.groups, self.threads, args)
+        # forall(0): there is nothing to cover.
+        if self.groups[0]:
+            self.dispatcher._launch(self.groups, self.threads, args)
 
 
 class VulkanDispatcher:
@@ -174,11 +195,16 @@ class VulkanDispatcher:
         return LaunchConfiguration(self, _dim3(config[0], "groups"), _dim3(config[1], "threads"))
 
     def forall(self, n, threads=None):
-        """A launch configuration covering ``n`` invocations along x."""
+        """A launch configuration covering ``n`` invocations along x; for
+        ``n == 0`` one that launches nothing."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"forall(n): n must be an int, not {n!r}")
+        if n < 0:
+            raise ValueError(f"forall(n): n must not be negative, not {n}")
         if threads is None:
             limit = current_device().info.max_workgroup_invocations
             threads = min(FORALL_THREADS, limit)
-        groups = max(1, -(-int(n) // threads))
+        groups = -(-int(n) // threads)
         return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1))
 
     def __call__(self, *args, **kwargs):
@@ -293,12 +319,12 @@ class VulkanDispatcher:
                                 f"arguments, {len(args)} were given")
             plan = self._plan(sig, threads, device)
         buffers, flat, copy_backs = [], [*groups], None
-        for value, kind in zip(args, plan.kinds):
+        for value, kind, written in zip(args, plan.kinds, plan.written):
             if kind == _ARRAY:
                 if isinstance(value, np.ndarray):
-                    if not value.flags.writeable and plan.written:
+                    if written and not value.flags.writeable:
                         _refuse_read_only(self, plan, args, value)
-                    value, copy_back = memory.staged_host_array(value, device)
+                    value, copy_back = memory.staged_host_array(value, device, written)
                     if copy_backs is None:
                         copy_backs = []
                     copy_backs.append(copy_back)

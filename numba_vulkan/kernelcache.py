@@ -727,7 +727,8 @@ def store_kernel(name, entry):
 # What the dispatcher calls --------------------------------------------------
 
 #: A module found in the ``kernels/`` tier.
-CachedModule = namedtuple("CachedModule", "spirv llvm_ir capabilities")
+CachedModule = namedtuple("CachedModule", "spirv llvm_ir capabilities loop_check",
+                          defaults=(False,))
 
 
 def _options(options):
@@ -773,7 +774,8 @@ def load_module(name, label):
     entry = _lookup("kernels", name, label, _check_module)
     if entry is None:
         return None
-    return CachedModule(entry["spirv"], entry["llvm_ir"], entry["capabilities"])
+    return CachedModule(entry["spirv"], entry["llvm_ir"], entry["capabilities"],
+                        entry.get("loop_check") is True)
 
 
 def store_module(name, module, label):
@@ -782,6 +784,7 @@ def store_module(name, module, label):
         return
     store(name, {"spirv": module.spirv, "llvm_ir": module.llvm_ir,
                  "capabilities": list(module.capabilities), "kernel": label,
+                 "loop_check": bool(module.loop_check),
                  "validated": config.validate()})
 
 

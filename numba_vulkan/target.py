@@ -14,6 +14,11 @@ _VULKAN_VERSIONS = {
     (1, 3): ("1.6", "vulkan1.3"),
 }
 
+#: Loop trips lavapipe (Mesa's llvmpipe) runs per SIMD group, all loops of
+#: a kernel together, before it leaves every loop: LP_MAX_TGSI_LOOP_ITERATIONS
+#: in Mesa's gallivm, 65535 in every Mesa release so far.
+LAVAPIPE_LOOP_LIMIT = 65535
+
 
 @dataclass(frozen=True)
 class TargetDescription:
@@ -30,6 +35,11 @@ class TargetDescription:
         float32_atomic_add: Whether the devices add float32 atomically in
             hardware (``VK_EXT_shader_atomic_float``); if not, a float atomic
             add is a compare-and-swap loop, which works everywhere.
+        loop_limit: Loop trips after which the driver leaves every loop of
+            an invocation, silently (lavapipe counts 65535 per SIMD group,
+            all loops together); 0 for none. Kernels for such a target
+            unroll innermost loops and report reaching the limit as a
+            LaunchError (see :mod:`numba_vulkan.codegen.looplimit`).
     """
 
     vulkan: tuple = (1, 2)
@@ -37,11 +47,14 @@ class TargetDescription:
     int64: bool = True
     max_push_constants: int = 128
     float32_atomic_add: bool = False
+    loop_limit: int = 0
 
     def __post_init__(self):
         if tuple(self.vulkan) not in _VULKAN_VERSIONS:
             known = ", ".join(f"{a}.{b}" for a, b in _VULKAN_VERSIONS)
             raise ValueError(f"Vulkan {self.vulkan} is not supported; use one of {known}")
+        if not isinstance(self.loop_limit, int) or self.loop_limit < 0:
+            raise ValueError(f"loop_limit must be a non-negative int, not {self.loop_limit!r}")
 
     @property
     def narrowed(self):
@@ -69,6 +82,8 @@ class TargetDescription:
         key = [list(self.vulkan), self.float64, self.int64, self.max_push_constants]
         if self.float32_atomic_add:
             key.append("float32_atomic_add")
+        if self.loop_limit:
+            key.append(f"loop_limit={self.loop_limit}")
         return key
 
     @classmethod
@@ -76,10 +91,14 @@ class TargetDescription:
         """The description whose :meth:`key` is ``key``; ValueError if malformed."""
         try:
             vulkan, float64, int64, push, *optional = key
-            if any(name != "float32_atomic_add" for name in optional):
+            limits = [name for name in optional if str(name).startswith("loop_limit=")]
+            if any(name != "float32_atomic_add" for name in optional if name not in limits) \
+                    or len(limits) > 1:
                 raise ValueError(f"unknown target features {optional}")
+            loop_limit = int(limits[0].split("=", 1)[1]) if limits else 0
             return cls(tuple(vulkan), bool(float64), bool(int64), int(push),
-                       float32_atomic_add="float32_atomic_add" in optional)
+                       float32_atomic_add="float32_atomic_add" in optional,
+                       loop_limit=loop_limit)
         except TypeError as exc:
             raise ValueError(f"not a target description: {key!r}") from exc
 

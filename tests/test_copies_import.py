@@ -107,12 +107,25 @@ def test_device_arrays_through_dma(monkeypatch, rng, import_on):
     np.testing.assert_array_equal(dev.copy_to_host()[5:9], host[:4])
 
 
-def test_uncached_mapping_is_read_by_dma(rng):
+def test_uncached_mapping_is_read_by_dma(rng, monkeypatch):
     """Writes go through the mapping; reads of uncached memory do not."""
     buffer = Buffer(current_device(), 20_000)
     data = rng.integers(0, 256, 12_345, dtype=np.uint8)
     buffer.write(data, 3)
     buffer.readable = False
+
+    real_view = Buffer.host_view
+
+    def through_the_mapping(self):
+        # Staging buffers are mapped on purpose; this one must not be read so.
+        assert self is not buffer, "read uncached memory through its mapping"
+        return real_view(self)
+    monkeypatch.setattr(Buffer, "host_view", through_the_mapping)
+    copies = []
+    real_read = transfer.read
+    monkeypatch.setattr(transfer, "read", lambda *args: (copies.append(args),
+                                                         real_read(*args)))
     out = np.zeros_like(data)
     buffer.read(out, 3)
     np.testing.assert_array_equal(out, data)
+    assert len(copies) == 1

@@ -175,8 +175,8 @@ def _sync(out):
     nv.syncthreads()
 
 
-def _grid(out):
-    out[nv.grid(1)] = 1
+def _laneid(out):
+    out[nv.laneid] = 1
 
 
 def _atomic_inc(out):
@@ -193,8 +193,8 @@ def _no_such(out):
      "nv.local_id(0))"),
     (_sync, "nv.syncthreads()", "numba_vulkan has no attribute 'syncthreads'",
      "numba.cuda's syncthreads is nv.barrier() in numba_vulkan"),
-    (_grid, "nv.grid(1)", "numba_vulkan has no attribute 'grid'",
-     "cuda.grid(1) is nv.global_id(0)"),
+    (_laneid, "nv.laneid", "numba_vulkan has no attribute 'laneid'",
+     "numba.cuda's laneid has no numba_vulkan equivalent"),
     (_atomic_inc, "nv.atomic.inc", "numba_vulkan.atomic has no attribute 'inc'",
      "nv.atomic.add(array, index, 1)"),
     (_no_such, "nv.foo", "numba_vulkan has no attribute 'foo'", None),
@@ -280,3 +280,18 @@ def test_a_signature_that_does_not_fit_is_a_compiler_error():
     with pytest.raises(nv.CompilerError, match=r"copy: .*test_errors.py:\d+: it takes 2 "
                                                r"arguments, 1 types were given"):
         nv.jit(copy.py_func).compile("void(float32[::1])")
+
+
+def _builds_a_list(out):
+    values = [1.0, 2.0]
+    out[0] = values[1]
+
+
+def test_a_construct_the_target_cannot_lower_names_its_line():
+    with pytest.raises(nv.UnsupportedError) as info:
+        nv.jit(_builds_a_list).compile("void(float32[::1])")
+    message = str(info.value)
+    line = _line_of(_builds_a_list, "values = [")
+    assert message.startswith(f"cannot compile kernel _builds_a_list: {__file__}:{line}: "
+                              "kernels cannot use this construct")
+    assert "    values = [1.0, 2.0]" in message

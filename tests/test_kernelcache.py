@@ -71,8 +71,8 @@ def _build_once(monkeypatch):
                tuple(job.threads), job.target)
         if config.dump_dir() or key not in _built:
             done = stages.run(job, original)
-            _built[key] = (done.spirv, done.llvm_ir)
-        job.spirv, job.llvm_ir = _built[key]
+            _built[key] = (done.spirv, done.llvm_ir, done.loop_check)
+        job.spirv, job.llvm_ir, job.loop_check = _built[key]
         return job.spirv
 
     original = _replace_codegen(monkeypatch, shared_codegen)

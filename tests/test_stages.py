@@ -33,6 +33,10 @@ def add_and_max(x, out):
         nv.atomic.max(out, 1, x[i])
 
 
+with open(__file__) as _source:
+    DEF_LINE = next(k for k, line in enumerate(_source, 1) if line.startswith("def scale("))
+
+
 def expected_scale(x):
     return np.array([2 * x[i] + x[:i % 4].sum(dtype=np.float32) for i in range(x.size)],
                     np.float32)
@@ -141,9 +145,10 @@ def test_an_unexpected_exception_in_a_stage_is_a_compiler_error(uncached, monkey
     with pytest.raises(nv.CompilerError) as info:
         nv.jit(scale.py_func).compile(SIG)
     message = str(info.value)
-    line = scale.py_func.__code__.co_firstlineno
-    assert message == (f"cannot compile kernel scale: {__file__}:{line}: internal error in "
-                       "stage int32: KeyError: 'nv.block.7'")
+    assert message.splitlines() == [
+        f"cannot compile kernel scale: {__file__}:{DEF_LINE}: internal error in stage int32: "
+        "KeyError: 'nv.block.7'",
+        "    def scale(x, out):"]
     assert isinstance(info.value.__cause__, KeyError)
     assert info.value.stage == "int32" and info.value.kernel == "scale"
 
@@ -157,8 +162,7 @@ def test_a_pass_error_names_kernel_line_and_stage(uncached, monkeypatch):
     monkeypatch.setattr(stages, "STAGES", table)
     with pytest.raises(nv.UnsupportedError) as info:
         nv.jit(scale.py_func).compile(SIG)
-    line = scale.py_func.__code__.co_firstlineno
-    assert str(info.value) == (f"cannot compile kernel scale: {__file__}:{line}: stage "
+    assert str(info.value) == (f"cannot compile kernel scale: {__file__}:{DEF_LINE}: stage "
                                "legalize: a construct Vulkan cannot express")
     assert info.value.stage == "legalize"
 
@@ -211,3 +215,13 @@ def test_compiler_and_codegen_layers_import_nothing_above_them():
                     continue
                 offenders += [f"{layer}/{name}: {m}" for m in modules if m.startswith(above)]
     assert not offenders
+
+
+def test_every_setting_config_reads_is_documented():
+    from numba_vulkan import config
+    with open(config.__file__) as f:
+        read = set(re.findall(r'"(NUMBA_VULKAN_[A-Z0-9_]+)"', f.read()))
+    with open(os.path.join(DOCS, "settings.md")) as f:
+        documented = set(re.findall(r"^\| `(NUMBA_VULKAN_[A-Z0-9_]+)` \|", f.read(), re.M))
+    assert "NUMBA_VULKAN_DUMP_STAGES" in read
+    assert read <= documented, sorted(read - documented)

@@ -9,6 +9,8 @@ A manifest is YAML (see ``docs/aot.md``)::
       - name: full                     # 64-bit types as written
       - name: narrow                   # float64/int64 narrowed
         narrow: true
+      - name: lavapipe                 # counts loop trips against a limit
+        loop_limit: 65535
     kernels:
       - function: examples.saxpy:saxpy
         signatures: ["void(float32, float32[::1], float32[::1])"]
@@ -41,7 +43,7 @@ DEFAULT_OUTPUT = "aot"
 DEFAULT_TARGET_ENV = "vulkan1.2"
 
 _TOP = ("version", "output", "target_env", "profiles", "kernels")
-_PROFILE = ("name", "narrow", "target_env")
+_PROFILE = ("name", "narrow", "target_env", "loop_limit")
 _KERNEL = ("function", "signatures", "threads", "options", "profiles")
 #: Options a manifest may set, and the values each takes.
 _OPTIONS = {"fastmath": (bool,), "error_model": ("numpy", "python"), "boundscheck": (bool,),
@@ -59,16 +61,21 @@ class Profile:
         narrow: Whether float64 and int64 are narrowed to 32 bits.
         target_env: The Vulkan environment (``vulkan1.2``) to build and validate for.
         line: Where the manifest defines it.
+        loop_limit: Loop trips per invocation after which the devices leave
+            every loop (65535 for lavapipe), 0 for none: the kernels unroll
+            their loops and report reaching it (see ``docs/aot.md``).
     """
 
     name: str
     narrow: bool
     target_env: str
     line: int = 0
+    loop_limit: int = 0
 
     def target(self):
         """The :class:`~numba_vulkan.target.TargetDescription` of the profile."""
-        return TargetDescription.from_env(self.target_env, narrow=self.narrow)
+        target = TargetDescription.from_env(self.target_env, narrow=self.narrow)
+        return target.with_features(loop_limit=self.loop_limit)
 
 
 @dataclass
@@ -183,7 +190,11 @@ class _Reader:
         return value
 
     def plain(self, node):
-        return self.constructor.construct_object(node, deep=True)
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            # Such as a !!python/... tag, which the safe loader refuses.
+            raise self.error(node, f"{exc}".replace("\n", " ")) from None
 
 
 def load(path):
@@ -271,7 +282,13 @@ def _profiles(reader, node, target_env):
                   if "narrow" in fields else False)
         env = (_target_env(reader, fields["target_env"], f"{where}.target_env")
                if "target_env" in fields else target_env)
-        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1))
+        loop_limit = 0
+        if "loop_limit" in fields:
+            loop_limit = reader.scalar(fields["loop_limit"], f"{where}.loop_limit", (int,))
+            if loop_limit < 0:
+                raise reader.error(fields["loop_limit"], f"{where}.loop_limit {loop_limit!r}: "
+                                   "give a number of loop trips (65535 for lavapipe), or 0")
+        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1, loop_limit))
     return profiles
 
 
@@ -312,6 +329,10 @@ def _kernel(reader, node, k, profile_names):
                       profiles)
 
 
+#: Most invocations in a workgroup that any device this package targets runs.
+MAX_INVOCATIONS = 1024
+
+
 def _shape(reader, node, where):
     if isinstance(node, yaml.ScalarNode):
         values = [reader.scalar(node, where, (int,))]
@@ -321,6 +342,12 @@ def _shape(reader, node, where):
     if not 1 <= len(values) <= 3 or any(v < 1 for v in values):
         raise reader.error(node, f"{where}: a workgroup shape is 1 to 3 positive integers, "
                                  f"such as [256] or [16, 16], not {values}")
+    invocations = values[0] * (values[1] if len(values) > 1 else 1) * (
+        values[2] if len(values) > 2 else 1)
+    if invocations > MAX_INVOCATIONS:
+        raise reader.error(node, f"{where}: a workgroup of {values} is {invocations} "
+                                 f"invocations; devices run at most {MAX_INVOCATIONS} "
+                                 "(most GPUs and lavapipe), so no launch could use it")
     return tuple(values) + (1,) * (3 - len(values))
 
 
@@ -344,7 +371,7 @@ def _import(manifest, spec):
         sys.path.insert(0, manifest.directory)
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # whatever the module raises is the user's to see
+    except (Exception, SystemExit) as exc:  # whatever the module raises is the user's to see
         raise ManifestError(f"cannot import module {module_name!r} of {spec.function}: "
                             f"{type(exc).__name__}: {exc}", manifest.path, spec.line) from None
     value = module

@@ -13,8 +13,8 @@ process.
 
 from numba_vulkan import config
 from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
-                                   logical, narrow, optimize, rounding, strip, structurize,
-                                   validate, workarounds)
+                                   logical, looplimit, narrow, optimize, rounding, strip,
+                                   structurize, validate, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -50,6 +50,15 @@ def logical_addressing(job):
     return job.text
 
 
+def unroll_hints(job):
+    """``job.text`` with every innermost loop marked to be unrolled
+    :data:`~numba_vulkan.codegen.looplimit.UNROLL` times, on a target with a
+    loop limit (lavapipe's): the driver then counts a fraction of the trips."""
+    if job.target.loop_limit:
+        job.text = looplimit.hint_unrolling(job.text, ENTRY_POINT, looplimit.UNROLL)
+    return job.text
+
+
 def reoptimise(job):
     """``job.module``: ``job.text`` optimised again, with what the rewrite exposed."""
     job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
@@ -59,8 +68,17 @@ def reoptimise(job):
 
 def structure(job):
     """``job.text``: ``job.module`` with structured control flow (loops left by
-    breaks where ``job.breaks`` allows)."""
-    job.text = str(structurize.structurize(job.module, _machine(job), ENTRY_POINT, job.breaks))
+    breaks where ``job.breaks`` allows). On a target with a loop limit, a
+    kernel with loops counts its trips and reports reaching the limit in its
+    status buffer (``job.status``); ``job.loop_check`` says whether it does."""
+    instrument = None
+    job.loop_check = False
+    if job.target.loop_limit:
+        def instrument(function, loops):
+            job.loop_check = True
+            return looplimit.count_trips(function, loops, job.target.loop_limit, job.status)
+    job.text = str(structurize.structurize(job.module, _machine(job), ENTRY_POINT, job.breaks,
+                                           instrument=instrument))
     return job.text
 
 

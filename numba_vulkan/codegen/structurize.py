@@ -862,7 +862,7 @@ def _run(module, tm, add_passes):
     pm.run(module, pb)
 
 
-def structurize(module, tm, entry="main", breaks=True):
+def structurize(module, tm, entry="main", breaks=True, instrument=None):
     """Restructure the control flow of ``entry`` in ``module``.
 
     Args:
@@ -871,6 +871,10 @@ def structurize(module, tm, entry="main", breaks=True):
         tm: The SPIR-V target machine.
         breaks: Let innermost loops with few exits leave by breaks; False
             sends every exit through a flag in the loop's latch.
+        instrument: Called with the structured function (in ``reg2mem``
+            form) and its loops, if it has any, to add code that keeps the
+            structure (:func:`numba_vulkan.codegen.looplimit.count_trips`);
+            returns the module-level declarations that code needs.
 
     Returns:
         A new module whose ``entry`` has structured control flow.
@@ -885,12 +889,18 @@ def structurize(module, tm, entry="main", breaks=True):
     lines = str(module).splitlines()
     start, end = _function_bounds(lines, entry)
     function = _Function(lines[start + 1:end], breaks)
-    function.structure(function.normalise_loops())
-    declaration = f"declare i32 @{markers.PUSH}i32(i32)"
-    if function.uses_push and not any(line.startswith(declaration) for line in lines):
-        lines[start:start] = [declaration]
-        start += 1
-        end += 1
+    loops = function.normalise_loops()
+    function.structure(loops)
+    declarations = [f"declare i32 @{markers.PUSH}i32(i32)"] if function.uses_push else []
+    if instrument is not None and loops:
+        declarations += instrument(function, loops)
+    for declaration in declarations:
+        name = re.search(r"@[-\w.$]+", declaration).group(0)
+        if not any(line.startswith(f"{name} ") or
+                   (line.startswith("declare ") and f" {name}(" in line) for line in lines):
+            lines[start:start] = [declaration]
+            start += 1
+            end += 1
     text = "\n".join(lines[:start + 1] + function.text() + lines[end:]) + "\n"
     result = llvm.parse_assembly(text)
     result.verify()

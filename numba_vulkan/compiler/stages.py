@@ -82,6 +82,10 @@ class Compilation:
         llvm_ir: The IR handed to the backend.
         spirv: The SPIR-V module.
         capabilities: The SPIR-V capabilities it declares.
+        status: The binding of the kernel's status buffer: its own, or on a
+            target with a loop limit the one after the arrays.
+        loop_check: Whether the module reports reaching the target's loop
+            limit there (:mod:`numba_vulkan.codegen.looplimit`).
     """
 
     pyfunc: object
@@ -102,6 +106,8 @@ class Compilation:
     llvm_ir: str = None
     spirv: bytes = None
     capabilities: list = None
+    status: int = None
+    loop_check: bool = False
 
     @property
     def label(self):
@@ -130,6 +136,8 @@ def _numba(job):
     job.kernel_ir = kernel_ir
     job.sources = kernel_ir.modules
     job.bindings = abi.bindings(kernel_ir.params)
+    job.status = next((p.binding for p in kernel_ir.params if p.kind == "status"),
+                      len(job.bindings))
     return "\n".join(kernel_ir.modules)
 
 
@@ -154,6 +162,7 @@ def _lookup(job):
         return None
     job.spirv, job.llvm_ir = cached.spirv, cached.llvm_ir
     job.capabilities = list(cached.capabilities)
+    job.loop_check = cached.loop_check
     return FINISHED
 
 
@@ -194,7 +203,7 @@ def _repair(job):
 def _store(job):
     job.capabilities = spirv.capabilities(job.spirv)
     kernelcache.store_module(job.cache_key, kernelcache.CachedModule(
-        job.spirv, job.llvm_ir, job.capabilities), job.label)
+        job.spirv, job.llvm_ir, job.capabilities, job.loop_check), job.label)
     return None
 
 
@@ -211,10 +220,13 @@ STAGES = (
           "`llvm.memcpy` of a whole array", llvm=True),
     Stage("logical", _logical, "logical addressing: every load and store goes through a "
           "buffer handle and an element index instead of a byte address", llvm=True),
+    Stage("unroll", _codegen("unroll_hints"), "on a target with a loop limit (lavapipe's), "
+          "innermost loops are marked to be unrolled 16 times"),
     Stage("reoptimize", _codegen("reoptimise"), "optimised again, with what the rewrite "
           "exposed", llvm=True),
     Stage("structurize", _codegen("structure"), "structured control flow: one merge block per "
-          "loop and per branch", llvm=True),
+          "loop and per branch; on a target with a loop limit, loop trips are counted and "
+          "reaching the limit is reported", llvm=True),
     Stage("int32", _codegen("integers"), "64-bit arithmetic that provably gives the same "
           "result in 32 bits is done in 32 bits", llvm=True),
     Stage("markers", _codegen("markers"), "the marker calls that read push constants, buffer "
@@ -246,8 +258,8 @@ def names():
 
 def _failure(job, stage, exc):
     """The CompilerError for ``exc`` raised in ``stage``."""
-    from numba_vulkan.compiler.diagnostics import definition
-    where = "{}: {}:{}".format(job.name, *definition(job.pyfunc))
+    from numba_vulkan.compiler import diagnostics
+    where = "{}: {}:{}".format(job.name, *diagnostics.definition(job.pyfunc))
     if isinstance(exc, CompilerError):
         if exc.kernel is not None:
             if getattr(exc, "stage", None) is None:
@@ -265,8 +277,12 @@ def _failure(job, stage, exc):
         error = CompilerError(f"cannot compile kernel {where}: stage {stage}: {exc}",
                               kernel=job.name)
     else:
-        error = CompilerError(f"cannot compile kernel {where}: internal error in stage "
-                              f"{stage}: {type(exc).__name__}: {exc}", kernel=job.name)
+        # Numba's lowering knows the line of the instruction it failed on.
+        location = (diagnostics.traceback_location(exc.__traceback__)
+                    or diagnostics.definition(job.pyfunc))
+        error = CompilerError(diagnostics.message(
+            job.name, location, f"internal error in stage {stage}: {type(exc).__name__}: "
+            f"{exc}"), kernel=job.name)
     error.stage = stage
     return error
 
@@ -382,6 +398,12 @@ def compile(pyfunc, signature, threads, target, options=None, name=None):
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
     capabilities = job.capabilities or spirv.capabilities(job.spirv)
+    params = kernel_ir.params
+    if job.loop_check:
+        metadata["loop_limit"] = job.target.loop_limit
+        if not any(p.kind == "status" for p in params):
+            params += (abi.Param(abi.STATUS_PARAM, "status", "uint32", "uint32", 1, "C",
+                                 job.status, 0),)
     return CompiledKernel(job.name, job.signature, job.threads, target, job.spirv,
-                          job.llvm_ir, capabilities, kernel_ir.params, kernel_ir.push_size,
+                          job.llvm_ir, capabilities, params, kernel_ir.push_size,
                           metadata=metadata)

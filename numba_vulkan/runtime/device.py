@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from numba_vulkan import config
 from numba_vulkan.errors import DriverError
 from numba_vulkan.runtime import vk
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.target import LAVAPIPE_LOOP_LIMIT, TargetDescription
 
 
 #: The device extension with native float atomic add.
@@ -71,8 +71,17 @@ class DeviceInfo:
         return TargetDescription(vulkan=vulkan, float64="float64" in self.features,
                                  int64="int64" in self.features,
                                  max_push_constants=min(self.max_push_constants, 256),
-                                 float32_atomic_add="float32_atomic_add" in self.features)
+                                 float32_atomic_add="float32_atomic_add" in self.features,
+                                 loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0)
 
+    @property
+    def is_lavapipe(self):
+        """Whether this is Mesa's CPU driver, lavapipe (its device: llvmpipe)."""
+        return self.vendor_id == _MESA_VENDOR_ID and self.name.startswith("llvmpipe")
+
+
+#: VK_VENDOR_ID_MESA, the vendor of Mesa's software drivers.
+_MESA_VENDOR_ID = 0x10005
 
 _DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
 

@@ -1,0 +1,206 @@
+"""Drivers that stop loops: fewer counted trips, and a report when a kernel hits the limit.
+
+Lavapipe (Mesa's llvmpipe) runs the invocations of a SIMD group together
+and counts, per group, every trip of every loop against one limit (65535
+in Mesa 22.3): each loop construct the group reaches counts at least one
+trip, even when every lane skips it (a loop in an ``if`` arm that no lane
+takes), and each further trip counts one. Past the limit every loop is
+left at its next back edge, silently. A target whose description has a
+``loop_limit`` gets two things here:
+
+* :func:`hint_unrolling` asks LLVM to unroll every innermost loop
+  :data:`UNROLL` times (a counted loop with a remainder loop, a ``while``
+  with an exit test in each copy), so that the driver counts one trip per
+  :data:`UNROLL` of the source;
+* :func:`count_trips` counts, per invocation, what the driver counts for
+  the invocation's path, and at the end of the kernel writes
+  :data:`numba_vulkan.abi.LOOP_LIMIT_CODE` to the status buffer if the count
+  reached the limit, from which the launch raises a LaunchError. The count
+  is exact when the lanes of a group take the same path; lanes that diverge
+  make the group count more than any lane does (docs/limitations.md).
+"""
+
+import re
+
+from numba_vulkan import abi
+from numba_vulkan.codegen import ir
+
+#: How many copies of an innermost loop's body one trip runs on a target
+#: with a loop limit: with 16, a counted loop of 10**6 trips stays under
+#: lavapipe's 65535 (62,500 trips and a remainder of at most 15).
+UNROLL = 16
+
+_METADATA_ID = re.compile(r"^!(\d+) = ")
+
+
+def _innermost_latches(function):
+    """The latch blocks of each innermost loop of ``function`` (an
+    :class:`~numba_vulkan.codegen.ir.Function`)."""
+    blocks = {block.label: block for block in function.blocks}
+    succs = {label: [op.value.lstrip("%") for op in block.terminator.operands
+                     if op.type == "label"]
+             for label, block in blocks.items()}
+    preds = {label: [] for label in blocks}
+    for label, targets in succs.items():
+        for t in targets:
+            preds[t].append(label)
+    back, on_stack, seen = {}, set(), set()
+    entry = function.blocks[0].label
+    stack = [(entry, iter(succs[entry]))]
+    on_stack.add(entry)
+    seen.add(entry)
+    while stack:
+        node, it = stack[-1]
+        for s in it:
+            if s in on_stack:
+                back.setdefault(s, []).append(node)
+            elif s not in seen:
+                seen.add(s)
+                on_stack.add(s)
+                stack.append((s, iter(succs[s])))
+                break
+        else:
+            stack.pop()
+            on_stack.discard(node)
+    bodies = {}
+    for header, latches in back.items():
+        inside, work = {header}, list(latches)
+        while work:
+            n = work.pop()
+            if n not in inside:
+                inside.add(n)
+                work.extend(preds[n])
+        bodies[header] = inside
+    return [[blocks[latch] for latch in back[header]] for header, inside in bodies.items()
+            if not any(other != header and other in inside for other in bodies)]
+
+
+def hint_unrolling(text, entry="main", count=UNROLL):
+    """Mark every innermost loop of ``entry`` for LLVM's loop unroller to
+    unroll ``count`` times (``llvm.loop.unroll.count``); loops that already
+    carry loop metadata keep it and are left alone."""
+    if count < 2:
+        return text
+    module = ir.parse(text)
+    try:
+        function = module.function(f"@{entry}")
+    except StopIteration:
+        return text
+    if function.blocks is None:
+        return text
+    loops = [latches for latches in _innermost_latches(function)
+             if not any("!llvm.loop" in latch.terminator.tail for latch in latches)]
+    if not loops:
+        return text
+    ids = [int(m.group(1)) for item in module.items if isinstance(item, str)
+           for m in [_METADATA_ID.match(item)] if m]
+    prop = max(ids, default=-1) + 1
+    module.items.append(f'!{prop} = !{{!"llvm.loop.unroll.count", i32 {count}}}')
+    for k, latches in enumerate(loops, start=1):
+        loop_id = prop + k
+        module.items.append(f"!{loop_id} = distinct !{{!{loop_id}, !{prop}}}")
+        for latch in latches:
+            latch.terminator.tail += f", !llvm.loop !{loop_id}"
+    return str(module)
+
+
+_STATUS_TYPE = 'target("spirv.VulkanBuffer", [0 x i32], 12, 1)'
+_STATUS_MANGLED = "tspirv.VulkanBuffer_a0i32_12_1t"
+
+
+def count_trips(function, loops, limit, status_binding):
+    """Count, per invocation, the loop trips lavapipe counts, and report
+    reaching ``limit`` in the status buffer at ``status_binding``.
+
+    ``function`` is the structurizer's function in ``reg2mem`` form (see
+    :mod:`numba_vulkan.codegen.structurize`) with its normalised ``loops``.
+    The driver counts, in each trip of a loop (and once for the kernel),
+    one trip for each loop directly inside it, whether the lane enters it or
+    not, and one more for each further trip of that loop: so each header
+    adds its number of child loops, each back edge one.
+
+    Returns the module-level declarations the added code needs.
+    """
+    parent = {}
+    for header, loop in loops.items():
+        around = [h for h, other in loops.items() if h != header and header in other.blocks]
+        parent[header] = min(around, key=lambda h: len(loops[h].blocks)) if around else None
+    children = {h: 0 for h in loops}
+    top = 0
+    for header in loops:
+        if parent[header] is None:
+            top += 1
+        else:
+            children[parent[header]] += 1
+    counter = function.alloca("trips", "i32")
+    function.blocks[function.entry].body.append(f"  store i32 {top}, ptr {counter}, align 4")
+    for header, loop in loops.items():
+        if children[header]:
+            function.blocks[header].body.extend(_add(function, counter, str(children[header])))
+        latch = function.blocks[loop.latch]
+        if latch.term[0] == "br":
+            latch.body.extend(_add(function, counter, "1"))
+        else:
+            _, cond, taken, other = latch.term
+            step = "%" + function.fresh("backedge")
+            back = "true" if taken == header else "false"
+            latch.body.append(f"  {step} = zext i1 {cond} to i32" if back == "true" else
+                              f"  {step} = select i1 {cond}, i32 0, i32 1")
+            latch.body.extend(_add(function, counter, step))
+    return _report(function, counter, limit, status_binding)
+
+
+def _add(function, counter, step):
+    old, new = "%" + function.fresh("trips"), "%" + function.fresh("trips")
+    return [f"  {old} = load i32, ptr {counter}, align 4",
+            f"  {new} = add i32 {old}, {step}",
+            f"  store i32 {new}, ptr {counter}, align 4"]
+
+
+def _report(function, counter, limit, binding):
+    """At the kernel's end: if the count reached ``limit``, write the code
+    and the invocation's id to the status buffer."""
+    handle = None
+    for line in function.blocks[function.entry].body:
+        inst = ir.instruction(line.strip())
+        if inst.opcode == "call" and inst.callee.startswith(
+                "@llvm.spv.resource.handlefrombinding.") and inst.type == _STATUS_TYPE and \
+                inst.operands[1].value == str(binding):
+            handle = inst.name
+    declarations = []
+    if handle is None:
+        handle = "%" + function.fresh("status")
+        name = f"@nv.loopstatus.{binding}"
+        function.blocks[function.entry].body.insert(0, (
+            f"  {handle} = call {_STATUS_TYPE} @llvm.spv.resource.handlefrombinding."
+            f"{_STATUS_MANGLED}(i32 0, i32 {binding}, i32 1, i32 0, ptr {name})"))
+        label = f"b{binding}"
+        declarations += [
+            f'{name} = private unnamed_addr constant [{len(label) + 1} x i8] c"{label}\\00"',
+            f"declare {_STATUS_TYPE} @llvm.spv.resource.handlefrombinding.{_STATUS_MANGLED}"
+            "(i32, i32, i32, i32, ptr)",
+            f"declare ptr addrspace(11) @llvm.spv.resource.getpointer.p11.{_STATUS_MANGLED}"
+            f"({_STATUS_TYPE}, i32)"]
+    declarations.append("declare i32 @llvm.spv.thread.id.i32(i32)")
+    fresh = function.fresh
+    trips, reached = "%" + fresh("trips"), "%" + fresh("reached")
+    word, old = "%" + fresh("word"), "%" + fresh("old")
+    done = function.new_block("done", [], function.blocks[function.exit].term)
+    ids = [f"  {word}.0 = call ptr addrspace(11) @llvm.spv.resource.getpointer.p11."
+           f"{_STATUS_MANGLED}({_STATUS_TYPE} {handle}, i32 0)"]
+    for axis in range(3):
+        ids += [f"  {word}.id{axis} = call i32 @llvm.spv.thread.id.i32(i32 {axis})",
+                f"  {word}.{axis + 1} = call ptr addrspace(11) @llvm.spv.resource.getpointer."
+                f"p11.{_STATUS_MANGLED}({_STATUS_TYPE} {handle}, i32 {axis + 1})",
+                f"  store i32 {word}.id{axis}, ptr addrspace(11) {word}.{axis + 1}, align 4"]
+    # The code replaces any other: a lane whose loop was cut left it by
+    # whichever exit its stale state picked, an exception's among them.
+    report = function.new_block("looplimit", ids[0:1] + [
+        f"  {old} = atomicrmw xchg ptr addrspace(11) {word}.0, i32 {abi.LOOP_LIMIT_CODE} "
+        'syncscope("device") monotonic, align 4'] + ids[1:], ("br", done))
+    exit_block = function.blocks[function.exit]
+    exit_block.body += [f"  {trips} = load i32, ptr {counter}, align 4",
+                        f"  {reached} = icmp uge i32 {trips}, {limit}"]
+    exit_block.term = ("cbr", reached, report, done)
+    function.exit = done
+    return declarations

@@ -1,0 +1,234 @@
+"""Lavapipe's loop limit: long loops give numba.njit's results, or a LaunchError.
+
+Lavapipe leaves every loop of a SIMD group of invocations after 65535 loop
+trips, all loops together (see numba_vulkan/codegen/looplimit.py). Kernels
+for a target with that limit unroll innermost loops 16 times and count what
+the driver counts; a launch that reaches the limit raises. On a device
+without the limit the same kernels simply run.
+"""
+
+import numba
+import numpy as np
+import pytest
+
+import numba_vulkan as nv
+from numba_vulkan.aot import manifest
+from numba_vulkan.errors import ManifestError
+from numba_vulkan.runtime.device import DeviceInfo, current_device
+from numba_vulkan.target import LAVAPIPE_LOOP_LIMIT, TargetDescription
+
+_ONES = np.ones(8, np.int64)
+
+
+def _limited():
+    return current_device().target.loop_limit > 0
+
+
+def _hash_loop(x, n):
+    s = 0
+    for k in range(n):
+        s = (s * 31 + x[k & 7] + k) & 0xFFFFFF
+    return s
+
+
+def _nested(x, n, m):
+    s = 0
+    for a in range(n):
+        for b in range(m):
+            s = (s * 7 + x[(a + b) & 7] + b) & 0xFFFFFF
+    return s
+
+
+def _collatz_total(x, start):
+    # A while loop whose trip count only the data decides: the total number
+    # of Collatz steps of start, start + 1, ... until 10**6 steps are done.
+    steps = 0
+    v = start
+    c = start
+    while steps < 10 ** 6:
+        if v == 1:
+            c += x[c & 7]
+            v = c
+        elif v % 2 == 0:
+            v //= 2
+        else:
+            v = 3 * v + 1
+        steps += 1
+    return c * 1000 + v
+
+
+_njit = {f: numba.njit(f) for f in (_hash_loop, _nested, _collatz_total)}
+_device = {f: nv.jit(f).device_function() for f in (_hash_loop, _nested, _collatz_total)}
+_hash_dev, _nested_dev, _collatz_dev = (_device[f] for f in (_hash_loop, _nested, _collatz_total))
+
+
+@nv.jit
+def _run_hash(out, x, n):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        out[i] = _hash_dev(x, n + i)
+
+
+@nv.jit
+def _run_nested(out, x, n, m):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        out[i] = _nested_dev(x, n, m + i)
+
+
+@nv.jit
+def _run_collatz(out, x, start):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        out[i] = _collatz_dev(x, start + i)
+
+
+def test_million_trip_loop_matches_njit():
+    out = np.zeros(4, np.int64)
+    _run_hash[1, 4](out, _ONES, 10 ** 6)
+    assert out.tolist() == [_njit[_hash_loop](_ONES, 10 ** 6 + i) for i in range(4)]
+
+
+def test_nested_300_by_300_matches_njit():
+    out = np.zeros(4, np.int64)
+    _run_nested[1, 4](out, _ONES, 300, 300)
+    assert out.tolist() == [_njit[_nested](_ONES, 300, 300 + i) for i in range(4)]
+
+
+def test_million_trip_while_loop_matches_njit():
+    out = np.zeros(2, np.int64)
+    _run_collatz[1, 2](out, _ONES, 27)
+    assert out.tolist() == [_njit[_collatz_total](_ONES, 27 + i) for i in range(2)]
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (_run_hash, (3 * 10 ** 6,)),
+    (_run_nested, (3000, 3000)),
+])
+def test_beyond_the_raised_limit_raises(kernel, args):
+    if not _limited():
+        pytest.skip("the device has no loop limit")
+    out = np.zeros(1, np.int64)
+    with pytest.raises(nv.LaunchError, match=r"loop limit in invocation \(0, 0, 0\).*"
+                                             r"results are incomplete"):
+        kernel[1, 1](out, _ONES, *args)
+
+
+@nv.jit
+def _never_taken_inner_loop(out, x, n, flag):
+    s = 0
+    for k in range(n):
+        s += x[k & 7]
+        if s == flag:
+            for j in range(x[k & 7] + 2):
+                s += x[j & 7]
+    out[0] = s
+
+
+def test_loops_no_lane_enters_count_too():
+    # Lavapipe runs a loop in an arm no lane takes once, and counts that
+    # trip: 40000 outer trips with two loops inside (the unrolled inner loop
+    # and its remainder) are 120000 counted trips, though no lane ever
+    # enters them. 20000 outer trips stay below the limit.
+    out = np.zeros(1, np.int64)
+    _never_taken_inner_loop[1, 1](out, _ONES, 20000, -1)
+    assert out[0] == 20000
+    if not _limited():
+        pytest.skip("the device has no loop limit")
+    with pytest.raises(nv.LaunchError, match="loop limit"):
+        _never_taken_inner_loop[1, 1](out, _ONES, 40000, -1)
+
+
+@nv.jit(boundscheck=True)
+def _checked_sum(out, x, n):
+    s = 0
+    for k in range(n):
+        s += x[k & 7]
+    out[nv.global_id(0)] = s
+
+
+def test_loop_limit_shares_the_status_of_error_checks():
+    out = np.zeros(1, np.int64)
+    _checked_sum[1, 1](out, _ONES, 100000)
+    assert out[0] == 100000
+    with pytest.raises(IndexError):
+        _checked_sum[1, 2](out, _ONES, 10)
+    if not _limited():
+        pytest.skip("the device has no loop limit")
+    with pytest.raises(nv.LaunchError, match="loop limit"):
+        _checked_sum[1, 1](out, _ONES, 3 * 10 ** 6)
+
+
+def _status_params(compiled):
+    return [p for p in compiled.params if p.kind == "status"]
+
+
+def test_only_a_target_with_a_limit_gets_the_check():
+    @nv.jit
+    def looping(out, x, n):
+        s = 0
+        for k in range(n):
+            s += x[k & 7]
+        out[0] = s
+
+    sig = "void(int64[::1], int64[::1], int64)"
+    plain = looping.compile(sig, target=TargetDescription())
+    limited = looping.compile(sig, target=TargetDescription(loop_limit=LAVAPIPE_LOOP_LIMIT))
+    assert not _status_params(plain) and "loop_limit" not in plain.metadata
+    (status,) = _status_params(limited)
+    assert status.binding == 2 and limited.metadata["loop_limit"] == LAVAPIPE_LOOP_LIMIT
+    assert "nv.looplimit" in limited.llvm_ir and "nv.looplimit" not in plain.llvm_ir
+
+
+def test_a_kernel_without_loops_needs_no_status():
+    @nv.jit
+    def straight(out, x):
+        out[0] = x[0] + x[1]
+
+    compiled = straight.compile("void(int64[::1], int64[::1])",
+                                target=TargetDescription(loop_limit=LAVAPIPE_LOOP_LIMIT))
+    assert not _status_params(compiled)
+
+
+def _info(name, vendor):
+    return DeviceInfo(0, name, vendor, 0, 0, (1, 3, 0), "cpu", frozenset({"float64", "int64"}),
+                      8, (1024, 1024, 1024), 1024, (65535, 65535, 65535), 32768, 128)
+
+
+def test_lavapipe_targets_have_the_limit_others_not():
+    assert _info("llvmpipe (LLVM 15.0.6, 256 bits)", 0x10005).target().loop_limit == 65535
+    assert _info("NVIDIA H200", 0x10DE).target().loop_limit == 0
+
+
+def test_target_keys_and_profiles_carry_the_limit(tmp_path):
+    target = TargetDescription(loop_limit=65535)
+    assert TargetDescription.from_key(target.key()) == target
+    assert TargetDescription().key() == [[1, 2], True, True, 128]
+    path = tmp_path / "kernels.yaml"
+    path.write_text("version: 1\nprofiles:\n  - name: full\n  - name: lavapipe\n"
+                    "    loop_limit: 65535\nkernels:\n  - function: m:k\n"
+                    "    signatures: ['void(float32[::1])']\n")
+    full, lavapipe = manifest.load(str(path)).profiles
+    assert full.target().loop_limit == 0 and lavapipe.target().loop_limit == 65535
+    path.write_text(path.read_text().replace("65535", "-1"))
+    with pytest.raises(ManifestError, match="loop_limit"):
+        manifest.load(str(path))
+
+
+@nv.jit
+def _count_above(out, limit):
+    n = 0
+    above = 0
+    while n < limit:
+        n += 1
+        if n > 2147483647:
+            above += 1
+    out[0] = above
+
+
+def test_a_loop_of_2_to_the_31_trips_is_beyond_the_limit():
+    # Once reported as lavapipe folding a 64-bit comparison: the loop was cut.
+    if not _limited():
+        pytest.skip("runs 2^31 trips of one loop in one invocation")
+    with pytest.raises(nv.LaunchError, match="loop limit"):
+        _count_above[1, 1](np.zeros(1, np.int64), np.int64(2 ** 31 + 5))
