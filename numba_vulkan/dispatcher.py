@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from numba_vulkan import abi, config, kernelcache, modulecheck, signature
-from numba_vulkan.errors import LaunchError
+from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -301,7 +301,20 @@ class VulkanDispatcher:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    plan = _Plan(self._compile(sig, threads, device.target), device)
+                    compiled = self._compile(sig, threads, device.target)
+                    try:
+                        plan = _Plan(compiled, device)
+                    except DriverError as exc:
+                        if "aot" not in compiled.metadata:
+                            raise
+                        # A shipped module the driver refuses: the JIT's instead.
+                        from numba_vulkan.aot import lookup
+                        lookup.refused_by_driver(compiled, exc)
+                        from numba_vulkan.compiler import stages
+                        compiled = stages.compile(self.py_func, sig, threads, device.target,
+                                                  self.options)
+                        self._compiled[(sig, threads, device.target)] = compiled
+                        plan = _Plan(compiled, device)
                     self._plans[key] = plan
         return plan
 

@@ -49,6 +49,13 @@ gridsize.__doc__ = """Number of invocations in the launch: ``gridsize(ndim)``, a
 a tuple of ``global_size(axis)`` for 2 and 3 (numba.cuda's ``cuda.gridsize``).
 """
 
+lane_id = _device_only("lane_id")
+lane_id.__doc__ = """Index of this invocation in its subgroup (numba.cuda's ``laneid``)."""
+
+subgroup_size = _device_only("subgroup_size")
+subgroup_size.__doc__ = """Invocations per subgroup, the device's (numba.cuda's ``warpsize``): 8 on
+lavapipe, 32 on NVIDIA GPUs; code must not assume 32."""
+
 barrier = _device_only("barrier")
 barrier.__doc__ = """Wait until every invocation of the workgroup reaches this call.
 
@@ -140,3 +147,18 @@ class Dim3:
         if attr in ("x", "y", "z"):
             raise RuntimeError(f"cuda.{self.name}.{attr} can only be read inside a kernel")
         raise AttributeError(attr)
+
+
+class KernelValue:
+    """A name a kernel reads as a value, not calls: numba.cuda's ``laneid``
+    and ``warpsize``. Reading it calls ``func``, a native function of no
+    arguments (:func:`lane_id`, :func:`subgroup_size`)."""
+
+    __slots__ = ("name", "func")
+
+    def __init__(self, name, func):
+        self.name = name
+        self.func = func
+
+    def __repr__(self):
+        return f"<numba_vulkan.cuda.{self.name}: read inside a kernel>"

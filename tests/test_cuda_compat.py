@@ -303,3 +303,38 @@ def test_a_missing_cuda_name_is_a_compile_error_with_a_hint():
 
     with pytest.raises(nv.CompilerError, match="numba.cuda's syncwarp is nv.barrier()"):
         cuda.jit(warp_sync).compile("void(int32[::1])")
+
+
+@cuda.jit
+def lanes(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i, 0] = cuda.laneid
+        out[i, 1] = cuda.warpsize
+
+
+def test_laneid_and_warpsize_are_the_subgroups():
+    out = np.full((64, 2), -1, np.int64)
+    lanes[2, 32](out)
+    size = cuda.get_current_device().info.subgroup_size
+    assert (out[:, 1] == size).all()
+    # Which invocations share a subgroup is the driver's choice; the lanes of
+    # each workgroup of 32 are those of full subgroups (or of one partial).
+    for group in out[:, 0].reshape(2, 32):
+        np.testing.assert_array_equal(np.sort(group), np.sort(np.arange(32) % size))
+
+
+def test_native_lane_id_and_subgroup_size():
+    from numba_vulkan.cuda import warpsize
+
+    @nv.jit
+    def native(out):
+        i = nv.global_id(0)
+        if i < out.shape[0]:
+            out[i] = nv.lane_id() * 1000 + nv.subgroup_size() + warpsize * 0
+
+    out = np.zeros(16, np.int64)
+    native[1, 16](out)
+    size = cuda.get_current_device().info.subgroup_size
+    assert (out % 1000 == size).all()
+    np.testing.assert_array_equal(np.sort(out // 1000), np.sort(np.arange(16) % size))

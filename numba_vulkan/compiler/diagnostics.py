@@ -54,8 +54,8 @@ CUDA_NAMES = {
             "subtracts without wrapping"),
     "compare_and_swap": ("nv.atomic.compare_and_swap(array, expected, value)", "on array[0]; "
                          "nv.atomic.cas(array, index, expected, value) takes an index"),
-    "laneid": (None, "there are no subgroup (warp) intrinsics"),
-    "warpsize": (None, "there are no subgroup (warp) intrinsics"),
+    "laneid": ("nv.lane_id()", "the index in the subgroup, Vulkan's warp"),
+    "warpsize": ("nv.subgroup_size()", "the device's: 8 on lavapipe, 32 on NVIDIA GPUs"),
     "selp": ("a conditional expression", "a if condition else b"),
     "jit": ("nv.jit", "kernels call numba.njit functions as device functions"),
     "to_device": ("nv.to_device(array)", "on the host, not in a kernel"),
@@ -67,7 +67,7 @@ CUDA_NAMES = {
 #: meaning (a test checks that it does).
 CUDA_MODULE_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gridsize",
                      "syncthreads", "shared", "local", "const", "atomic", "jit", "to_device",
-                     "device_array", "device_array_like")
+                     "device_array", "device_array_like", "laneid", "warpsize")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: "During: typing of call at /path/file.py (12)" and "File "file.py", line 12:".

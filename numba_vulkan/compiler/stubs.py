@@ -133,6 +133,55 @@ _register_ndim(intrinsics.grid, "grid", intrinsics.global_id)
 _register_ndim(intrinsics.gridsize, "gridsize", intrinsics.global_size)
 
 
+# Subgroups ----------------------------------------------------------------
+
+#: Functions of no arguments read through an LLVM SPIR-V intrinsic.
+_NULLARY_INTRINSICS = {
+    intrinsics.lane_id: "llvm.spv.subgroup.local.invocation.id",
+    intrinsics.subgroup_size: "llvm.spv.subgroup.size",
+}
+
+
+def _read_nullary(builder, func):
+    name = _NULLARY_INTRINSICS[func]
+    try:
+        fn = builder.module.get_global(name)
+    except KeyError:
+        fn = ir.Function(builder.module, ir.FunctionType(_i32, []), name)
+    return builder.zext(builder.call(fn, []), _i64)
+
+
+def _nullary_template(func):
+    class NullaryTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if args or kws:
+                raise TypingError(f"nv.{func.__name__}() takes no arguments")
+            return signature(types.int64)
+
+    typing_registry.register_global(func, types.Function(NullaryTemplate))
+
+    @lowering_registry.lower(func)
+    def lower(context, builder, sig, args):
+        return _read_nullary(builder, func)
+
+
+for _func in _NULLARY_INTRINSICS:
+    _nullary_template(_func)
+
+
+@typeof_impl.register(intrinsics.KernelValue)
+def _typeof_kernel_value(value, c):
+    return types.int64
+
+
+def kernel_value(builder, value):
+    """Read a :class:`~numba_vulkan.intrinsics.KernelValue` (numba.cuda's
+    ``laneid``, ``warpsize``) where a kernel names it."""
+    return _read_nullary(builder, value.func)
+
+
 # numba.cuda's threadIdx, blockIdx, blockDim, gridDim ----------------------
 
 class Dim3Type(types.Type):

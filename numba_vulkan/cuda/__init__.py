@@ -23,7 +23,7 @@ from numba_vulkan.runtime import memory as _memory
 
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
-    "local", "const", "atomic", "syncthreads", "to_device", "device_array",
+    "local", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device", "device_array",
     "device_array_like", "synchronize", "is_available", "detect", "select_device",
     "get_current_device", "boolean", "bool_", "complex64", "complex128", "float32", "float64",
     "int8", "int16", "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp",
@@ -42,6 +42,8 @@ local = _intrinsics.local
 const = _intrinsics.const
 atomic = _intrinsics.atomic
 syncthreads = _intrinsics.barrier
+laneid = _intrinsics.KernelValue("laneid", _intrinsics.lane_id)
+warpsize = _intrinsics.KernelValue("warpsize", _intrinsics.subgroup_size)
 
 #: numba.cuda.jit options that only tune numba.cuda's own code generation.
 _IGNORED_OPTIONS = ("debug", "opt", "lineinfo", "max_registers", "link")
