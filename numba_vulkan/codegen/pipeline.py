@@ -33,7 +33,8 @@ def link(job):
     """``job.sources`` (narrowed first) and the libclc functions they call,
     linked into ``job.module``."""
     narrowed = narrow.sources(job.sources, job.target.narrowed)
-    job.module = optimize.link(libclc_link.link(narrowed), job.target.triple, DATA_LAYOUT)
+    kernel = optimize.link(narrowed, job.target.triple, DATA_LAYOUT)
+    job.module = optimize.link(libclc_link.link(str(kernel)), job.target.triple, DATA_LAYOUT)
     return str(job.module)
 
 
