@@ -338,3 +338,36 @@ def test_native_lane_id_and_subgroup_size():
     size = cuda.get_current_device().info.subgroup_size
     assert (out % 1000 == size).all()
     np.testing.assert_array_equal(np.sort(out // 1000), np.sort(np.arange(16) % size))
+
+
+def test_launches_on_a_stream_and_with_zero_shared_bytes():
+    stream = cuda.stream()
+    a = np.arange(20, dtype=np.float32)
+    b = np.full(20, 0.5, np.float32)
+    d_a = cuda.to_device(a, stream=stream)
+    d_b = cuda.to_device(b, stream=stream)
+    d_out = cuda.device_array(20, np.float32, stream=stream)
+    with stream.auto_synchronize():
+        vector_add[2, TPB, stream](d_a, d_b, d_out)
+    np.testing.assert_array_equal(d_out.copy_to_host(stream=stream), a + b)
+    out = cuda.mapped_array(20, np.float32)
+    vector_add[2, TPB, cuda.default_stream(), 0](a, a, out)
+    cuda.default_stream().synchronize()
+    np.testing.assert_array_equal(out, 2 * a)
+    with pytest.raises(nv.UnsupportedError, match="dynamic shared memory"):
+        vector_add[2, TPB, stream, 1024]
+    with pytest.raises(TypeError, match="stream"):
+        vector_add[2, TPB, "s"]
+
+
+def test_pinned_arrays_are_host_arrays():
+    with cuda.pinned():
+        host = cuda.pinned_array((3, 2), dtype=np.int32)
+    assert host.shape == (3, 2) and host.dtype == np.int32
+    host[...] = 4
+    np.testing.assert_array_equal(cuda.to_device(host).copy_to_host(), host)
+
+
+def test_unknown_jit_options_are_type_errors():
+    with pytest.raises(TypeError, match="max_threads"):
+        cuda.jit(max_threads=3)

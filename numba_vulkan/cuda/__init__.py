@@ -8,6 +8,7 @@ module imports Numba, for the Numba types numba.cuda re-exports
 (``cuda.float32``, ...).
 """
 
+import contextlib
 import sys
 
 import numpy as np
@@ -24,7 +25,8 @@ from numba_vulkan.runtime import memory as _memory
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
     "local", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device", "device_array",
-    "device_array_like", "synchronize", "is_available", "detect", "select_device",
+    "device_array_like", "synchronize", "stream", "default_stream", "legacy_default_stream",
+    "per_thread_default_stream", "Stream", "pinned_array", "mapped_array", "pinned", "is_available", "detect", "select_device",
     "get_current_device", "boolean", "bool_", "complex64", "complex128", "float32", "float64",
     "int8", "int16", "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp",
     "void",
@@ -67,8 +69,13 @@ def jit(func_or_sig=None, device=False, **options):
         signatures = [func_or_sig] if isinstance(func_or_sig, str) else list(func_or_sig)
         func_or_sig = None
 
+    unknown = set(options) - set(_dispatcher.OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown cuda.jit option(s): {', '.join(sorted(unknown))}; known: "
+                        f"{', '.join((*_dispatcher.OPTIONS, *_IGNORED_OPTIONS))}")
+
     def wrap(func):
-        kernel = _dispatcher.jit(func, **options)
+        kernel = _Kernel(func, options)
         if not device:
             for sig in signatures or ():
                 kernel.compile(sig)
@@ -77,7 +84,86 @@ def jit(func_or_sig=None, device=False, **options):
     return wrap(func_or_sig) if func_or_sig is not None else wrap
 
 
+class _Kernel(_dispatcher.VulkanDispatcher):
+    """A kernel that also takes numba.cuda's launch forms
+    ``kernel[blocks, threads, stream]`` and
+    ``kernel[blocks, threads, stream, shared_bytes]`` (``shared_bytes`` 0)."""
+
+    def __getitem__(self, config):
+        if isinstance(config, tuple) and len(config) in (3, 4):
+            _check_stream(config[2])
+            if len(config) == 4 and config[3] != 0:
+                raise UnsupportedError(
+                    f"{self.__qualname__}[blocks, threads, stream, {config[3]!r}]: dynamic "
+                    "shared memory is not supported; give cuda.shared.array a shape known "
+                    "at compile time and launch with shared_bytes 0")
+            config = config[:2]
+        return super().__getitem__(config)
+
+
 # Host side -------------------------------------------------------------------
+
+class Stream:
+    """numba.cuda's stream: here the device's one queue, so work submitted on
+    any stream runs in submission order, and :meth:`synchronize` waits for
+    all of it."""
+
+    def synchronize(self):
+        """Wait for every launch and copy submitted so far."""
+        _dispatcher.synchronize()
+
+    @contextlib.contextmanager
+    def auto_synchronize(self):
+        """A context that synchronizes the stream when it exits."""
+        yield self
+        self.synchronize()
+
+    def __repr__(self):
+        return "<numba_vulkan.cuda.Stream: the device's queue>"
+
+
+_DEFAULT_STREAM = Stream()
+
+
+def stream():
+    """A new :class:`Stream`."""
+    return Stream()
+
+
+def default_stream():
+    """The default :class:`Stream`."""
+    return _DEFAULT_STREAM
+
+
+legacy_default_stream = per_thread_default_stream = default_stream
+
+
+def _check_stream(value):
+    if not (value is None or isinstance(value, Stream)
+            or (isinstance(value, (int, np.integer)) and value == 0)):
+        raise TypeError(f"a stream must be a cuda.stream(), 0 or None, not {value!r}")
+
+
+def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
+    """A host array to copy to and from: an ordinary NumPy array (copies are
+    staged by the device, so page-locking would gain nothing here)."""
+    if strides is not None:
+        raise UnsupportedError("pinned_array: strides are not supported")
+    return np.empty(shape, dtype, order=order)
+
+
+def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
+                 wc=False):
+    """A host array kernels read and write: an ordinary NumPy array, which a
+    launch copies to the device and back (numba.cuda maps it instead)."""
+    return pinned_array(shape, dtype, strides, order)
+
+
+@contextlib.contextmanager
+def pinned(*arrays):
+    """numba.cuda's page-locking context: nothing to do here."""
+    yield
+
 
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy a NumPy array to a new device array, or into ``to``; return it.
