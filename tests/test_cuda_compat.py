@@ -371,3 +371,36 @@ def test_pinned_arrays_are_host_arrays():
 def test_unknown_jit_options_are_type_errors():
     with pytest.raises(TypeError, match="max_threads"):
         cuda.jit(max_threads=3)
+
+
+@cuda.jit
+def add_index(m):
+    x, y = cuda.grid(2)
+    if x < m.shape[0] and y < m.shape[1]:
+        m[x, y] += 10 * x + y
+
+
+def test_reshape_ravel_transpose_and_view_share_memory():
+    host = np.arange(24, dtype=np.float32)
+    d = cuda.to_device(host)
+    m = d.reshape(4, -1)
+    assert m.shape == (4, 6)
+    np.testing.assert_array_equal(m.copy_to_host(), host.reshape(4, 6))
+    t = m.T
+    assert t.shape == (6, 4) and t.strides == host.reshape(4, 6).T.strides
+    np.testing.assert_array_equal(np.asarray(t), host.reshape(4, 6).T)
+    # A kernel writing through the transposed view writes the shared memory.
+    add_index[(2, 1), (4, 4)](t)
+    expected = (host.reshape(4, 6).T + 10 * np.arange(6)[:, None]
+                + np.arange(4)[None, :]).astype(np.float32)
+    np.testing.assert_array_equal(d.copy_to_host(), expected.T.ravel())
+    np.testing.assert_array_equal(m.ravel().copy_to_host(), expected.T.ravel())
+    bits = d.view(np.uint32)
+    np.testing.assert_array_equal(bits.copy_to_host(), expected.T.ravel().view(np.uint32))
+    halves = d[2:].view(np.uint16)
+    np.testing.assert_array_equal(halves.copy_to_host(),
+                                  expected.T.ravel()[2:].view(np.uint16))
+    with pytest.raises(ValueError):
+        d.reshape(5, 5)
+    with pytest.raises(nv.UnsupportedError):
+        t.ravel()
