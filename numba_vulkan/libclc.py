@@ -40,7 +40,7 @@ from numba_vulkan import config, files
 from numba_vulkan.errors import CompilerError
 
 #: Version of the preparation; part of the prepared file's name.
-FORMAT = 3
+FORMAT = 4
 
 #: libclc file names, most preferred first.
 _FILE_NAMES = ("nvptx64--.bc",)
@@ -331,28 +331,15 @@ define {ty} @{mangled("ldexp", code, "i")}({ty} %x, i32 %n) {{
   %v = select i1 %nan, {ty} %x, {ty} %r
   ret {ty} %v
 }}""" for code, ty in (("f", "float"), ("d", "double"))},
-    # tgamma(+-0) must be +-inf (libclc: +inf); below -185 (double) or -42
-    # (float) the result underflows to a zero with the sign of the gamma
-    # function there, or is NaN at the poles (libclc: inf).
-    **{mangled("tgamma", code): f"""
-define {ty} @{mangled("tgamma", code)}({ty} %x) {{
-  %r = call {ty} @__nv.unfixed.{mangled("tgamma", code)}({ty} %x)
-  %ax = call {ty} @llvm.fabs.{suffix}({ty} %x)
-  %zero = fcmp oeq {ty} %ax, 0.0
-  %pole = fdiv {ty} 1.0, %x
-  %fl = call {ty} @llvm.floor.{suffix}({ty} %x)
-  %integer = fcmp oeq {ty} %fl, %x
-  %far = fcmp olt {ty} %x, {limit}
-  %half = fmul {ty} %fl, 0.5
-  %half_floor = call {ty} @llvm.floor.{suffix}({ty} %half)
-  %odd = fcmp une {ty} %half_floor, %half
-  %tiny = select i1 %odd, {ty} -0.0, {ty} 0.0
-  %under = select i1 %integer, {ty} 0x7FF8000000000000, {ty} %tiny
-  %v1 = select i1 %far, {ty} %under, {ty} %r
-  %v = select i1 %zero, {ty} %pole, {ty} %v1
-  ret {ty} %v
-}}""" for code, ty, suffix, limit in (("f", "float", "f32", "-42.0"),
-                                        ("d", "double", "f64", "-185.0"))},
+    # Odd functions of x that libclc 22's float64 versions return +0 for at
+    # x = -0 (sin computes the sign as x < 0): at zero they return x.
+    **{mangled(name, "d"): f"""
+define double @{mangled(name, "d")}(double %x) {{
+  %r = call double @__nv.unfixed.{mangled(name, "d")}(double %x)
+  %zero = fcmp oeq double %x, 0.0
+  %v = select i1 %zero, double %x, double %r
+  ret double %v
+}}""" for name in ("sin", "tan", "asin", "atan", "erf", "expm1")},
     # lgamma(x) is +inf at +-0 and +-inf (libclc: -inf at -inf). For tiny
     # negative float x libclc returns inf; there it is -log|x| - x * Euler's
     # gamma to float precision.
@@ -392,8 +379,7 @@ def _apply_fixes(text):
     for name, wrapper in _FIXES.items():
         text = re.sub(rf"@{re.escape(name)}(?=\()", f"@__nv.unfixed.{name}", text)
         text += wrapper.lstrip("\n") + "\n"
-    for intrinsic in ("float @llvm.fabs.f32(float)", "double @llvm.fabs.f64(double)",
-                      "float @llvm.floor.f32(float)", "double @llvm.floor.f64(double)"):
+    for intrinsic in ("float @llvm.fabs.f32(float)", "double @llvm.fabs.f64(double)"):
         if f"declare {intrinsic}" not in text:
             text += f"declare {intrinsic}\n"
     return text

@@ -1,17 +1,20 @@
 """Helpers shared by the tests."""
 
 import subprocess
+import tempfile
 
 from numba_vulkan import config
 
 
 def assert_valid_spirv(compiled):
     """spirv-val accepts a compiled kernel's module for its target."""
-    path = "/tmp/nv-test-module.spv"
-    with open(path, "wb") as f:
+    # A file of its own: test runs side by side must not validate each
+    # other's modules.
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
         f.write(compiled.spirv)
-    result = subprocess.run([config.spirv_val(), "--target-env", compiled.target.target_env,
-                             path], capture_output=True, text=True)
+        f.flush()
+        result = subprocess.run([config.spirv_val(), "--target-env", compiled.target.target_env,
+                                 f.name], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr + result.stdout
 
 

@@ -361,3 +361,28 @@ def test_many_scalar_arguments(rng):
     assert params[-1].binding == 2 and not params[0].spilled
     first = next(p for p in params if p.spilled)
     assert first.kind == "scalar" and first.offset == 0
+
+
+@nv.jit
+def add_step(x, t):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        x[i] += t
+
+
+def test_launches_with_new_scalars_past_the_recorded_ones_do_not_wait_for_the_queue(monkeypatch):
+    """A time-stepping loop records a launch per step; evicting the oldest
+    waits for that launch alone, never for the whole queue."""
+    x = nv.to_device(np.zeros(1000, np.float32))
+    step = add_step[4, 256]
+    step(x, np.float32(0))
+    nv.synchronize()
+    stream = current_device().stream
+    waits = []
+    real = stream.synchronize
+    monkeypatch.setattr(stream, "synchronize", lambda: (waits.append(1), real())[1])
+    for t in range(100):
+        step(x, np.float32(t))
+    monkeypatch.setattr(stream, "synchronize", real)
+    assert waits == []
+    np.testing.assert_array_equal(x.copy_to_host(), np.full(1000, sum(range(100)), np.float32))

@@ -235,3 +235,63 @@ def test_large_private_arrays_filled_in_loops(rng):
     expected = np.zeros_like(out)
     numba.njit(_large_private)(a, expected)
     np.testing.assert_array_equal(out, expected)
+
+
+@nv.jit
+def chosen_arrays(a, out):
+    """A select between two workgroup arrays and between two private ones:
+    one array each, indexed, since Vulkan has no choice between pointers."""
+    x = nv.shared.array(GROUP, np.float32)
+    y = nv.shared.array(GROUP, np.float32)
+    t = nv.local_id(0)
+    x[t] = a[t]
+    y[t] = -a[t]
+    nv.barrier()
+    p = nv.local.array(4, np.float32)
+    q = nv.local.array(4, np.float32)
+    for k in range(4):
+        p[k] = a[t] + k
+        q[k] = a[t] - k
+    shared = x if t % 2 == 0 else y
+    private = p if a[t] > 4 else q
+    out[t] = shared[(t + 1) % GROUP] * 100 + private[t % 4]
+
+
+def test_pointer_chosen_between_arrays(rng):
+    a = rng.integers(0, 9, GROUP).astype(np.float32)
+    out = np.zeros(GROUP, np.float32)
+    chosen_arrays[1, GROUP](a, out)
+    t = np.arange(GROUP)
+    shared = np.where(t % 2 == 0, a[(t + 1) % GROUP], -a[(t + 1) % GROUP])
+    private = np.where(a > 4, a + t % 4, a - t % 4)
+    np.testing.assert_array_equal(out, shared * 100 + private)
+
+
+_PHI_OF_CONSTANTS = """
+@tile = internal unnamed_addr addrspace(3) global [16 x float] undef, align 16
+
+define void @main(i32 %n) {
+entry:
+  switch i32 %n, label %join [
+    i32 0, label %join
+    i32 1, label %other
+  ]
+other:
+  br label %join
+join:
+  %p = phi ptr [ getelementptr (i8, ptr addrspacecast (ptr addrspace(3) @tile to ptr), i64 8), %entry ], [ getelementptr (i8, ptr addrspacecast (ptr addrspace(3) @tile to ptr), i64 8), %entry ], [ addrspacecast (ptr addrspace(3) @tile to ptr), %other ]
+  store float 1.0, ptr %p, align 4
+  ret void
+}
+"""
+
+
+def test_constant_expressions_in_a_phi_become_instructions():
+    """A block branching twice to a phi gives it one value (LLVM's rule),
+    also once constant expressions over a workgroup array are instructions."""
+    from llvmlite import binding as llvm
+    from numba_vulkan.codegen import logical
+    text = logical.rewrite(_PHI_OF_CONSTANTS, [])
+    llvm.parse_assembly(text, context=llvm.create_context()).verify()
+    assert "addrspacecast (" not in text
+    assert "@__nv.element.3.1(ptr addrspace(3) @tile" in text

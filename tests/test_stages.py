@@ -215,3 +215,13 @@ def test_compiler_and_codegen_layers_import_nothing_above_them():
                     continue
                 offenders += [f"{layer}/{name}: {m}" for m in modules if m.startswith(above)]
     assert not offenders
+
+
+def test_every_setting_config_reads_is_documented():
+    from numba_vulkan import config
+    with open(config.__file__) as f:
+        read = set(re.findall(r'"(NUMBA_VULKAN_[A-Z0-9_]+)"', f.read()))
+    with open(os.path.join(DOCS, "settings.md")) as f:
+        documented = set(re.findall(r"^\| `(NUMBA_VULKAN_[A-Z0-9_]+)` \|", f.read(), re.M))
+    assert "NUMBA_VULKAN_DUMP_STAGES" in read
+    assert read <= documented, sorted(read - documented)

@@ -654,3 +654,206 @@ def test_written_bindings_follow_pointers(kernel_module):
     compiled = VulkanDispatcher(kernel_module.axpy.py_func).compile(
         "void(float32, float32[:], float32[:])", threads=64)
     assert modulecheck.written_bindings(compiled.spirv) == {1}
+
+
+# Builds: kills at every point, files that are not the build's -----------------------
+
+
+def project_copy(shipped, tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(shipped, root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def assert_sound(directory):
+    count, problems = build.verify(str(directory))
+    assert count == 1 and problems == [], problems
+
+
+def leftovers(root):
+    return sorted(p.name for p in root.iterdir() if p.name.startswith((".aot.new-", ".aot.old-")))
+
+
+_KILLED_BUILD = """
+import os, sys
+from numba_vulkan.aot import build
+def hook(point):
+    if point == sys.argv[1]:
+        os._exit(9)
+build.crash_hook = hook
+build.build("kernels.yaml")
+print("not killed")
+"""
+
+POINTS = ["temporary directory made", "module written", "index written", "swapped", "renamed",
+          "done"]
+
+
+def test_a_build_killed_at_any_point_leaves_a_complete_directory(shipped, tmp_path):
+    root = project_copy(shipped, tmp_path)
+    before = (root / "aot" / index.INDEX).read_bytes()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, str(root)]))
+    for point in POINTS:
+        result = subprocess.run([sys.executable, "-c", _KILLED_BUILD, point], cwd=root,
+                                env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 9, (point, result.stdout, result.stderr)
+        assert_sound(root / "aot")
+        assert (root / "aot" / index.INDEX).read_bytes() == before
+        # Each build removes the earlier killed builds' temporary directories.
+        left = leftovers(root)
+        assert len(left) == (0 if point == "done" else 1), (point, left)
+    result = subprocess.run([sys.executable, "-c", _KILLED_BUILD, "index written"], cwd=root,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 9 and leftovers(root)
+    result = build.build(str(root / "kernels.yaml"))
+    assert result.reused == 1 and not result.failures
+    assert leftovers(root) == []        # which the next build removed
+    assert_sound(root / "aot")
+
+
+def test_a_file_the_build_did_not_write_is_never_deleted(shipped, tmp_path):
+    root = project_copy(shipped, tmp_path)
+    for stranger in ("notes.txt", "spirv/readme", "sub/x"):
+        path = root / "aot" / stranger
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("mine")
+        with pytest.raises(nv.AOTError, match="which no build wrote"):
+            build.build(str(root / "kernels.yaml"))
+        assert path.read_text() == "mine"
+        path.unlink()
+        if path.parent.name == "sub":
+            path.parent.rmdir()
+    assert_sound(root / "aot")
+
+
+def test_output_dot_in_a_folder_with_an_index_keeps_the_manifest(shipped, tmp_path):
+    root = project_copy(shipped, tmp_path)
+    shutil.copy(root / "aot" / index.INDEX, root / index.INDEX)
+    (root / "kernels.yaml").write_text(MANIFEST.replace("output: aot", "output: ."))
+    with pytest.raises(nv.AOTError, match="which no build wrote"):
+        build.build(str(root / "kernels.yaml"))
+    assert (root / "kernels.yaml").exists() and (root / "trustkern.py").exists()
+
+
+def test_a_symlinked_output_stays_a_link(shipped, tmp_path):
+    root = project_copy(shipped, tmp_path)
+    real = tmp_path / "elsewhere"
+    shutil.move(root / "aot", real)
+    (root / "aot").symlink_to(real)
+    assert not build.build(str(root / "kernels.yaml")).failures
+    assert (root / "aot").is_symlink() and os.readlink(root / "aot") == str(real)
+    assert_sound(real)
+
+
+def test_a_rejected_manifest_creates_nothing(shipped, tmp_path):
+    root = project_copy(shipped, tmp_path)
+    (root / "kernels.yaml").write_text(MANIFEST.replace("output: aot", "output: deep/er/aot")
+                                       .replace("float32[:]", "flaot32[:]", 1))
+    with pytest.raises(nv.AOTError):
+        build.build(str(root / "kernels.yaml"))
+    assert not (root / "deep").exists()
+
+
+def test_readers_during_rebuilds_always_see_one_generation(shipped, kernel_module, search,
+                                                           tmp_path):
+    root = project_copy(shipped, tmp_path)
+    output, other = root / "aot", tmp_path / "generation-b"
+    shutil.copytree(output, other)
+    data = read_index(other)
+    entry = data["entries"][0]
+    module = bytearray((other / entry["spirv"]).read_bytes())
+    module[8:12] = b"\x01\x00\xff\x7f"                   # another generator word: other bytes
+    replace_module(other, entry, bytes(module))
+    write_index(other, data)
+    assert build._exchange(str(other), str(output)) and build._exchange(str(other), str(output))
+    search(output)
+    stop = threading.Event()
+
+    def rebuild():
+        while not stop.is_set():
+            build._exchange(str(other), str(output))
+    swapper = threading.Thread(target=rebuild, daemon=True)
+    swapper.start()
+    try:
+        found = [outcome(kernel_module) for _ in range(300)]
+    finally:
+        stop.set()
+        swapper.join()
+    errors = [f for f in found if not isinstance(f, nv.CompiledKernel)]
+    assert not errors, errors[0]
+
+
+# The command line: our errors, never a traceback ----------------------------------
+
+
+@pytest.mark.parametrize("case", ["python tag", "sys.exit at import", "huge workgroup",
+                                  "list without index", "inspect without index"])
+def test_command_line_errors_are_messages(shipped, tmp_path, capsys, case):
+    from numba_vulkan.aot.__main__ import main
+    root = project_copy(shipped, tmp_path)
+    manifest = root / "kernels.yaml"
+    if case == "python tag":
+        manifest.write_text(MANIFEST + '    options: !!python/object/apply:os.system ["x"]\n')
+        argv, status = ["build", str(manifest)], 2
+    elif case == "sys.exit at import":
+        (root / "exits.py").write_text("import sys\nsys.exit(3)\n")
+        manifest.write_text(MANIFEST.replace("trustkern:axpy", "exits:axpy"))
+        argv, status = ["build", str(manifest)], 2
+    elif case == "huge workgroup":
+        manifest.write_text(MANIFEST.replace("[[64]]", "[[2000, 2000]]"))
+        argv, status = ["build", str(manifest)], 2
+    else:
+        (root / "empty").mkdir()
+        argv = ["list", str(root / "empty")] if case.startswith("list") else [
+            "inspect", str(root / "empty"), "axpy"]
+        status = 1
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    if status == 2:
+        assert f"{manifest}:" in err
+
+
+def test_build_off_a_terminal_prints_a_line_per_module(shipped, tmp_path, capsys):
+    from numba_vulkan.aot.__main__ import main
+    root = project_copy(shipped, tmp_path)
+    assert main(["build", str(root / "kernels.yaml")]) == 0
+    assert "[1/1] " in capsys.readouterr().err
+
+
+def test_killed_writers_temporary_files_are_removed(cache_dir, monkeypatch):
+    folder = cache_dir / "kernels"
+    folder.mkdir(parents=True)
+    stale, fresh = folder / ".tmp-stale", folder / ".tmp-fresh"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    old = stale.stat().st_mtime - 2 * files.STALE_SECONDS
+    os.utime(stale, (old, old))
+    monkeypatch.setattr(files, "_swept", set())
+    kernelcache.store("ab" * 32, {"spirv": b"\3\2\x23\7", "n": 1})
+    assert not stale.exists() and fresh.exists()   # a write may be in progress
+    assert kernelcache.load("ab" * 32) == {"spirv": b"\3\2\x23\7", "n": 1}
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_module_the_driver_refuses_falls_back(shipped, kernel_module, search, monkeypatch,
+                                                 rng, strict):
+    """What spirv-val and the checks miss, the driver may refuse: never a crash."""
+    from numba_vulkan import dispatcher as dispatcher_module
+    shipped_modules = {p.read_bytes() for p in (shipped / "aot" / "spirv").iterdir()}
+    real = dispatcher_module.Pipeline
+
+    def refusing(device, spirv, *args, **kwargs):
+        if spirv in shipped_modules:
+            raise nv.DriverError("vkCreateComputePipelines failed: VK_ERROR_UNKNOWN", -13)
+        return real(device, spirv, *args, **kwargs)
+    monkeypatch.setattr(dispatcher_module, "Pipeline", refusing)
+    search(shipped / "aot", strict=strict)
+    dispatcher = VulkanDispatcher(kernel_module.axpy.py_func)
+    if strict:
+        with pytest.raises(nv.AOTError, match="the driver refused"):
+            run_axpy(dispatcher, rng)
+        return
+    with pytest.warns(AOTWarning, match="the driver refused"):
+        y, want = run_axpy(dispatcher, rng)
+    np.testing.assert_array_equal(y, want)

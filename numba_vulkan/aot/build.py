@@ -20,16 +20,23 @@ differ), runs ``spirv-val`` on it and writes the directory:
 """
 
 import concurrent.futures
+import errno
 import hashlib
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: builds of one output are not serialised there
+    fcntl = None
 
 from numba_vulkan import abi, files, modulecheck, spirv
 from numba_vulkan.aot import codekey, index, manifest as manifests
@@ -39,6 +46,8 @@ from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, Vulka
 #: OpSourceContinued, OpSource, OpSourceExtension, OpName, OpMemberName,
 #: OpString, OpLine, OpNoLine, OpModuleProcessed.
 _DEBUG_OPCODES = frozenset({2, 3, 4, 5, 6, 7, 8, 317, 330})
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 #: Changes whenever the build would produce other modules from the same inputs.
 _BUILD_VERSION = 1
@@ -181,24 +190,77 @@ def _worker_init(paths):
             sys.path.insert(0, path)
 
 
+def _ours(output):
+    """Files below ``output`` that a build wrote, or the first other one found.
+
+    Returns:
+        ``(files, stranger)``: relative paths of the index and the modules it
+        names (or, with a damaged index, every ``spirv/<sha256>.spv``), and
+        the relative path of a file or directory the build did not write, or
+        None.
+    """
+    named = set()
+    try:
+        previous = index.parse(files.read_regular(os.path.join(output, index.INDEX),
+                                                  index.INDEX_LIMIT), output)
+        named = {e["spirv"] for e in previous["entries"]}
+    except (OSError, AOTError):
+        named = None
+    found = []
+    for folder, dirs, names in os.walk(output):
+        relative = os.path.relpath(folder, output)
+        for name in sorted(dirs):
+            path = os.path.normpath(os.path.join(relative, name))
+            if path != index.SPIRV_DIR or os.path.islink(os.path.join(folder, name)):
+                return found, path + "/"
+        for name in sorted(names):
+            path = os.path.normpath(os.path.join(relative, name)).replace(os.sep, "/")
+            if path == index.INDEX:
+                found.append(path)
+                continue
+            digest = name[:-len(".spv")] if name.endswith(".spv") else ""
+            if (relative != index.SPIRV_DIR or not _SHA256.match(digest)
+                    or (named is not None and path not in named)):
+                return found, path
+            found.append(path)
+    return found, None
+
+
+def resolve_output(output):
+    """The directory a build writes for ``output``: a symlinked output's target
+    (the link stays a link)."""
+    output = os.path.abspath(output)
+    return os.path.realpath(output) if os.path.islink(output) else output
+
+
 def _check_output(m, output, output_line):
-    """Refuse outputs that cannot be written or are not ours to replace."""
-    parent = os.path.dirname(output)
+    """Refuse outputs that cannot be written or are not ours to replace.
+
+    Creates nothing: a refused build leaves the file system as it was.
+    """
     line = output_line if output == m.output else None
     path = m.path if line is not None else None
     if os.path.exists(output) and not os.path.isdir(output):
         raise ManifestError(f"output {output} exists and is not a directory", path, line)
-    if (os.path.isdir(output) and os.listdir(output)
-            and not os.path.isfile(os.path.join(output, index.INDEX))):
-        raise ManifestError(f"output {output} is a directory that is not an AOT directory "
-                            f"(it has no {index.INDEX}); refusing to replace it", path, line)
-    try:
-        os.makedirs(parent, exist_ok=True)
-        probe = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output)}.check-")
-        os.rmdir(probe)
-    except OSError as exc:
-        raise ManifestError(f"cannot write the output directory {output}: "
-                            f"{exc.strerror or exc}", path, line) from None
+    if os.path.isdir(output) and os.listdir(output):
+        if not os.path.isfile(os.path.join(output, index.INDEX)):
+            raise ManifestError(f"output {output} is a directory that is not an AOT "
+                                f"directory (it has no {index.INDEX}); refusing to replace "
+                                "it", path, line)
+        _, stranger = _ours(output)
+        if stranger is not None:
+            raise ManifestError(f"output {output} holds {stranger}, which no build wrote; "
+                                "the build replaces the whole directory, so move it "
+                                "elsewhere or choose another output", path, line)
+    existing = os.path.dirname(output)
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ManifestError(f"cannot write the output directory {output}: {existing} is not "
+                            "a directory", path, line)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ManifestError(f"cannot write the output directory {output}: {existing} is not "
+                            "writable", path, line)
 
 
 def build(manifest_path, output=None, jobs=1, progress=None):
@@ -219,7 +281,7 @@ def build(manifest_path, output=None, jobs=1, progress=None):
     """
     start = time.perf_counter()
     m = manifests.load(manifest_path)
-    output = os.path.abspath(output) if output else m.output
+    output = resolve_output(output or m.output)
     _check_output(m, output, m.output_line)
     tasks, dispatchers = manifests.resolve(m)
     result = Result(output)
@@ -330,8 +392,62 @@ def _entry(task, key, data, meta, fingerprint, build_key):
     }
 
 
+#: Called with the name of each point of :func:`_write` where a kill would
+#: leave files behind; tests set it to end the process there.
+crash_hook = None
+
+
+def _point(name):
+    if crash_hook is not None:
+        crash_hook(name)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a, b):
+    """Swap two directories in one step (Linux ``renameat2``); False if the
+    system or file system cannot."""
+    if sys.platform != "linux":
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.ENOTSUP):
+        return False
+    raise OSError(error, os.strerror(error), b)
+
+
+def _leftovers(parent, name):
+    """Temporary directories of earlier builds of this output that were killed."""
+    prefixes = (f".{name}.new-", f".{name}.old-")
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return []
+    return [os.path.join(parent, e) for e in sorted(entries) if e.startswith(prefixes)
+            and os.path.isdir(os.path.join(parent, e))
+            and not os.path.islink(os.path.join(parent, e))]
+
+
 def _write(m, output, entries, modules):
-    """Write the directory under a temporary name, then swap it in."""
+    """Write the directory under a temporary name, then swap it in.
+
+    On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``: at every moment
+    the output is one complete generation, the old or the new. Elsewhere it
+    is two renames, with a moment between them without an output. A build
+    holds a lock beside the output, and first removes the temporary
+    directories of builds that were killed.
+    """
     entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"]))
     profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env,
                  **({"loop_limit": p.loop_limit} if p.loop_limit else {})}
@@ -339,31 +455,55 @@ def _write(m, output, entries, modules):
     data = {"format": index.FORMAT_VERSION, "abi_version": abi.ABI_VERSION,
             "profiles": profiles, "entries": entries}
     parent, name = os.path.split(output)
-    temporary = tempfile.mkdtemp(dir=parent, prefix=f".{name}.new-")
+    os.makedirs(parent, exist_ok=True)
+    # The lock is the parent directory itself: no file to leave behind.
+    lock = os.open(parent, os.O_RDONLY) if fcntl is not None else None
     try:
-        os.chmod(temporary, 0o755)
-        os.mkdir(os.path.join(temporary, index.SPIRV_DIR))
-        for relative, blob in sorted(modules.items()):
-            with open(os.path.join(temporary, relative), "wb") as f:
-                f.write(blob)
-        with open(os.path.join(temporary, index.INDEX), "wb") as f:
-            f.write(index.dumps(data))
-        old = None
-        if os.path.exists(output):
-            old = tempfile.mkdtemp(dir=parent, prefix=f".{name}.old-")
-            os.rmdir(old)
-            os.rename(output, old)
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        for leftover in _leftovers(parent, name):
+            shutil.rmtree(leftover, ignore_errors=True)
+        temporary = tempfile.mkdtemp(dir=parent, prefix=f".{name}.new-")
+        _point("temporary directory made")
         try:
-            os.rename(temporary, output)
-        except OSError:
-            if old:
-                os.rename(old, output)
-            raise
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
+            os.chmod(temporary, 0o755)
+            os.mkdir(os.path.join(temporary, index.SPIRV_DIR))
+            for relative, blob in sorted(modules.items()):
+                with open(os.path.join(temporary, relative), "wb") as f:
+                    f.write(blob)
+                _point("module written")
+            with open(os.path.join(temporary, index.INDEX), "wb") as f:
+                f.write(index.dumps(data))
+            _point("index written")
+            if os.path.isdir(output):
+                _, stranger = _ours(output)
+                if stranger is not None:
+                    raise ManifestError(f"output {output} now holds {stranger}, which no "
+                                        "build wrote; refusing to replace it")
+                if _exchange(temporary, output):
+                    _point("swapped")
+                else:
+                    old = tempfile.mkdtemp(dir=parent, prefix=f".{name}.old-")
+                    os.rmdir(old)
+                    os.rename(output, old)
+                    _point("old generation moved away")
+                    try:
+                        os.rename(temporary, output)
+                    except OSError:
+                        os.rename(old, output)
+                        raise
+                    temporary = old
+            else:
+                os.rename(temporary, output)
+                temporary = None
+            _point("renamed")
+        finally:
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
+        _point("done")
+    finally:
+        if lock is not None:
+            os.close(lock)
 
 
 def verify(directory):

@@ -87,6 +87,14 @@ class Directory:
             self._by_key.setdefault(entry["key"], []).append(entry)
             self._by_kernel.setdefault(entry["kernel"], []).append(entry)
 
+    def reload(self):
+        """Read the index again (a build replaced the directory since)."""
+        with self._load_lock:
+            self.problem = None
+            self._by_key, self._by_kernel = {}, {}
+            self._read_index()
+            self._loaded = True
+
     def entries(self, key):
         """Entries built from code with this content key."""
         if not self._loaded:
@@ -103,6 +111,8 @@ class Directory:
         """The entry's module, checked against its digest; raises AOTError."""
         try:
             data = self._read_file(entry["spirv"], index.MODULE_LIMIT)
+        except FileNotFoundError as exc:
+            raise _Vanished(f"{self.label}/{entry['spirv']} cannot be read: {exc}") from None
         except OSError as exc:
             raise AOTError(f"{self.label}/{entry['spirv']} cannot be read: {exc}") from None
         index.check_module(data, entry, self.label)
@@ -112,6 +122,10 @@ class Directory:
             raise AOTError(f"{self.label}/{entry['spirv']} (kernel {entry['kernel']}) is "
                            f"invalid SPIR-V: {exc}") from None
         return data
+
+
+class _Vanished(AOTError):
+    """A module the index names is gone: a build swapped the directory in between."""
 
 
 def register(location):
@@ -329,23 +343,8 @@ def find(dispatcher, sig, threads, target):
     if key is not None:
         features = _device_features(target)
         for directory in search:
-            ranked = []
-            for entry in directory.entries(key):
-                rank = _usable(entry, sig, threads, target, features)
-                if rank is not None:
-                    ranked.append((rank, entry["sha256"], entry))
-            for _, _, entry in sorted(ranked, key=lambda r: r[:2]):
-                try:
-                    kernel = index.compiled_kernel(entry, directory.read(entry))
-                except AOTError as exc:
-                    with _lock:
-                        _stats["rejected"] += 1
-                    _warn_once(("rejected", directory.label, entry["sha256"]),
-                               f"{exc}; the entry is not used")
-                    reasons.append(str(exc))
-                    continue
-                with _lock:
-                    _stats["hits"] += 1
+            kernel, ranked = _search(directory, key, sig, threads, target, features, reasons)
+            if kernel is not None:
                 return kernel
             if directory.problem:
                 reasons.append(f"{directory.problem}, so the directory was skipped")
@@ -353,6 +352,68 @@ def find(dispatcher, sig, threads, target):
                 reasons.append(f"{directory.label} has {name} built from other code: the "
                                "kernel, a function it calls or a global it reads changed "
                                "since the build; rebuild the directory")
+    return _miss(name, sig, threads, target, search, strict, reasons)
+
+
+#: Times a lookup reads a directory's index again when a build replaced the
+#: directory between reading the index and a module.
+_RELOADS = 3
+
+
+def _search(directory, key, sig, threads, target, features, reasons):
+    """``(kernel or None, ranked entries)`` of one directory."""
+    for attempt in range(_RELOADS + 1):
+        ranked = []
+        for entry in directory.entries(key):
+            rank = _usable(entry, sig, threads, target, features)
+            if rank is not None:
+                ranked.append((rank, entry["sha256"], entry))
+        vanished = False
+        for _, _, entry in sorted(ranked, key=lambda r: r[:2]):
+            try:
+                kernel = index.compiled_kernel(entry, directory.read(entry))
+            except _Vanished as exc:
+                if attempt < _RELOADS:
+                    vanished = True
+                    break
+                reasons.append(str(exc))
+                continue
+            except AOTError as exc:
+                with _lock:
+                    _stats["rejected"] += 1
+                _warn_once(("rejected", directory.label, entry["sha256"]),
+                           f"{exc}; the entry is not used")
+                reasons.append(str(exc))
+                continue
+            with _lock:
+                _stats["hits"] += 1
+            return kernel, ranked
+        if not vanished:
+            return None, ranked
+        directory.reload()
+    return None, ranked
+
+
+def refused_by_driver(kernel, error):
+    """A shipped kernel whose pipeline the driver would not create.
+
+    Raises:
+        AOTError: In strict mode. Otherwise warns once; the caller compiles.
+    """
+    aot = kernel.metadata.get("aot", {})
+    message = (f"the driver refused the AOT module {aot.get('sha256', '?')[:16]} of "
+               f"{aot.get('kernel', kernel.name)} ({error}); rebuild the directory")
+    with _lock:
+        _stats["rejected"] += 1
+    if config.aot_strict():
+        raise AOTError(message + " (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)")
+    with _lock:
+        _stats["fallbacks"] += 1
+    _warn_once(("driver", aot.get("sha256")), message + "; compiling it now")
+
+
+def _miss(name, sig, threads, target, search, strict, reasons):
+    """Count a miss; raise in strict mode, else warn once and return None."""
     with _lock:
         _stats["misses"] += 1
     _record(name, sig, threads)

@@ -1,7 +1,7 @@
 """Give a kernel's math calls libclc's implementations.
 
 Numba lowers ``math.sin`` and NumPy's ufuncs to calls of C library functions
-(``tanf``, ``atan2``, ``numba_gamma``, ...) and of LLVM intrinsics
+(``tanf``, ``atan2``, ``numba_ldexp``, ...) and of LLVM intrinsics
 (``llvm.sin.f32``, ``llvm.pow.f64``, ...). Vulkan has no C library, and
 LLVM's SPIR-V backend turns those intrinsics into GLSL.std.450 instructions,
 which drivers may implement with errors of thousands of ULP. So before
@@ -30,7 +30,6 @@ _OPENCL = {
                       "asinh", "acosh", "atanh", "exp", "exp2", "expm1", "log", "log2",
                       "log10", "log1p", "erf", "erfc", "lgamma", "tgamma", "cbrt", "pow",
                       "atan2", "hypot", "nextafter", "fmod", "remainder", "modf")},
-    "numba_gamma": "tgamma",
     "numba_nextafter": "nextafter",
     "numba_ldexp": "ldexp",
     "numba_frexp": "frexp",

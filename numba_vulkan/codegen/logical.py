@@ -213,7 +213,7 @@ class _Rewriter:
         self._materialise_constants()
         conflicts = self.analyse()
         if conflicts:
-            self._merge_private(conflicts)
+            self._merge_objects(conflicts)
             self.analyse()
         self.views = self.atomic_views()
         for block in self.main.blocks:
@@ -293,15 +293,19 @@ class _Rewriter:
         workgroup array, an offset into it) instructions, which the rest of
         this pass tracks like any other pointer. A phi's become instructions
         at the end of the incoming block."""
-        at_end = {}
+        at_end, made = {}, {}
         for block in self.main.blocks:
             out = []
             for inst in block.instructions:
                 if inst.opcode == "phi":
                     for operand, label in zip(inst.operands, inst.labels):
                         if self._mentions_object(operand.value):
-                            operand.value = self._as_instructions(
-                                operand.value, at_end.setdefault(label, []))
+                            # A block that branches here twice gives one value.
+                            key = (label, str(operand.value))
+                            if key not in made:
+                                made[key] = self._as_instructions(
+                                    operand.value, at_end.setdefault(label, []))
+                            operand.value = made[key]
                 else:
                     for operand in inst.operands:
                         if self._mentions_object(operand.value):
@@ -371,44 +375,75 @@ class _Rewriter:
         pointer = self.pointers.get(value)
         return None if pointer is None else pointer.object
 
-    def _merge_private(self, conflicts):
-        """Make private arrays that one pointer may point into (the pieces
-        that scalar replacement split an array into, chosen by a phi) one
-        array: Vulkan can choose between pointers only with the
-        VariablePointers capability, but between indices always."""
+    def _mergeable(self, obj):
+        """Whether ``obj`` may become part of a larger object: a private
+        variable, or a workgroup array (no contents to keep)."""
+        if not isinstance(obj, _Object):
+            return False
+        if isinstance(obj.definition, ir.Instruction):
+            return True
+        return obj.addrspace == 3 and obj.definition.init in _EMPTY
+
+    def _merge_objects(self, conflicts):
+        """Make objects that one pointer may point into (the pieces that
+        scalar replacement split a private array into, chosen by a phi; two
+        workgroup arrays chosen by a select) one array, each a range of it:
+        Vulkan can choose between pointers only with the VariablePointers
+        capability, but between indices always."""
         groups = []
         for inst, found in conflicts:
-            if not all(isinstance(o, _Object) and o.addrspace == 0
-                       and isinstance(o.definition, ir.Instruction) for o in found):
+            if not all(map(self._mergeable, found)) or \
+                    len({o.addrspace for o in found}) != 1:
                 raise UnsupportedError(f"a pointer may point into two different arrays: {inst}")
-            joined = [g for g in groups if g & found]
-            for g in joined:
-                groups.remove(g)
-                found = found | g
+            for group in [g for g in groups if g & found]:
+                groups.remove(group)
+                found = found | group
             groups.append(set(found))
-        entry = self.main.blocks[0].instructions
         for group in groups:
-            members = sorted(group, key=lambda o: entry.index(o.definition)
-                             if o.definition in entry else len(entry))
+            members = sorted(group, key=lambda o: o.name)
             if len({o.elem for o in members}) != 1:
-                raise UnsupportedError("a pointer may point into private arrays of different "
-                                       f"types: {', '.join(o.name for o in members)}")
-            elem = members[0].elem
-            merged = _Object(f"%nv.private.{self.fresh()[4:]}", 0,
-                             (sum(o.count for o in members),), elem, None)
+                raise UnsupportedError("a pointer may point into arrays of different types: "
+                                       f"{', '.join(o.name for o in members)}")
+            self._merge(members)
+
+    def _merge(self, members):
+        elem, space = members[0].elem, members[0].addrspace
+        count = sum(o.count for o in members)
+        entry = self.main.blocks[0].instructions
+        if space == 0:
+            merged = _Object(f"%nv.private{self.fresh()[3:]}", 0, (count,), elem, None)
             merged.definition = ir.instruction(
                 f"{merged.name} = alloca {merged.array_type()}, align 16")
             entry.insert(0, merged.definition)
-            offset = 0
-            for o in members:
-                piece = ir.instruction(f"{o.name} = getelementptr inbounds i8, ptr "
-                                       f"{merged.name}, i64 {offset * _SCALAR_SIZES[elem]}")
+        else:
+            merged = _Object(f"@nv.workgroup{self.fresh()[3:]}", space, (count,), elem, None)
+            merged.definition = self.module.add(
+                f"{merged.name} = internal unnamed_addr addrspace({space}) global "
+                f"{merged.array_type()} undef, align 16")
+        pointer = f"ptr addrspace({space})"
+        offset, pieces = 0, []
+        for o in members:
+            # Each member becomes a pointer to its range, defined first in
+            # the entry block (after the merged alloca) so that it dominates
+            # every use.
+            local = o.name if space == 0 else self.fresh()
+            pieces.append(ir.instruction(
+                f"{local} = getelementptr inbounds i8, {pointer} {merged.name}, "
+                f"i64 {offset * _SCALAR_SIZES[elem]}"))
+            if space == 0:
                 for block in self.main.blocks:
                     if o.definition in block.instructions:
-                        block.instructions[block.instructions.index(o.definition)] = piece
-                del self.objects[o.name]
-                offset += o.count
-            self.objects[merged.name] = merged
+                        block.instructions.remove(o.definition)
+            else:
+                self.module.items.remove(o.definition)
+                for inst in self.main.instructions():
+                    for holder, value in inst.values():
+                        if value == o.name:
+                            holder.value = local
+            del self.objects[o.name]
+            offset += o.count
+        entry[1 if space == 0 else 0:1 if space == 0 else 0] = pieces
+        self.objects[merged.name] = merged
 
     # Atomics ---------------------------------------------------------------
 

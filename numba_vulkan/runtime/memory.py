@@ -213,10 +213,11 @@ class DeviceArray:
                                                strides)
         return lo, raw, view
 
-    def copy_to_host(self, ary=None):
+    def copy_to_host(self, ary=None, stream=0):
         """Copy to a NumPy array (a new one, or ``ary``) and return it.
 
-        Waits for every launch submitted before it.
+        Waits for every launch submitted before it. ``stream`` is accepted
+        for numba.cuda's signature; copies are ordered on the device's queue.
         """
         if ary is not None and (ary.shape != self.shape or ary.dtype != self.dtype):
             raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
@@ -234,8 +235,9 @@ class DeviceArray:
         ary[...] = view
         return ary
 
-    def copy_to_device(self, ary):
-        """Copy a NumPy array of the same shape and dtype into this array."""
+    def copy_to_device(self, ary, stream=0):
+        """Copy a NumPy array of the same shape into this array (converted to
+        its dtype); ``stream`` as for :meth:`copy_to_host`."""
         ary = np.asarray(ary)
         if ary.shape != self.shape:
             raise LaunchError(f"shape mismatch: {ary.shape} into {self.shape}")
@@ -247,8 +249,31 @@ class DeviceArray:
         view[...] = ary
         self.buffer.write(raw, self.offset * self.storage.itemsize + lo)
 
+    def __array__(self, dtype=None, copy=None):
+        """A host copy, so that ``np.asarray(d)`` and NumPy functions see the
+        contents (waits for every launch submitted before it)."""
+        host = self.copy_to_host()
+        return host if dtype is None else host.astype(dtype, copy=False)
+
+    def __iter__(self):
+        """The elements (as host scalars) of a 1-d array, the rows (as device
+        views) of an N-d one, as ``self[i]`` gives them."""
+        for i in range(len(self)):
+            yield self[i]
+
     def __getitem__(self, index):
-        """A view (basic indexing: integers and slices) sharing this memory."""
+        """A view (basic indexing: integers and slices) sharing this memory;
+        indexing down to one element copies it to the host, as a NumPy scalar."""
+        view = self._view(index)
+        return view.copy_to_host()[()] if view.ndim == 0 else view
+
+    def __setitem__(self, index, value):
+        """Write ``value`` (a scalar, or an array broadcast to the indexed
+        view's shape) into the elements ``index`` selects."""
+        view = self._view(index)
+        view.copy_to_device(np.broadcast_to(np.asarray(value, dtype=self.dtype), view.shape))
+
+    def _view(self, index):
         template = np.lib.stride_tricks.as_strided(
             np.zeros(1, dtype=self.dtype), self.shape, self.strides, writeable=False)
         if not isinstance(index, tuple):
@@ -256,13 +281,13 @@ class DeviceArray:
         if any(not isinstance(i, (int, np.integer, slice)) and i is not Ellipsis
                for i in index):
             raise IndexError("device arrays support integer and slice indexing only")
+        if not any(i is Ellipsis for i in index):
+            # A trailing ... keeps a full index a 0-d view, not a scalar copy.
+            index += (Ellipsis,)
         view = template[index]
         base = template.__array_interface__["data"][0]
         first = view.__array_interface__["data"][0]
         shift = (first - base) // self.dtype.itemsize
-        if view.ndim == 0:
-            raise IndexError("indexing a device array down to one element is not supported; "
-                             "slice it and copy_to_host()")
         return DeviceArray(view.shape, self.dtype, self.buffer, view.strides,
                            self.offset + shift, storage=self.storage)
 
@@ -300,6 +325,12 @@ def device_array(shape, dtype=np.float64, device=None):
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     return DeviceArray(shape, dtype, device=device)
+
+
+def device_array_like(ary, device=None):
+    """A new uninitialised C-contiguous :class:`DeviceArray` of ``ary``'s shape
+    and dtype (``ary`` a NumPy or device array)."""
+    return DeviceArray(ary.shape, ary.dtype, device=device)
 
 
 def staged_host_array(ary, device, write_back=True):

@@ -173,11 +173,16 @@ class Pipeline:
                 if len(recorded) >= _RECORDED_LAUNCHES:
                     self._evict(recorded.popitem(last=False)[1])
                 entry = recorded[key] = self._record(groups, buffers, push)
-        timer = timing.active(self.device)
-        if timer is not None:
-            timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers))
-            return
-        self._submit(entry[0], (self, buffers))
+            timer = timing.active(self.device)
+            if timer is None:
+                # Submitted under the lock, so that the number an eviction
+                # waits for is the launch's last use.
+                entry[4] = self._submit(entry[0], (self, buffers))
+                return
+            # The timer submits a command buffer of its own, under a number
+            # not known here: an eviction waits for everything.
+            entry[4] = None
+        timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers))
 
     def _record(self, groups, buffers, push):
         slot = self._free_slots.pop() if self.args is not None else None
@@ -203,7 +208,7 @@ class Pipeline:
         bound = [(p, {"buffer": b.handle, "offset": 0, "range": 2 ** 64 - 1})
                  for p, b in zip(self.arrays, buffers)]
         if slot is not None:
-            # Free: its last launch was evicted, which waited for the device.
+            # Free: its last launch was evicted, which waited for that launch.
             start = slot * self._slot_size
             self._args_buffer.mapped[start:start + self.args_size] = push[self.push_size:]
             bound.append((self.args, {"buffer": self._args_buffer.handle, "offset": start,
@@ -220,7 +225,8 @@ class Pipeline:
         command_buffer = stream.allocate_command_buffer()
         with stream.recording(command_buffer, reusable=True):
             self._dispatch(command_buffer, groups, descriptor_set, push)
-        return command_buffer, descriptor_set, [weakref.ref(b) for b in buffers], slot
+        # The last element is the number of the launch's last submission.
+        return [command_buffer, descriptor_set, [weakref.ref(b) for b in buffers], slot, 0]
 
     def _dispatch(self, command_buffer, groups, descriptor_set, push):
         v = vk.module()
@@ -237,8 +243,14 @@ class Pipeline:
 
     def _evict(self, entry):
         v = vk.module()
-        command_buffer, descriptor_set, _, slot = entry
-        self.device.stream.synchronize()
+        command_buffer, descriptor_set, _, slot, last = entry
+        # Only this launch's work must be done before its command buffer,
+        # descriptor set and argument slot are reused; waiting for the whole
+        # queue made every launch with new scalars wait once 32 were recorded.
+        if last is None:
+            self.device.stream.synchronize()
+        else:
+            self.device.stream.wait_for(last)
         if slot is not None:
             self._free_slots.append(slot)
         self.device.stream.free_command_buffer(command_buffer)
