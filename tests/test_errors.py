@@ -175,8 +175,8 @@ def _sync(out):
     nv.syncthreads()
 
 
-def _grid(out):
-    out[nv.grid(1)] = 1
+def _syncthreads_count(out):
+    out[0] = nv.syncthreads_count(1)
 
 
 def _atomic_inc(out):
@@ -193,8 +193,8 @@ def _no_such(out):
      "nv.local_id(0))"),
     (_sync, "nv.syncthreads()", "numba_vulkan has no attribute 'syncthreads'",
      "numba.cuda's syncthreads is nv.barrier() in numba_vulkan"),
-    (_grid, "nv.grid(1)", "numba_vulkan has no attribute 'grid'",
-     "cuda.grid(1) is nv.global_id(0)"),
+    (_syncthreads_count, "nv.syncthreads_count", "numba_vulkan has no attribute "
+     "'syncthreads_count'", "numba.cuda's syncthreads_count has no numba_vulkan equivalent"),
     (_atomic_inc, "nv.atomic.inc", "numba_vulkan.atomic has no attribute 'inc'",
      "nv.atomic.add(array, index, 1)"),
     (_no_such, "nv.foo", "numba_vulkan has no attribute 'foo'", None),

@@ -265,3 +265,33 @@ def test_pointer_chosen_between_arrays(rng):
     shared = np.where(t % 2 == 0, a[(t + 1) % GROUP], -a[(t + 1) % GROUP])
     private = np.where(a > 4, a + t % 4, a - t % 4)
     np.testing.assert_array_equal(out, shared * 100 + private)
+
+
+_PHI_OF_CONSTANTS = """
+@tile = internal unnamed_addr addrspace(3) global [16 x float] undef, align 16
+
+define void @main(i32 %n) {
+entry:
+  switch i32 %n, label %join [
+    i32 0, label %join
+    i32 1, label %other
+  ]
+other:
+  br label %join
+join:
+  %p = phi ptr [ getelementptr (i8, ptr addrspacecast (ptr addrspace(3) @tile to ptr), i64 8), %entry ], [ getelementptr (i8, ptr addrspacecast (ptr addrspace(3) @tile to ptr), i64 8), %entry ], [ addrspacecast (ptr addrspace(3) @tile to ptr), %other ]
+  store float 1.0, ptr %p, align 4
+  ret void
+}
+"""
+
+
+def test_constant_expressions_in_a_phi_become_instructions():
+    """A block branching twice to a phi gives it one value (LLVM's rule),
+    also once constant expressions over a workgroup array are instructions."""
+    from llvmlite import binding as llvm
+    from numba_vulkan.codegen import logical
+    text = logical.rewrite(_PHI_OF_CONSTANTS, [])
+    llvm.parse_assembly(text, context=llvm.create_context()).verify()
+    assert "addrspacecast (" not in text
+    assert "@__nv.element.3.1(ptr addrspace(3) @tile" in text

@@ -781,3 +781,79 @@ def test_readers_during_rebuilds_always_see_one_generation(shipped, kernel_modul
         swapper.join()
     errors = [f for f in found if not isinstance(f, nv.CompiledKernel)]
     assert not errors, errors[0]
+
+
+# The command line: our errors, never a traceback ----------------------------------
+
+
+@pytest.mark.parametrize("case", ["python tag", "sys.exit at import", "huge workgroup",
+                                  "list without index", "inspect without index"])
+def test_command_line_errors_are_messages(shipped, tmp_path, capsys, case):
+    from numba_vulkan.aot.__main__ import main
+    root = project_copy(shipped, tmp_path)
+    manifest = root / "kernels.yaml"
+    if case == "python tag":
+        manifest.write_text(MANIFEST + '    options: !!python/object/apply:os.system ["x"]\n')
+        argv, status = ["build", str(manifest)], 2
+    elif case == "sys.exit at import":
+        (root / "exits.py").write_text("import sys\nsys.exit(3)\n")
+        manifest.write_text(MANIFEST.replace("trustkern:axpy", "exits:axpy"))
+        argv, status = ["build", str(manifest)], 2
+    elif case == "huge workgroup":
+        manifest.write_text(MANIFEST.replace("[[64]]", "[[2000, 2000]]"))
+        argv, status = ["build", str(manifest)], 2
+    else:
+        (root / "empty").mkdir()
+        argv = ["list", str(root / "empty")] if case.startswith("list") else [
+            "inspect", str(root / "empty"), "axpy"]
+        status = 1
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    if status == 2:
+        assert f"{manifest}:" in err
+
+
+def test_build_off_a_terminal_prints_a_line_per_module(shipped, tmp_path, capsys):
+    from numba_vulkan.aot.__main__ import main
+    root = project_copy(shipped, tmp_path)
+    assert main(["build", str(root / "kernels.yaml")]) == 0
+    assert "[1/1] " in capsys.readouterr().err
+
+
+def test_killed_writers_temporary_files_are_removed(cache_dir, monkeypatch):
+    folder = cache_dir / "kernels"
+    folder.mkdir(parents=True)
+    stale, fresh = folder / ".tmp-stale", folder / ".tmp-fresh"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    old = stale.stat().st_mtime - 2 * files.STALE_SECONDS
+    os.utime(stale, (old, old))
+    monkeypatch.setattr(files, "_swept", set())
+    kernelcache.store("ab" * 32, {"spirv": b"\3\2\x23\7", "n": 1})
+    assert not stale.exists() and fresh.exists()   # a write may be in progress
+    assert kernelcache.load("ab" * 32) == {"spirv": b"\3\2\x23\7", "n": 1}
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_module_the_driver_refuses_falls_back(shipped, kernel_module, search, monkeypatch,
+                                                 rng, strict):
+    """What spirv-val and the checks miss, the driver may refuse: never a crash."""
+    from numba_vulkan import dispatcher as dispatcher_module
+    shipped_modules = {p.read_bytes() for p in (shipped / "aot" / "spirv").iterdir()}
+    real = dispatcher_module.Pipeline
+
+    def refusing(device, spirv, *args, **kwargs):
+        if spirv in shipped_modules:
+            raise nv.DriverError("vkCreateComputePipelines failed: VK_ERROR_UNKNOWN", -13)
+        return real(device, spirv, *args, **kwargs)
+    monkeypatch.setattr(dispatcher_module, "Pipeline", refusing)
+    search(shipped / "aot", strict=strict)
+    dispatcher = VulkanDispatcher(kernel_module.axpy.py_func)
+    if strict:
+        with pytest.raises(nv.AOTError, match="the driver refused"):
+            run_axpy(dispatcher, rng)
+        return
+    with pytest.warns(AOTWarning, match="the driver refused"):
+        y, want = run_axpy(dispatcher, rng)
+    np.testing.assert_array_equal(y, want)

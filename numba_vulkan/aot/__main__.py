@@ -48,6 +48,20 @@ class _Progress:
         self.stream.flush()
 
 
+class _Lines:
+    """Progress off a terminal (a CI log): one line per module."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __call__(self, done, total, label):
+        self.stream.write(f"[{done}/{total}] {label}\n")
+        self.stream.flush()
+
+    def finish(self):
+        pass
+
+
 def _size(n):
     return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
@@ -58,8 +72,8 @@ def build_command(args):
         _error(f"-j {args.jobs}: the number of jobs must be at least 1")
         return EXIT_USAGE
     bar = None
-    if not (args.quiet or args.json) and sys.stderr.isatty():
-        bar = _Progress(sys.stderr)
+    if not (args.quiet or args.json):
+        bar = _Progress(sys.stderr) if sys.stderr.isatty() else _Lines(sys.stderr)
     try:
         result = build.build(args.manifest, args.output, args.jobs, bar)
     finally:
@@ -99,9 +113,16 @@ def verify_command(args):
 
 
 def _entries(directory):
+    from numba_vulkan import files
     from numba_vulkan.aot import index
-    with open(os.path.join(_directory(directory), index.INDEX), "rb") as f:
-        return index.parse(f.read(), directory)["entries"]
+    path = os.path.join(_directory(directory), index.INDEX)
+    try:
+        data = files.read_regular(path, index.INDEX_LIMIT)
+    except OSError as exc:
+        raise AOTError(f"{path} cannot be read: {exc.strerror or exc} (is {directory} an "
+                       "AOT directory? build one with python -m numba_vulkan.aot build "
+                       "MANIFEST)") from None
+    return index.parse(data, directory)["entries"]
 
 
 def list_command(args):

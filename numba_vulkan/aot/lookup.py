@@ -394,6 +394,24 @@ def _search(directory, key, sig, threads, target, features, reasons):
     return None, ranked
 
 
+def refused_by_driver(kernel, error):
+    """A shipped kernel whose pipeline the driver would not create.
+
+    Raises:
+        AOTError: In strict mode. Otherwise warns once; the caller compiles.
+    """
+    aot = kernel.metadata.get("aot", {})
+    message = (f"the driver refused the AOT module {aot.get('sha256', '?')[:16]} of "
+               f"{aot.get('kernel', kernel.name)} ({error}); rebuild the directory")
+    with _lock:
+        _stats["rejected"] += 1
+    if config.aot_strict():
+        raise AOTError(message + " (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)")
+    with _lock:
+        _stats["fallbacks"] += 1
+    _warn_once(("driver", aot.get("sha256")), message + "; compiling it now")
+
+
 def _miss(name, sig, threads, target, search, strict, reasons):
     """Count a miss; raise in strict mode, else warn once and return None."""
     with _lock:

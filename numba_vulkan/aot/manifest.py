@@ -190,7 +190,11 @@ class _Reader:
         return value
 
     def plain(self, node):
-        return self.constructor.construct_object(node, deep=True)
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            # Such as a !!python/... tag, which the safe loader refuses.
+            raise self.error(node, f"{exc}".replace("\n", " ")) from None
 
 
 def load(path):
@@ -325,6 +329,10 @@ def _kernel(reader, node, k, profile_names):
                       profiles)
 
 
+#: Most invocations in a workgroup that any device this package targets runs.
+MAX_INVOCATIONS = 1024
+
+
 def _shape(reader, node, where):
     if isinstance(node, yaml.ScalarNode):
         values = [reader.scalar(node, where, (int,))]
@@ -334,6 +342,12 @@ def _shape(reader, node, where):
     if not 1 <= len(values) <= 3 or any(v < 1 for v in values):
         raise reader.error(node, f"{where}: a workgroup shape is 1 to 3 positive integers, "
                                  f"such as [256] or [16, 16], not {values}")
+    invocations = values[0] * (values[1] if len(values) > 1 else 1) * (
+        values[2] if len(values) > 2 else 1)
+    if invocations > MAX_INVOCATIONS:
+        raise reader.error(node, f"{where}: a workgroup of {values} is {invocations} "
+                                 f"invocations; devices run at most {MAX_INVOCATIONS} "
+                                 "(most GPUs and lavapipe), so no launch could use it")
     return tuple(values) + (1,) * (3 - len(values))
 
 
@@ -357,7 +371,7 @@ def _import(manifest, spec):
         sys.path.insert(0, manifest.directory)
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # whatever the module raises is the user's to see
+    except (Exception, SystemExit) as exc:  # whatever the module raises is the user's to see
         raise ManifestError(f"cannot import module {module_name!r} of {spec.function}: "
                             f"{type(exc).__name__}: {exc}", manifest.path, spec.line) from None
     value = module

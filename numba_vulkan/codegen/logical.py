@@ -293,15 +293,19 @@ class _Rewriter:
         workgroup array, an offset into it) instructions, which the rest of
         this pass tracks like any other pointer. A phi's become instructions
         at the end of the incoming block."""
-        at_end = {}
+        at_end, made = {}, {}
         for block in self.main.blocks:
             out = []
             for inst in block.instructions:
                 if inst.opcode == "phi":
                     for operand, label in zip(inst.operands, inst.labels):
                         if self._mentions_object(operand.value):
-                            operand.value = self._as_instructions(
-                                operand.value, at_end.setdefault(label, []))
+                            # A block that branches here twice gives one value.
+                            key = (label, str(operand.value))
+                            if key not in made:
+                                made[key] = self._as_instructions(
+                                    operand.value, at_end.setdefault(label, []))
+                            operand.value = made[key]
                 else:
                     for operand in inst.operands:
                         if self._mentions_object(operand.value):

@@ -4,9 +4,12 @@ import math
 
 from llvmlite import ir
 from numba.core import cgutils, types
+from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.core.imputils import Registry as LoweringRegistry
-from numba.core.typing.templates import AbstractTemplate, CallableTemplate, Registry, signature
+from numba.core.typing.templates import (AbstractTemplate, AttributeTemplate, CallableTemplate,
+                                         Registry, signature)
+from numba.core.typing.typeof import typeof_impl
 from numba.np.arrayobj import populate_array
 
 from numba_vulkan import intrinsics
@@ -14,6 +17,8 @@ from numba_vulkan.codegen import markers
 
 typing_registry = Registry()
 lowering_registry = LoweringRegistry("numba_vulkan")
+lower_constant = lowering_registry.lower_constant
+lower_getattr = lowering_registry.lower_getattr
 
 _i32 = ir.IntType(32)
 _i64 = ir.IntType(64)
@@ -75,6 +80,149 @@ _register_axis_lowering(intrinsics.num_groups, _num_groups)
 _register_axis_lowering(
     intrinsics.global_size,
     lambda builder, axis: builder.mul(_num_groups(builder, axis), markers.local_size(builder, axis)))
+
+
+_AXIS_EMITTERS = {
+    intrinsics.global_id: lambda builder, axis: _intrinsic(
+        builder, _BUILTIN_INTRINSICS[intrinsics.global_id], axis),
+    intrinsics.local_id: lambda builder, axis: _intrinsic(
+        builder, _BUILTIN_INTRINSICS[intrinsics.local_id], axis),
+    intrinsics.group_id: lambda builder, axis: _intrinsic(
+        builder, _BUILTIN_INTRINSICS[intrinsics.group_id], axis),
+    intrinsics.local_size: markers.local_size,
+    intrinsics.num_groups: _num_groups,
+    intrinsics.global_size: lambda builder, axis: builder.mul(
+        _num_groups(builder, axis), markers.local_size(builder, axis)),
+}
+
+
+# grid and gridsize: all axes at once ---------------------------------------
+
+def _ndim_template(func, name):
+    class NdimTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if kws or len(args) != 1:
+                raise TypingError(f"nv.{name}(ndim) takes one argument")
+            ndim = args[0]
+            if not (isinstance(ndim, types.IntegerLiteral) and ndim.literal_value in (1, 2, 3)):
+                raise TypingError(f"nv.{name}(ndim): ndim must be 1, 2 or 3 known at compile "
+                                  f"time, not {ndim}")
+            n = ndim.literal_value
+            return signature(types.int64 if n == 1 else types.UniTuple(types.int64, n), ndim)
+
+    NdimTemplate.__name__ = f"{name}_template"
+    typing_registry.register_global(func, types.Function(NdimTemplate))
+
+
+def _register_ndim(func, name, axis_func):
+    _ndim_template(func, name)
+    emit = _AXIS_EMITTERS[axis_func]
+
+    @lowering_registry.lower(func, types.IntegerLiteral)
+    def lower(context, builder, sig, args):
+        n = sig.args[0].literal_value
+        values = [builder.zext(emit(builder, axis), _i64) for axis in range(n)]
+        if n == 1:
+            return values[0]
+        return context.make_tuple(builder, sig.return_type, values)
+
+
+_register_ndim(intrinsics.grid, "grid", intrinsics.global_id)
+_register_ndim(intrinsics.gridsize, "gridsize", intrinsics.global_size)
+
+
+# Subgroups ----------------------------------------------------------------
+
+#: Functions of no arguments read through an LLVM SPIR-V intrinsic.
+_NULLARY_INTRINSICS = {
+    intrinsics.lane_id: "llvm.spv.subgroup.local.invocation.id",
+    intrinsics.subgroup_size: "llvm.spv.subgroup.size",
+}
+
+
+def _read_nullary(builder, func):
+    name = _NULLARY_INTRINSICS[func]
+    try:
+        fn = builder.module.get_global(name)
+    except KeyError:
+        fn = ir.Function(builder.module, ir.FunctionType(_i32, []), name)
+    return builder.zext(builder.call(fn, []), _i64)
+
+
+def _nullary_template(func):
+    class NullaryTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if args or kws:
+                raise TypingError(f"nv.{func.__name__}() takes no arguments")
+            return signature(types.int64)
+
+    typing_registry.register_global(func, types.Function(NullaryTemplate))
+
+    @lowering_registry.lower(func)
+    def lower(context, builder, sig, args):
+        return _read_nullary(builder, func)
+
+
+for _func in _NULLARY_INTRINSICS:
+    _nullary_template(_func)
+
+
+@typeof_impl.register(intrinsics.KernelValue)
+def _typeof_kernel_value(value, c):
+    return types.int64
+
+
+def kernel_value(builder, value):
+    """Read a :class:`~numba_vulkan.intrinsics.KernelValue` (numba.cuda's
+    ``laneid``, ``warpsize``) where a kernel names it."""
+    return _read_nullary(builder, value.func)
+
+
+# numba.cuda's threadIdx, blockIdx, blockDim, gridDim ----------------------
+
+class Dim3Type(types.Type):
+    """The Numba type of one :class:`~numba_vulkan.intrinsics.Dim3` object."""
+
+    def __init__(self, dim3):
+        self.dim3 = dim3
+        super().__init__(name=f"Dim3({dim3.name})")
+
+    @property
+    def key(self):
+        return self.dim3.name
+
+
+register_default(Dim3Type)(models.OpaqueModel)
+
+
+@typeof_impl.register(intrinsics.Dim3)
+def _typeof_dim3(value, c):
+    return Dim3Type(value)
+
+
+@lower_constant(Dim3Type)
+def _lower_dim3_constant(context, builder, ty, value):
+    return context.get_dummy_value()
+
+
+@typing_registry.register_attr
+class _Dim3Attributes(AttributeTemplate):
+    key = Dim3Type
+
+    def generic_resolve(self, ty, attr):
+        if attr in ("x", "y", "z"):
+            return types.int64
+        return None
+
+
+for _attr, _axis in (("x", 0), ("y", 1), ("z", 2)):
+    @lower_getattr(Dim3Type, _attr)
+    def _lower_dim3_axis(context, builder, ty, value, _axis=_axis):
+        return builder.zext(_AXIS_EMITTERS[ty.dim3.axis_of](builder, _axis), _i64)
 
 
 # Workgroup and private arrays --------------------------------------------
@@ -236,7 +384,7 @@ def _check_atomic(name, ary, idx, values):
     if ary.dtype not in _ATOMIC_DTYPES:
         raise TypingError(f"{what}: arrays of {ary.dtype} are not supported; atomics work "
                           "on int32, uint32, int64, uint64, float32 and float64 arrays")
-    if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas",):
+    if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas", "compare_and_swap"):
         raise TypingError(f"{what} is not defined for float arrays")
     if not _atomic_index(ary, idx):
         raise TypingError(f"{what}: the index must be an int or a tuple of {ary.ndim} ints "
@@ -312,6 +460,58 @@ def _cas_loop(builder, ptr, floatty, update):
     return old
 
 
+def _cmpxchg(context, builder, dtype, ptr, expected, expty, value, valty):
+    expected = context.cast(builder, expected, expty, dtype)
+    value = context.cast(builder, value, valty, dtype)
+    if isinstance(dtype, types.Float):
+        bits = ir.IntType(dtype.bitwidth)
+        expected = builder.bitcast(expected, bits)
+        value = builder.bitcast(value, bits)
+    pair = builder.cmpxchg(ptr, expected, value, "monotonic", "monotonic")
+    old = builder.extract_value(pair, 0)
+    if isinstance(dtype, types.Float):
+        return builder.bitcast(old, context.get_value_type(dtype))
+    return old
+
+
+class _CompareAndSwapTemplate(CallableTemplate):
+    """Both arities: numba.cuda's ``(array, expected, value)`` on ``array[0]``
+    and our ``(array, index, expected, value)``."""
+
+    key = intrinsics.atomic.compare_and_swap
+
+    def generic(self):
+        def typer(ary, a, b, c=None):
+            if c is None:
+                if isinstance(ary, types.Array) and ary.ndim != 1:
+                    raise TypingError("nv.atomic.compare_and_swap(array, expected, value) "
+                                      "works on array[0] of a 1-d array; pass an index "
+                                      "for a multi-dimensional one")
+                return _check_atomic("compare_and_swap", ary, types.intp, (a, b))
+            return _check_atomic("compare_and_swap", ary, a, (b, c))
+        return typer
+
+
+typing_registry.register_global(intrinsics.atomic.compare_and_swap,
+                                types.Function(_CompareAndSwapTemplate))
+
+
+@lowering_registry.lower(intrinsics.atomic.compare_and_swap, types.Array, types.Any, types.Any)
+def _lower_compare_and_swap3(context, builder, sig, args):
+    aryty, expty, valty = sig.args
+    ptr = _atomic_pointer(context, builder, aryty, args[0], types.intp,
+                          context.get_constant(types.intp, 0))
+    return _cmpxchg(context, builder, aryty.dtype, ptr, args[1], expty, args[2], valty)
+
+
+@lowering_registry.lower(intrinsics.atomic.compare_and_swap, types.Array, types.Any,
+                         types.Any, types.Any)
+def _lower_compare_and_swap4(context, builder, sig, args):
+    aryty, idxty, expty, valty = sig.args
+    ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
+    return _cmpxchg(context, builder, aryty.dtype, ptr, args[2], expty, args[3], valty)
+
+
 def _register_atomic(name):
     _atomic_template(name)
     func = getattr(intrinsics.atomic, name)
@@ -320,18 +520,8 @@ def _register_atomic(name):
         @lowering_registry.lower(func, types.Array, types.Any, types.Any, types.Any)
         def lower_cas(context, builder, sig, args):
             aryty, idxty, expty, valty = sig.args
-            dtype = aryty.dtype
             ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
-            expected = context.cast(builder, args[2], expty, dtype)
-            value = context.cast(builder, args[3], valty, dtype)
-            floatty = context.get_value_type(dtype)
-            if isinstance(dtype, types.Float):
-                bits = ir.IntType(dtype.bitwidth)
-                expected = builder.bitcast(expected, bits)
-                value = builder.bitcast(value, bits)
-            pair = builder.cmpxchg(ptr, expected, value, "monotonic", "monotonic")
-            old = builder.extract_value(pair, 0)
-            return builder.bitcast(old, floatty) if isinstance(dtype, types.Float) else old
+            return _cmpxchg(context, builder, aryty.dtype, ptr, args[2], expty, args[3], valty)
         return
 
     @lowering_registry.lower(func, types.Array, types.Any, types.Any)
