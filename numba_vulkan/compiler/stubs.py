@@ -73,27 +73,18 @@ def _register_axis_lowering(func, emit):
         return builder.zext(emit(builder, axis), _i64)
 
 
-for _func, _name in _BUILTIN_INTRINSICS.items():
-    _register_axis_lowering(_func, lambda builder, axis, _name=_name: _intrinsic(builder, _name, axis))
-_register_axis_lowering(intrinsics.local_size, markers.local_size)
-_register_axis_lowering(intrinsics.num_groups, _num_groups)
-_register_axis_lowering(
-    intrinsics.global_size,
-    lambda builder, axis: builder.mul(_num_groups(builder, axis), markers.local_size(builder, axis)))
-
-
+#: How each per-axis function reads its value along an axis, as an i32.
 _AXIS_EMITTERS = {
-    intrinsics.global_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.global_id], axis),
-    intrinsics.local_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.local_id], axis),
-    intrinsics.group_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.group_id], axis),
+    **{func: lambda builder, axis, _name=name: _intrinsic(builder, _name, axis)
+       for func, name in _BUILTIN_INTRINSICS.items()},
     intrinsics.local_size: markers.local_size,
     intrinsics.num_groups: _num_groups,
     intrinsics.global_size: lambda builder, axis: builder.mul(
         _num_groups(builder, axis), markers.local_size(builder, axis)),
 }
+
+for _func, _emit in _AXIS_EMITTERS.items():
+    _register_axis_lowering(_func, _emit)
 
 
 # grid and gridsize: all axes at once ---------------------------------------
