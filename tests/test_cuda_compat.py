@@ -404,3 +404,88 @@ def test_reshape_ravel_transpose_and_view_share_memory():
         d.reshape(5, 5)
     with pytest.raises(nv.UnsupportedError):
         t.ravel()
+
+
+# cuda.random ---------------------------------------------------------------------
+
+from numba_vulkan.cuda.random import (create_xoroshiro128p_states,  # noqa: E402
+                                      xoroshiro128p_normal_float32,
+                                      xoroshiro128p_uniform_float32,
+                                      xoroshiro128p_uniform_float64)
+
+DRAWS = 3
+
+
+@cuda.jit
+def draw(states, u32, u64, normal):
+    i = cuda.grid(1)
+    if i < u32.shape[0]:
+        for k in range(DRAWS):
+            u32[i, k] = xoroshiro128p_uniform_float32(states, i)
+            u64[i, k] = xoroshiro128p_uniform_float64(states, i)
+            normal[i, k] = xoroshiro128p_normal_float32(states, i)
+
+
+def _numba_cuda_draws(n, seed):
+    """The same draws from numba.cuda's own functions, run on the CPU."""
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    out = [np.zeros((n, DRAWS), t) for t in (np.float32, np.float64, np.float32)]
+    for i in range(n):
+        for k in range(DRAWS):
+            out[0][i, k] = random.xoroshiro128p_uniform_float32(states, i)
+            out[1][i, k] = random.xoroshiro128p_uniform_float64(states, i)
+            out[2][i, k] = random.xoroshiro128p_normal_float32(states, i)
+    return states, out
+
+
+def test_xoroshiro128p_gives_numba_cudas_sequences():
+    n, seed = 20, 1234
+    states = create_xoroshiro128p_states(n, seed)
+    expected_states, expected = _numba_cuda_draws(n, seed)
+    # Seeding is exact: the state of every generator after its jumps.
+    seeded = states.copy_to_host()
+    s0, s1 = _seeded(n, seed)
+    np.testing.assert_array_equal(seeded[:, 0], s0)
+    np.testing.assert_array_equal(seeded[:, 1], s1)
+    u32 = np.zeros((n, DRAWS), np.float32)
+    u64 = np.zeros((n, DRAWS), np.float64)
+    normal = np.zeros((n, DRAWS), np.float32)
+    draw.forall(n)(states, u32, u64, normal)
+    # Uniform draws are integer arithmetic and one exact conversion: bit for bit.
+    np.testing.assert_array_equal(u32, expected[0])
+    np.testing.assert_array_equal(u64, expected[1])
+    # Normal draws go through the device's log and cos.
+    np.testing.assert_allclose(normal, expected[2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(states.copy_to_host()[:, 0], expected_states["s0"])
+    np.testing.assert_array_equal(states.copy_to_host()[:, 1], expected_states["s1"])
+
+
+def _seeded(n, seed):
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    return states["s0"], states["s1"]
+
+
+@cuda.jit
+def pi_hits(states, hits, samples):
+    i = cuda.grid(1)
+    if i < hits.shape[0]:
+        inside = 0
+        for _ in range(samples):
+            x = xoroshiro128p_uniform_float32(states, i)
+            y = xoroshiro128p_uniform_float32(states, i)
+            if x * x + y * y <= np.float32(1.0):
+                inside += 1
+        hits[i] = inside
+
+
+def test_monte_carlo_pi():
+    n, samples = 64, 64
+    states = create_xoroshiro128p_states(n, seed=7)
+    hits = cuda.device_array(n, np.int64)
+    pi_hits.forall(n)(states, hits, samples)
+    estimate = 4.0 * hits.copy_to_host().sum() / (n * samples)
+    assert abs(estimate - math.pi) < 0.1
