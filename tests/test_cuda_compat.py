@@ -489,3 +489,44 @@ def test_monte_carlo_pi():
     pi_hits.forall(n)(states, hits, samples)
     estimate = 4.0 * hits.copy_to_host().sum() / (n * samples)
     assert abs(estimate - math.pi) < 0.1
+
+
+@cuda.jit
+def wrapping_atomics(counters, old):
+    i = cuda.grid(1)
+    if i < old.shape[0]:
+        old[i, 0] = cuda.atomic.inc(counters, 0, np.uint32(4))
+        old[i, 1] = cuda.atomic.dec(counters, 1, np.uint32(4))
+
+
+def test_atomic_inc_and_dec_wrap_as_numba_cudas():
+    n = 11
+    counters = np.array([0, 2], np.uint32)
+    old = np.zeros((n, 2), np.uint32)
+    wrapping_atomics.forall(n)(counters, old)
+    # inc: 0, 1, 2, 3, 4, then back to 0; dec: 2, 1, 0, then 4, 3, ... 0, 4.
+    inc_seq = [k % 5 for k in range(n)]
+    dec_seq = [(2 - k) % 5 for k in range(n)]
+    assert sorted(old[:, 0]) == sorted(inc_seq) and counters[0] == n % 5
+    assert sorted(old[:, 1]) == sorted(dec_seq) and counters[1] == (2 - n) % 5
+
+
+@cuda.jit
+def nan_extremes(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.nanmin(out, 0, x[i])
+        cuda.atomic.nanmax(out, 1, x[i])
+        cuda.atomic.max(out, 2, x[i])
+
+
+def test_atomic_nanmin_and_nanmax_ignore_nan():
+    x = RNG.random(30)
+    x[[3, 17]] = np.nan
+    out = np.array([np.nan, np.nan, 0.0])
+    nan_extremes.forall(x.size)(x, out)
+    assert out[0] == np.nanmin(x) and out[1] == np.nanmax(x)
+    ints = np.array([5, -3, 9], np.int64)
+    int_out = np.array([0, 0, 0], np.int64)
+    nan_extremes.forall(3)(ints, int_out)
+    assert list(int_out) == [-3, 9, 9]
