@@ -61,7 +61,7 @@ try:
 except ImportError:  # Windows: processes add their counts without taking turns
     fcntl = None
 
-from numba_vulkan import abi, config, files, libclc, modulecheck
+from numba_vulkan import abi, config, files, jitoptions, libclc, modulecheck
 
 #: The environment variable that turns the cache off when set to 0.
 ENV_VAR = "NUMBA_VULKAN_CACHE"
@@ -876,7 +876,7 @@ CachedModule = namedtuple("CachedModule", "spirv llvm_ir capabilities loop_check
 
 
 def _options(options):
-    return {str(k): v for k, v in sorted((options or {}).items()) if k != "cache"}
+    return jitoptions.code_options(options)
 
 
 def module_key(modules, bindings, local_size, target, options):
