@@ -113,6 +113,12 @@ atomic = _namespace(
     or_=_ATOMIC_DOC.format(what="bitwise-or ``value`` into"),
     xor=_ATOMIC_DOC.format(what="bitwise-xor ``value`` into"),
     exch=_ATOMIC_DOC.format(what="store ``value`` in"),
+    inc=_ATOMIC_DOC.format(what="increment (integers; wrapping to 0 once it is at least "
+                                "``value``, as numba.cuda's)"),
+    dec=_ATOMIC_DOC.format(what="decrement (integers; wrapping to ``value`` from 0 or from "
+                                "above ``value``, as numba.cuda's)"),
+    nanmin=_ATOMIC_DOC.format(what="store the smaller of ``value`` and, ignoring NaN,"),
+    nanmax=_ATOMIC_DOC.format(what="store the larger of ``value`` and, ignoring NaN,"),
     cas="""Atomically store ``value`` in ``array[index]`` if it equals ``expected``;
     return the old value: ``cas(array, index, expected, value)``.
 

@@ -371,3 +371,162 @@ def test_pinned_arrays_are_host_arrays():
 def test_unknown_jit_options_are_type_errors():
     with pytest.raises(TypeError, match="max_threads"):
         cuda.jit(max_threads=3)
+
+
+@cuda.jit
+def add_index(m):
+    x, y = cuda.grid(2)
+    if x < m.shape[0] and y < m.shape[1]:
+        m[x, y] += 10 * x + y
+
+
+def test_reshape_ravel_transpose_and_view_share_memory():
+    host = np.arange(24, dtype=np.float32)
+    d = cuda.to_device(host)
+    m = d.reshape(4, -1)
+    assert m.shape == (4, 6)
+    np.testing.assert_array_equal(m.copy_to_host(), host.reshape(4, 6))
+    t = m.T
+    assert t.shape == (6, 4) and t.strides == host.reshape(4, 6).T.strides
+    np.testing.assert_array_equal(np.asarray(t), host.reshape(4, 6).T)
+    # A kernel writing through the transposed view writes the shared memory.
+    add_index[(2, 1), (4, 4)](t)
+    expected = (host.reshape(4, 6).T + 10 * np.arange(6)[:, None]
+                + np.arange(4)[None, :]).astype(np.float32)
+    np.testing.assert_array_equal(d.copy_to_host(), expected.T.ravel())
+    np.testing.assert_array_equal(m.ravel().copy_to_host(), expected.T.ravel())
+    bits = d.view(np.uint32)
+    np.testing.assert_array_equal(bits.copy_to_host(), expected.T.ravel().view(np.uint32))
+    halves = d[2:].view(np.uint16)
+    np.testing.assert_array_equal(halves.copy_to_host(),
+                                  expected.T.ravel()[2:].view(np.uint16))
+    with pytest.raises(ValueError):
+        d.reshape(5, 5)
+    with pytest.raises(nv.UnsupportedError):
+        t.ravel()
+
+
+# cuda.random ---------------------------------------------------------------------
+
+from numba_vulkan.cuda.random import (create_xoroshiro128p_states,  # noqa: E402
+                                      xoroshiro128p_normal_float32,
+                                      xoroshiro128p_uniform_float32,
+                                      xoroshiro128p_uniform_float64)
+
+DRAWS = 3
+
+
+@cuda.jit
+def draw(states, u32, u64, normal):
+    i = cuda.grid(1)
+    if i < u32.shape[0]:
+        for k in range(DRAWS):
+            u32[i, k] = xoroshiro128p_uniform_float32(states, i)
+            u64[i, k] = xoroshiro128p_uniform_float64(states, i)
+            normal[i, k] = xoroshiro128p_normal_float32(states, i)
+
+
+def _numba_cuda_draws(n, seed):
+    """The same draws from numba.cuda's own functions, run on the CPU."""
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    out = [np.zeros((n, DRAWS), t) for t in (np.float32, np.float64, np.float32)]
+    for i in range(n):
+        for k in range(DRAWS):
+            out[0][i, k] = random.xoroshiro128p_uniform_float32(states, i)
+            out[1][i, k] = random.xoroshiro128p_uniform_float64(states, i)
+            out[2][i, k] = random.xoroshiro128p_normal_float32(states, i)
+    return states, out
+
+
+def test_xoroshiro128p_gives_numba_cudas_sequences():
+    n, seed = 20, 1234
+    states = create_xoroshiro128p_states(n, seed)
+    expected_states, expected = _numba_cuda_draws(n, seed)
+    # Seeding is exact: the state of every generator after its jumps.
+    seeded = states.copy_to_host()
+    s0, s1 = _seeded(n, seed)
+    np.testing.assert_array_equal(seeded[:, 0], s0)
+    np.testing.assert_array_equal(seeded[:, 1], s1)
+    u32 = np.zeros((n, DRAWS), np.float32)
+    u64 = np.zeros((n, DRAWS), np.float64)
+    normal = np.zeros((n, DRAWS), np.float32)
+    draw.forall(n)(states, u32, u64, normal)
+    # Uniform draws are integer arithmetic and one exact conversion: bit for bit.
+    np.testing.assert_array_equal(u32, expected[0])
+    np.testing.assert_array_equal(u64, expected[1])
+    # Normal draws go through the device's log and cos.
+    np.testing.assert_allclose(normal, expected[2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(states.copy_to_host()[:, 0], expected_states["s0"])
+    np.testing.assert_array_equal(states.copy_to_host()[:, 1], expected_states["s1"])
+
+
+def _seeded(n, seed):
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    return states["s0"], states["s1"]
+
+
+@cuda.jit
+def pi_hits(states, hits, samples):
+    i = cuda.grid(1)
+    if i < hits.shape[0]:
+        inside = 0
+        for _ in range(samples):
+            x = xoroshiro128p_uniform_float32(states, i)
+            y = xoroshiro128p_uniform_float32(states, i)
+            if x * x + y * y <= np.float32(1.0):
+                inside += 1
+        hits[i] = inside
+
+
+def test_monte_carlo_pi():
+    n, samples = 64, 64
+    states = create_xoroshiro128p_states(n, seed=7)
+    hits = cuda.device_array(n, np.int64)
+    pi_hits.forall(n)(states, hits, samples)
+    estimate = 4.0 * hits.copy_to_host().sum() / (n * samples)
+    assert abs(estimate - math.pi) < 0.1
+
+
+@cuda.jit
+def wrapping_atomics(counters, old):
+    i = cuda.grid(1)
+    if i < old.shape[0]:
+        old[i, 0] = cuda.atomic.inc(counters, 0, np.uint32(4))
+        old[i, 1] = cuda.atomic.dec(counters, 1, np.uint32(4))
+
+
+def test_atomic_inc_and_dec_wrap_as_numba_cudas():
+    n = 11
+    counters = np.array([0, 2], np.uint32)
+    old = np.zeros((n, 2), np.uint32)
+    wrapping_atomics.forall(n)(counters, old)
+    # inc: 0, 1, 2, 3, 4, then back to 0; dec: 2, 1, 0, then 4, 3, ... 0, 4.
+    inc_seq = [k % 5 for k in range(n)]
+    dec_seq = [(2 - k) % 5 for k in range(n)]
+    assert sorted(old[:, 0]) == sorted(inc_seq) and counters[0] == n % 5
+    assert sorted(old[:, 1]) == sorted(dec_seq) and counters[1] == (2 - n) % 5
+
+
+@cuda.jit
+def nan_extremes(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.nanmin(out, 0, x[i])
+        cuda.atomic.nanmax(out, 1, x[i])
+        cuda.atomic.max(out, 2, x[i])
+
+
+def test_atomic_nanmin_and_nanmax_ignore_nan():
+    x = RNG.random(30)
+    x[[3, 17]] = np.nan
+    out = np.array([np.nan, np.nan, 0.0])
+    nan_extremes.forall(x.size)(x, out)
+    assert out[0] == np.nanmin(x) and out[1] == np.nanmax(x)
+    ints = np.array([5, -3, 9], np.int64)
+    int_out = np.array([0, 0, 0], np.int64)
+    nan_extremes.forall(3)(ints, int_out)
+    assert list(int_out) == [-3, 9, 9]

@@ -48,10 +48,8 @@ CUDA_NAMES = {
     "const": ("nv.const.array_like(arr)", "or read a global NumPy array in the kernel: it "
               "becomes a constant array"),
     "atomic": ("nv.atomic", "add, sub, min, max, and_, or_, xor, exch and cas"),
-    "inc": (None, "nv.atomic has no wrapping increment; nv.atomic.add(array, index, 1) "
-            "adds without wrapping"),
-    "dec": (None, "nv.atomic has no wrapping decrement; nv.atomic.sub(array, index, 1) "
-            "subtracts without wrapping"),
+    "inc": ("nv.atomic.inc(array, index, value)", "it wraps to 0 at value"),
+    "dec": ("nv.atomic.dec(array, index, value)", "it wraps to value at 0"),
     "compare_and_swap": ("nv.atomic.compare_and_swap(array, expected, value)", "on array[0]; "
                          "nv.atomic.cas(array, index, expected, value) takes an index"),
     "laneid": ("nv.lane_id()", "the index in the subgroup, Vulkan's warp"),

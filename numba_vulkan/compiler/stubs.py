@@ -73,27 +73,18 @@ def _register_axis_lowering(func, emit):
         return builder.zext(emit(builder, axis), _i64)
 
 
-for _func, _name in _BUILTIN_INTRINSICS.items():
-    _register_axis_lowering(_func, lambda builder, axis, _name=_name: _intrinsic(builder, _name, axis))
-_register_axis_lowering(intrinsics.local_size, markers.local_size)
-_register_axis_lowering(intrinsics.num_groups, _num_groups)
-_register_axis_lowering(
-    intrinsics.global_size,
-    lambda builder, axis: builder.mul(_num_groups(builder, axis), markers.local_size(builder, axis)))
-
-
+#: How each per-axis function reads its value along an axis, as an i32.
 _AXIS_EMITTERS = {
-    intrinsics.global_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.global_id], axis),
-    intrinsics.local_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.local_id], axis),
-    intrinsics.group_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.group_id], axis),
+    **{func: lambda builder, axis, _name=name: _intrinsic(builder, _name, axis)
+       for func, name in _BUILTIN_INTRINSICS.items()},
     intrinsics.local_size: markers.local_size,
     intrinsics.num_groups: _num_groups,
     intrinsics.global_size: lambda builder, axis: builder.mul(
         _num_groups(builder, axis), markers.local_size(builder, axis)),
 }
+
+for _func, _emit in _AXIS_EMITTERS.items():
+    _register_axis_lowering(_func, _emit)
 
 
 # grid and gridsize: all axes at once ---------------------------------------
@@ -364,7 +355,10 @@ _INT_RMW = {
     "min": ("min", "umin"), "max": ("max", "umax"),
 }
 #: Operations on floats, done with a compare-and-swap loop on their bits.
-_FLOAT_OPS = ("add", "sub", "min", "max", "exch")
+_FLOAT_OPS = ("add", "sub", "min", "max", "exch", "nanmin", "nanmax")
+#: Operations on integers done with a compare-and-swap loop: numba.cuda's
+#: wrapping increment and decrement.
+_INT_CAS_OPS = ("inc", "dec")
 #: Element types atomics support.
 _ATOMIC_DTYPES = (types.int32, types.uint32, types.int64, types.uint64, types.float32,
                   types.float64)
@@ -434,14 +428,31 @@ def _float_update(builder, name, old, value):
     if name == "exch":
         return value
     # Python's min and max: keep the old value unless the new one wins.
-    wins = builder.fcmp_ordered("<" if name == "min" else ">", value, old)
+    wins = builder.fcmp_ordered("<" if name in ("min", "nanmin") else ">", value, old)
+    if name in ("nanmin", "nanmax"):
+        # NaN is ignored: a NaN old value loses to any value.
+        wins = builder.or_(wins, builder.fcmp_unordered("uno", old, old))
     return builder.select(wins, value, old)
 
 
-def _cas_loop(builder, ptr, floatty, update):
-    """Replace the float at ``ptr`` by ``update(old)`` with a compare-and-swap
+def _int_update(builder, name, old, value, signed):
+    compare = builder.icmp_signed if signed else builder.icmp_unsigned
+    one = ir.Constant(old.type, 1)
+    if name == "inc":
+        # numba.cuda's: 0 once the old value reaches ``value``, else old + 1.
+        return builder.select(compare(">=", old, value), ir.Constant(old.type, 0),
+                              builder.add(old, one))
+    # dec: ``value`` when the old value is 0 or above it, else old - 1.
+    reset = builder.or_(builder.icmp_unsigned("==", old, ir.Constant(old.type, 0)),
+                        compare(">", old, value))
+    return builder.select(reset, value, builder.sub(old, one))
+
+
+def _cas_loop(builder, ptr, valuety, update):
+    """Replace the value at ``ptr`` by ``update(old)`` with a compare-and-swap
     loop on its bits; return the old value."""
-    bits = ir.IntType(64 if isinstance(floatty, ir.DoubleType) else 32)
+    bits = valuety if isinstance(valuety, ir.IntType) else ir.IntType(
+        64 if isinstance(valuety, ir.DoubleType) else 32)
     start = builder.load(ptr, typ=bits)
     entry = builder.block
     loop = builder.append_basic_block("nv.cas.loop")
@@ -450,8 +461,10 @@ def _cas_loop(builder, ptr, floatty, update):
     builder.position_at_end(loop)
     current = builder.phi(bits)
     current.add_incoming(start, entry)
-    old = builder.bitcast(current, floatty)
-    new = builder.bitcast(update(old), bits)
+    old = current if bits is valuety else builder.bitcast(current, valuety)
+    new = update(old)
+    if bits is not valuety:
+        new = builder.bitcast(new, bits)
     pair = builder.cmpxchg(ptr, current, new, "monotonic", "monotonic")
     seen = builder.extract_value(pair, 0)
     current.add_incoming(seen, loop)
@@ -538,9 +551,13 @@ def _register_atomic(name):
         if isinstance(dtype, types.Float):
             return _cas_loop(builder, ptr, context.get_value_type(dtype),
                              lambda old: _float_update(builder, name, old, value))
-        op = _INT_RMW[name][0 if dtype.signed else 1]
+        if name in _INT_CAS_OPS:
+            return _cas_loop(builder, ptr, context.get_value_type(dtype),
+                             lambda old: _int_update(builder, name, old, value, dtype.signed))
+        op = _INT_RMW[name.replace("nan", "")][0 if dtype.signed else 1]
         return builder.atomic_rmw(op, ptr, value, "monotonic")
 
 
-for _name in ("add", "sub", "and_", "or_", "xor", "exch", "min", "max", "cas"):
+for _name in ("add", "sub", "and_", "or_", "xor", "exch", "min", "max", "cas", "inc", "dec",
+              "nanmin", "nanmax"):
     _register_atomic(_name)

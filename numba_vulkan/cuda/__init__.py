@@ -24,12 +24,12 @@ from numba_vulkan.runtime import memory as _memory
 
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
-    "local", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device", "device_array",
-    "device_array_like", "synchronize", "stream", "default_stream", "legacy_default_stream",
-    "per_thread_default_stream", "Stream", "pinned_array", "mapped_array", "pinned", "is_available", "detect", "select_device",
-    "get_current_device", "boolean", "bool_", "complex64", "complex128", "float32", "float64",
-    "int8", "int16", "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp",
-    "void",
+    "local", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device",
+    "device_array", "device_array_like", "synchronize", "stream", "default_stream",
+    "legacy_default_stream", "per_thread_default_stream", "Stream", "pinned_array",
+    "mapped_array", "pinned", "is_available", "detect", "select_device", "get_current_device",
+    "boolean", "bool_", "complex64", "complex128", "float32", "float64", "int8", "int16",
+    "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp", "void",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
