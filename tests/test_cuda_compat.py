@@ -530,3 +530,32 @@ def test_atomic_nanmin_and_nanmax_ignore_nan():
     int_out = np.array([0, 0, 0], np.int64)
     nan_extremes.forall(3)(ints, int_out)
     assert list(int_out) == [-3, 9, 9]
+
+
+def test_events_time_a_kernel():
+    start, end = cuda.event(), cuda.event(timing=True)
+    x = cuda.to_device(np.ones(64, np.float32))
+    out = cuda.device_array_like(x)
+    start.record()
+    vector_add.forall(64, tpb=32)(x, x, out)
+    end.record()
+    end.synchronize()
+    assert end.query()
+    elapsed = cuda.event_elapsed_time(start, end)
+    assert 0 <= elapsed == start.elapsed_time(end)
+    np.testing.assert_array_equal(out.copy_to_host(), 2)
+    with pytest.raises(nv.LaunchError, match="not recorded"):
+        cuda.event().elapsed_time(end)
+    with pytest.raises(nv.LaunchError, match="timing=False"):
+        untimed = cuda.event(timing=False)
+        untimed.record()
+        start.elapsed_time(untimed)
+
+
+def test_inspect_llvm_and_asm():
+    sig = "void(float32[::1], float32[::1])"
+    assert "define" in clamped.inspect_llvm(sig)
+    assert "OpEntryPoint GLCompute" in clamped.inspect_asm(sig)
+    asm = clamped.inspect_asm()
+    assert len(asm) == len(clamped.overloads) >= 1
+    assert all("OpEntryPoint" in text for text in asm.values())
