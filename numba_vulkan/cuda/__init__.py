@@ -25,7 +25,8 @@ from numba_vulkan.runtime import memory as _memory
 
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
-    "local", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device",
+    "local", "const", "atomic", "syncthreads", "syncthreads_count", "syncthreads_and",
+    "syncthreads_or", "laneid", "warpsize", "to_device",
     "device_array", "device_array_like", "synchronize", "stream", "default_stream",
     "legacy_default_stream", "per_thread_default_stream", "Stream", "Event", "event",
     "event_elapsed_time", "pinned_array",
@@ -46,6 +47,9 @@ local = _intrinsics.local
 const = _intrinsics.const
 atomic = _intrinsics.atomic
 syncthreads = _intrinsics.barrier
+syncthreads_count = _intrinsics.barrier_count
+syncthreads_and = _intrinsics.barrier_and
+syncthreads_or = _intrinsics.barrier_or
 laneid = _intrinsics.KernelValue("laneid", _intrinsics.lane_id)
 warpsize = _intrinsics.KernelValue("warpsize", _intrinsics.subgroup_size)
 
