@@ -11,8 +11,8 @@ import threading
 
 import numpy as np
 
-from numba_vulkan import abi, config, kernelcache, modulecheck, signature
-from numba_vulkan.errors import LaunchError
+from numba_vulkan import abi, config, jitoptions, kernelcache, modulecheck, signature
+from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -25,14 +25,8 @@ _ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
 #: Workgroup size of ``forall`` launches, capped by the device's limit.
 FORALL_THREADS = 256
 
-#: Options of ``nv.jit`` and what they do.
-OPTIONS = {
-    "fastmath": "allow float reassociation and contraction the CPU would not do",
-    "error_model": "'numpy' (default) or 'python': how integer division by zero behaves",
-    "boundscheck": "check array indices",
-    "inline": "'never' (default) or 'always': inline calls at Numba's IR level",
-    "cache": "keep compiled kernels on disk across processes",
-}
+#: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
+OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
 
 
 def _dim3(value, what):
@@ -301,7 +295,20 @@ class VulkanDispatcher:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    plan = _Plan(self._compile(sig, threads, device.target), device)
+                    compiled = self._compile(sig, threads, device.target)
+                    try:
+                        plan = _Plan(compiled, device)
+                    except DriverError as exc:
+                        if "aot" not in compiled.metadata:
+                            raise
+                        # A shipped module the driver refuses: the JIT's instead.
+                        from numba_vulkan.aot import lookup
+                        lookup.refused_by_driver(compiled, exc)
+                        from numba_vulkan.compiler import stages
+                        compiled = stages.compile(self.py_func, sig, threads, device.target,
+                                                  self.options)
+                        self._compiled[(sig, threads, device.target)] = compiled
+                        plan = _Plan(compiled, device)
                     self._plans[key] = plan
         return plan
 

@@ -49,6 +49,13 @@ gridsize.__doc__ = """Number of invocations in the launch: ``gridsize(ndim)``, a
 a tuple of ``global_size(axis)`` for 2 and 3 (numba.cuda's ``cuda.gridsize``).
 """
 
+lane_id = _device_only("lane_id")
+lane_id.__doc__ = """Index of this invocation in its subgroup (numba.cuda's ``laneid``)."""
+
+subgroup_size = _device_only("subgroup_size")
+subgroup_size.__doc__ = """Invocations per subgroup, the device's (numba.cuda's ``warpsize``): 8 on
+lavapipe, 32 on NVIDIA GPUs; code must not assume 32."""
+
 barrier = _device_only("barrier")
 barrier.__doc__ = """Wait until every invocation of the workgroup reaches this call.
 
@@ -56,6 +63,19 @@ Writes to workgroup memory and to arrays made before the barrier are visible
 to the whole workgroup after it (``numba.cuda.syncthreads``). Every
 invocation of the workgroup must reach the same barrier.
 """
+
+
+barrier_count = _device_only("barrier_count")
+barrier_count.__doc__ = """:func:`barrier`, returning how many invocations of the workgroup passed
+a true ``predicate`` (numba.cuda's ``syncthreads_count``)."""
+
+barrier_and = _device_only("barrier_and")
+barrier_and.__doc__ = """:func:`barrier`, returning 1 if every invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_and``)."""
+
+barrier_or = _device_only("barrier_or")
+barrier_or.__doc__ = """:func:`barrier`, returning 1 if any invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_or``)."""
 
 
 def _namespace(name, doc, **members):
@@ -106,6 +126,12 @@ atomic = _namespace(
     or_=_ATOMIC_DOC.format(what="bitwise-or ``value`` into"),
     xor=_ATOMIC_DOC.format(what="bitwise-xor ``value`` into"),
     exch=_ATOMIC_DOC.format(what="store ``value`` in"),
+    inc=_ATOMIC_DOC.format(what="increment (integers; wrapping to 0 once it is at least "
+                                "``value``, as numba.cuda's)"),
+    dec=_ATOMIC_DOC.format(what="decrement (integers; wrapping to ``value`` from 0 or from "
+                                "above ``value``, as numba.cuda's)"),
+    nanmin=_ATOMIC_DOC.format(what="store the smaller of ``value`` and, ignoring NaN,"),
+    nanmax=_ATOMIC_DOC.format(what="store the larger of ``value`` and, ignoring NaN,"),
     cas="""Atomically store ``value`` in ``array[index]`` if it equals ``expected``;
     return the old value: ``cas(array, index, expected, value)``.
 
@@ -140,3 +166,18 @@ class Dim3:
         if attr in ("x", "y", "z"):
             raise RuntimeError(f"cuda.{self.name}.{attr} can only be read inside a kernel")
         raise AttributeError(attr)
+
+
+class KernelValue:
+    """A name a kernel reads as a value, not calls: numba.cuda's ``laneid``
+    and ``warpsize``. Reading it calls ``func``, a native function of no
+    arguments (:func:`lane_id`, :func:`subgroup_size`)."""
+
+    __slots__ = ("name", "func")
+
+    def __init__(self, name, func):
+        self.name = name
+        self.func = func
+
+    def __repr__(self):
+        return f"<numba_vulkan.cuda.{self.name}: read inside a kernel>"

@@ -43,6 +43,7 @@ import types
 
 import numpy as np
 
+from numba_vulkan import jitoptions
 from numba_vulkan.errors import AOTError
 
 #: Version of the key's definition; part of every key.
@@ -65,9 +66,7 @@ def _jitted_function(value):
         return value.py_func, value.options
     py_func = getattr(value, "py_func", None)
     if isinstance(py_func, types.FunctionType) and type(value).__module__.startswith("numba."):
-        options = getattr(value, "targetoptions", {})
-        return py_func, {k: options[k] for k in ("fastmath", "error_model", "boundscheck",
-                                                  "inline") if k in options}
+        return py_func, jitoptions.code_options(getattr(value, "targetoptions", {}))
     return None
 
 
@@ -79,7 +78,7 @@ def _options_text(options):
         if isinstance(value, (bool, int, float, str)) or value is None:
             return value
         return f"{type(value).__module__}.{type(value).__qualname__}:{value}"
-    return json.dumps({k: plain(v) for k, v in options.items() if k != "cache"},
+    return json.dumps({k: plain(v) for k, v in jitoptions.code_options(options).items()},
                       sort_keys=True)
 
 

@@ -31,9 +31,13 @@ def _machine(job):
 
 def link(job):
     """``job.sources`` (narrowed first) and the libclc functions they call,
-    linked into ``job.module``."""
+    linked into ``job.module`` (on a target with a loop limit, the library's
+    loops marked to stay rolled)."""
     narrowed = narrow.sources(job.sources, job.target.narrowed)
-    job.module = optimize.link(libclc_link.link(narrowed), job.target.triple, DATA_LAYOUT)
+    texts = libclc_link.link(narrowed)
+    if job.target.loop_limit:
+        texts = looplimit.keep_library_loops(texts, narrowed)
+    job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
     return str(job.module)
 
 
