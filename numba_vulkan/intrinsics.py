@@ -65,6 +65,19 @@ invocation of the workgroup must reach the same barrier.
 """
 
 
+barrier_count = _device_only("barrier_count")
+barrier_count.__doc__ = """:func:`barrier`, returning how many invocations of the workgroup passed
+a true ``predicate`` (numba.cuda's ``syncthreads_count``)."""
+
+barrier_and = _device_only("barrier_and")
+barrier_and.__doc__ = """:func:`barrier`, returning 1 if every invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_and``)."""
+
+barrier_or = _device_only("barrier_or")
+barrier_or.__doc__ = """:func:`barrier`, returning 1 if any invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_or``)."""
+
+
 def _namespace(name, doc, **members):
     namespace = types.ModuleType(f"numba_vulkan.{name}", doc)
     for member, text in members.items():

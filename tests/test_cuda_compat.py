@@ -530,3 +530,61 @@ def test_atomic_nanmin_and_nanmax_ignore_nan():
     int_out = np.array([0, 0, 0], np.int64)
     nan_extremes.forall(3)(ints, int_out)
     assert list(int_out) == [-3, 9, 9]
+
+
+def test_events_time_a_kernel():
+    start, end = cuda.event(), cuda.event(timing=True)
+    x = cuda.to_device(np.ones(64, np.float32))
+    out = cuda.device_array_like(x)
+    start.record()
+    vector_add.forall(64, tpb=32)(x, x, out)
+    end.record()
+    end.synchronize()
+    assert end.query()
+    elapsed = cuda.event_elapsed_time(start, end)
+    assert 0 <= elapsed == start.elapsed_time(end)
+    np.testing.assert_array_equal(out.copy_to_host(), 2)
+    with pytest.raises(nv.LaunchError, match="not recorded"):
+        cuda.event().elapsed_time(end)
+    with pytest.raises(nv.LaunchError, match="timing=False"):
+        untimed = cuda.event(timing=False)
+        untimed.record()
+        start.elapsed_time(untimed)
+
+
+def test_inspect_llvm_and_asm():
+    sig = "void(float32[::1], float32[::1])"
+    assert "define" in clamped.inspect_llvm(sig)
+    assert "OpEntryPoint GLCompute" in clamped.inspect_asm(sig)
+    asm = clamped.inspect_asm()
+    assert len(asm) == len(clamped.overloads) >= 1
+    assert all("OpEntryPoint" in text for text in asm.values())
+
+
+@cuda.jit
+def vote(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0
+    count = cuda.syncthreads_count(v > 5)
+    every = cuda.syncthreads_and(v > 0)
+    some = cuda.syncthreads_or(v > 8)
+    # A second count in the same kernel starts afresh.
+    again = cuda.syncthreads_count(v % 2 == 1)
+    if i < x.size:
+        out[i, 0] = count
+        out[i, 1] = every
+        out[i, 2] = some
+        out[i, 3] = again
+
+
+def test_counting_barriers():
+    x = RNG.integers(0, 10, 3 * TPB).astype(np.int32)
+    x[TPB:2 * TPB] = np.clip(x[TPB:2 * TPB], 1, 8)
+    out = np.full((x.size, 4), -1, np.int64)
+    vote[3, TPB](x, out)
+    for b in range(3):
+        block = x[b * TPB:(b + 1) * TPB]
+        expected = [(block > 5).sum(), (block > 0).all(), (block > 8).any(),
+                    (block % 2 == 1).sum()]
+        np.testing.assert_array_equal(out[b * TPB:(b + 1) * TPB],
+                                      np.tile(np.array(expected, np.int64), (TPB, 1)))

@@ -333,6 +333,11 @@ typing_registry.register_global(intrinsics.barrier, types.Function(_BarrierTempl
 
 @lowering_registry.lower(intrinsics.barrier)
 def _lower_barrier(context, builder, sig, args):
+    _emit_barrier(builder)
+    return context.get_dummy_value()
+
+
+def _emit_barrier(builder):
     name = "llvm.spv.group.memory.barrier.with.group.sync"
     try:
         fn = builder.module.get_global(name)
@@ -343,7 +348,60 @@ def _lower_barrier(context, builder, sig, args):
         fn.attributes.add("convergent")
         fn.attributes.add("nounwind")
     builder.call(fn, [])
-    return context.get_dummy_value()
+
+
+#: Counted barriers: the value the workgroup's word starts at and the
+#: atomic that folds each invocation's predicate (0 or 1) into it.
+_COUNTED_BARRIERS = {
+    intrinsics.barrier_count: (0, "add"),
+    intrinsics.barrier_and: (1, "and"),
+    intrinsics.barrier_or: (0, "or"),
+}
+
+
+def _counted_barrier(func, start, op):
+    class CountedBarrierTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if kws or len(args) != 1 or not isinstance(args[0], (types.Boolean, types.Integer)):
+                raise TypingError(f"nv.{func.__name__}(predicate) takes one bool or int")
+            return signature(types.int64, args[0])
+
+    typing_registry.register_global(func, types.Function(CountedBarrierTemplate))
+
+    @lowering_registry.lower(func, types.Any)
+    def lower(context, builder, sig, args):
+        # One word of workgroup memory per call: the first invocation sets
+        # it between two barriers, every invocation folds its predicate in,
+        # all read it after a third, and a fourth keeps the next call's
+        # reset from overtaking a slow reader.
+        var = ir.GlobalVariable(builder.module, _i32,
+                                builder.module.get_unique_name("nv.counted"),
+                                addrspace=WORKGROUP)
+        var.linkage = "internal"
+        var.initializer = ir.Constant(_i32, ir.Undefined)
+        var.align = 4
+        word = builder.addrspacecast(var, ir.PointerType(_i32))
+        lid = _AXIS_EMITTERS[intrinsics.local_id]
+        zero = ir.Constant(_i32, 0)
+        first = builder.and_(builder.and_(builder.icmp_unsigned("==", lid(builder, 0), zero),
+                                          builder.icmp_unsigned("==", lid(builder, 1), zero)),
+                             builder.icmp_unsigned("==", lid(builder, 2), zero))
+        _emit_barrier(builder)
+        with builder.if_then(first):
+            builder.store(ir.Constant(_i32, start), word)
+        _emit_barrier(builder)
+        truth = context.cast(builder, args[0], sig.args[0], types.boolean)
+        builder.atomic_rmw(op, word, builder.zext(truth, _i32), "monotonic")
+        _emit_barrier(builder)
+        result = builder.load(word)
+        _emit_barrier(builder)
+        return builder.zext(result, _i64)
+
+
+for _func, (_start, _op) in _COUNTED_BARRIERS.items():
+    _counted_barrier(_func, _start, _op)
 
 
 # Atomics -----------------------------------------------------------------
