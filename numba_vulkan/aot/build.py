@@ -296,7 +296,7 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
     keys = {}
     for name, dispatcher in dispatchers.items():
         try:
-            keys[name] = codekey.kernel_key(dispatcher)
+            keys[name] = codekey.kernel_key_parts(dispatcher)
         except AOTError as exc:
             keys[name] = exc
     fingerprint = _fingerprint()
@@ -307,6 +307,7 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
         if isinstance(key, AOTError):
             result.failures.append(Failure(task, str(key)))
             continue
+        key = key[0]
         build_key = _build_key(key, task, fingerprint)
         if build_key in previous:
             entry, data = previous[build_key]
@@ -386,8 +387,9 @@ def _run(pending, m, jobs):
 def _entry(task, key, data, meta, fingerprint, build_key):
     target = task.profile.target()
     sha = hashlib.sha256(data).hexdigest()
+    key, parts = key
     return {
-        "kernel": task.kernel, "key": key, "build_key": build_key,
+        "kernel": task.kernel, "key": key, "key_parts": parts, "build_key": build_key,
         "signature": list(task.signature), "numba_signature": task.numba_signature,
         "threads": list(task.threads), "profile": task.profile.name,
         "target": target.key(), "vulkan": "{}.{}".format(*target.vulkan),

@@ -303,12 +303,12 @@ def kernel_name(dispatcher):
 
 
 def _key(dispatcher):
-    """The content key of a kernel, computed once per kernel object."""
+    """The content key of a kernel and its parts, computed once per kernel object."""
     with _lock:
         key = _keys.get(dispatcher)
         if key is None:
             try:
-                key = codekey.kernel_key(dispatcher)
+                key = codekey.kernel_key_parts(dispatcher)
             except AOTError as exc:
                 key = exc
             _keys[dispatcher] = key
@@ -401,7 +401,7 @@ def find(dispatcher, sig, threads, target):
         return None
     reasons = []
     try:
-        key = _key(dispatcher)
+        key, parts = _key(dispatcher)
     except AOTError as exc:
         key = None
         reasons.append(str(exc))
@@ -413,11 +413,74 @@ def find(dispatcher, sig, threads, target):
                 return kernel
             if directory.problem:
                 reasons.append(f"{directory.problem}, so the directory was skipped")
-            elif not ranked and directory.entries_named(name) and not directory.entries(key):
-                reasons.append(f"{directory.label} has {name} built from other code: the "
-                               "kernel, a function it calls or a global it reads changed "
-                               "since the build; rebuild the directory")
+            elif not ranked and directory.entries(key):
+                reasons.append(f"{directory.label} has {name} built from this code, but "
+                               + _nearest_launch(directory.entries(key), sig, threads,
+                                                 target))
+            elif not ranked and directory.entries_named(name):
+                reasons.append(f"{directory.label} has {name} built from other code: "
+                               + _changed_parts(directory.entries_named(name), parts)
+                               + "; rebuild the directory")
     return _miss(name, sig, threads, target, search, strict, reasons)
+
+
+def _describe_part(part):
+    if part == "code":
+        return "the kernel's own code"
+    if part == "options":
+        return "its nv.jit options"
+    kind, _, what = part.partition(" ")
+    return f"{kind} {what}" if kind in ("callee", "global") else f"closure variable {what}"
+
+
+def _changed_parts(entries, parts):
+    """What differs between a kernel's key and the nearest shipped entry's."""
+    best = None
+    for entry in entries:
+        shipped = entry.get("key_parts")
+        if not isinstance(shipped, dict):
+            continue
+        changed = sorted(p for p in set(parts) | set(shipped) if parts.get(p) != shipped.get(p))
+        if best is None or len(changed) < len(best[0]):
+            best = changed, shipped
+    if best is None or not best[0]:
+        return ("the kernel, a function it calls or a global it reads changed since the "
+                "build")
+    words = []
+    for part in best[0]:
+        if part not in best[1]:
+            words.append(f"{_describe_part(part)} is new")
+        elif part not in parts:
+            words.append(f"{_describe_part(part)} is no longer read")
+        else:
+            words.append(f"{_describe_part(part)} changed")
+    return ", ".join(words) + " since the build"
+
+
+def _nearest_launch(entries, sig, threads, target):
+    """What differs between a launch and the nearest entry built from its code."""
+    profile = index.profile_for(target)
+
+    def differences(entry):
+        out = []
+        if index.signature_distance(tuple(sig), tuple(entry["signature"])) is None:
+            out.append(f"argument types ({', '.join(entry['signature'])})")
+        if tuple(entry["threads"]) != tuple(threads):
+            out.append(f"threads {tuple(entry['threads'])}")
+        try:
+            built = index.profile_for(index.target_of(entry))
+        except ValueError:
+            built = "?"
+        if built != profile:
+            out.append(f"profile {built}")
+        if not out:
+            out.append(f"needs Vulkan {entry['vulkan']} and features "
+                       f"{', '.join(entry['features']) or 'none'}, ABI "
+                       f"{entry['abi_version']}, push constants {entry['push_size']} bytes")
+        return out
+
+    nearest = min((differences(e) for e in entries), key=len)
+    return "the nearest entry differs: it was built for " + ", ".join(nearest)
 
 
 #: Times a lookup reads a directory's index again when a build replaced the
