@@ -630,3 +630,17 @@ def test_threadfence_publishes_before_a_ticket():
     # One fence each, with the storage classes Vulkan needs (spirv-val checks).
     fence_kernel = next(iter(last_block_sum.overloads.values())).disassemble()
     assert fence_kernel.count("OpMemoryBarrier") == 2
+
+
+def test_gpus_select_a_device_inside_a_block():
+    assert len(cuda.gpus) == len(nv.list_devices()) >= 1
+    current = cuda.get_current_device()
+    last = cuda.gpus[len(cuda.gpus) - 1]
+    with last as device:
+        assert device.info.index == last.id and cuda.get_current_device() is device
+        d = cuda.to_device(np.arange(4))
+        np.testing.assert_array_equal(d.copy_to_host(), np.arange(4))
+    assert cuda.get_current_device() is current and cuda.gpus.current is current
+    assert [g.id for g in cuda.gpus] == [info.index for info in nv.list_devices()]
+    cuda.close()
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(4))
