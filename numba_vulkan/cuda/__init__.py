@@ -26,7 +26,7 @@ from numba_vulkan.runtime import memory as _memory
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
     "local", "const", "atomic", "syncthreads", "syncthreads_count", "syncthreads_and",
-    "syncthreads_or", "laneid", "warpsize", "to_device",
+    "syncthreads_or", "threadfence", "threadfence_block", "threadfence_system", "laneid", "warpsize", "to_device",
     "device_array", "device_array_like", "synchronize", "stream", "default_stream",
     "legacy_default_stream", "per_thread_default_stream", "Stream", "Event", "event",
     "event_elapsed_time", "pinned_array",
@@ -47,6 +47,11 @@ local = _intrinsics.local
 const = _intrinsics.const
 atomic = _intrinsics.atomic
 syncthreads = _intrinsics.barrier
+threadfence = _intrinsics.fence
+threadfence_block = _intrinsics.workgroup_fence
+# Vulkan kernels have no scope beyond the device: host reads wait for the
+# launch anyway.
+threadfence_system = _intrinsics.fence
 syncthreads_count = _intrinsics.barrier_count
 syncthreads_and = _intrinsics.barrier_and
 syncthreads_or = _intrinsics.barrier_or
