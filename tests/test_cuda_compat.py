@@ -644,3 +644,21 @@ def test_gpus_select_a_device_inside_a_block():
     assert [g.id for g in cuda.gpus] == [info.index for info in nv.list_devices()]
     cuda.close()
     np.testing.assert_array_equal(d.copy_to_host(), np.arange(4))
+
+
+@cuda.jit
+def named_dtypes(out):
+    i = cuda.grid(1)
+    scratch = cuda.local.array(shape=(2, 3), dtype="int32")
+    tile = cuda.shared.array(shape=4, dtype="float64")
+    scratch[1, 2] = i * 3
+    tile[cuda.threadIdx.x] = 0.5 * i
+    cuda.syncthreads()
+    if i < out.shape[0]:
+        out[i] = scratch[1, 2] + tile[cuda.threadIdx.x]
+
+
+def test_array_dtypes_by_name():
+    out = np.zeros(8)
+    named_dtypes[2, 4](out)
+    np.testing.assert_array_equal(out, 3.5 * np.arange(8))

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models, register_default
@@ -229,6 +230,13 @@ def _literal_shape(ty):
 def _dtype(ty):
     if isinstance(ty, (types.NumberClass, types.DType)):
         return ty.dtype
+    if isinstance(ty, types.StringLiteral):
+        # numba.cuda also takes the dtype's name: "float32".
+        from numba.np.numpy_support import from_dtype
+        try:
+            return from_dtype(np.dtype(ty.literal_value))
+        except (TypeError, NotImplementedError):
+            return None
     return None
 
 
@@ -243,7 +251,8 @@ def _array_template(func, what):
                 if dims is None or _dtype(dtype) is None:
                     raise TypingError(
                         f"{what}(shape, dtype): shape must be an int or a tuple of ints known "
-                        f"at compile time and dtype a NumPy scalar type; got {shape}, {dtype}")
+                        f"at compile time and dtype a NumPy scalar type or its name; got "
+                        f"{shape}, {dtype}")
                 if any(d < 1 for d in dims):
                     raise TypingError(f"{what}: every extent must be positive, not {dims}")
                 return types.Array(_dtype(dtype), len(dims), "C")
