@@ -489,3 +489,102 @@ def test_monte_carlo_pi():
     pi_hits.forall(n)(states, hits, samples)
     estimate = 4.0 * hits.copy_to_host().sum() / (n * samples)
     assert abs(estimate - math.pi) < 0.1
+
+
+@cuda.jit
+def wrapping_atomics(counters, old):
+    i = cuda.grid(1)
+    if i < old.shape[0]:
+        old[i, 0] = cuda.atomic.inc(counters, 0, np.uint32(4))
+        old[i, 1] = cuda.atomic.dec(counters, 1, np.uint32(4))
+
+
+def test_atomic_inc_and_dec_wrap_as_numba_cudas():
+    n = 11
+    counters = np.array([0, 2], np.uint32)
+    old = np.zeros((n, 2), np.uint32)
+    wrapping_atomics.forall(n)(counters, old)
+    # inc: 0, 1, 2, 3, 4, then back to 0; dec: 2, 1, 0, then 4, 3, ... 0, 4.
+    inc_seq = [k % 5 for k in range(n)]
+    dec_seq = [(2 - k) % 5 for k in range(n)]
+    assert sorted(old[:, 0]) == sorted(inc_seq) and counters[0] == n % 5
+    assert sorted(old[:, 1]) == sorted(dec_seq) and counters[1] == (2 - n) % 5
+
+
+@cuda.jit
+def nan_extremes(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.nanmin(out, 0, x[i])
+        cuda.atomic.nanmax(out, 1, x[i])
+        cuda.atomic.max(out, 2, x[i])
+
+
+def test_atomic_nanmin_and_nanmax_ignore_nan():
+    x = RNG.random(30)
+    x[[3, 17]] = np.nan
+    out = np.array([np.nan, np.nan, 0.0])
+    nan_extremes.forall(x.size)(x, out)
+    assert out[0] == np.nanmin(x) and out[1] == np.nanmax(x)
+    ints = np.array([5, -3, 9], np.int64)
+    int_out = np.array([0, 0, 0], np.int64)
+    nan_extremes.forall(3)(ints, int_out)
+    assert list(int_out) == [-3, 9, 9]
+
+
+def test_events_time_a_kernel():
+    start, end = cuda.event(), cuda.event(timing=True)
+    x = cuda.to_device(np.ones(64, np.float32))
+    out = cuda.device_array_like(x)
+    start.record()
+    vector_add.forall(64, tpb=32)(x, x, out)
+    end.record()
+    end.synchronize()
+    assert end.query()
+    elapsed = cuda.event_elapsed_time(start, end)
+    assert 0 <= elapsed == start.elapsed_time(end)
+    np.testing.assert_array_equal(out.copy_to_host(), 2)
+    with pytest.raises(nv.LaunchError, match="not recorded"):
+        cuda.event().elapsed_time(end)
+    with pytest.raises(nv.LaunchError, match="timing=False"):
+        untimed = cuda.event(timing=False)
+        untimed.record()
+        start.elapsed_time(untimed)
+
+
+def test_inspect_llvm_and_asm():
+    sig = "void(float32[::1], float32[::1])"
+    assert "define" in clamped.inspect_llvm(sig)
+    assert "OpEntryPoint GLCompute" in clamped.inspect_asm(sig)
+    asm = clamped.inspect_asm()
+    assert len(asm) == len(clamped.overloads) >= 1
+    assert all("OpEntryPoint" in text for text in asm.values())
+
+
+@cuda.jit
+def vote(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0
+    count = cuda.syncthreads_count(v > 5)
+    every = cuda.syncthreads_and(v > 0)
+    some = cuda.syncthreads_or(v > 8)
+    # A second count in the same kernel starts afresh.
+    again = cuda.syncthreads_count(v % 2 == 1)
+    if i < x.size:
+        out[i, 0] = count
+        out[i, 1] = every
+        out[i, 2] = some
+        out[i, 3] = again
+
+
+def test_counting_barriers():
+    x = RNG.integers(0, 10, 3 * TPB).astype(np.int32)
+    x[TPB:2 * TPB] = np.clip(x[TPB:2 * TPB], 1, 8)
+    out = np.full((x.size, 4), -1, np.int64)
+    vote[3, TPB](x, out)
+    for b in range(3):
+        block = x[b * TPB:(b + 1) * TPB]
+        expected = [(block > 5).sum(), (block > 0).all(), (block > 8).any(),
+                    (block % 2 == 1).sum()]
+        np.testing.assert_array_equal(out[b * TPB:(b + 1) * TPB],
+                                      np.tile(np.array(expected, np.int64), (TPB, 1)))

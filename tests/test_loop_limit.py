@@ -276,3 +276,20 @@ def test_library_loops_are_kept_rolled():
     assert own == _NEST
     assert lib.count("!llvm.loop !") == 2 and '!"llvm.loop.mustprogress"' in lib
     assert looplimit.hint_unrolling(lib, "_Z3libi", 16) == lib
+
+
+def test_aot_lookup_prefers_entries_built_for_the_device_loop_limit():
+    from numba_vulkan import abi
+    from numba_vulkan.aot import lookup
+
+    def entry(target):
+        return {"threads": [64, 1, 1], "abi_version": abi.ABI_VERSION, "target": target.key(),
+                "push_size": 32, "features": [], "signature": ["float32[1d,C]"]}
+
+    plain, limited = TargetDescription(), TargetDescription(loop_limit=LAVAPIPE_LOOP_LIMIT)
+    sig, threads = ("float32[1d,C]",), (64, 1, 1)
+    for device in (plain, limited):
+        ranks = {built: lookup._usable(entry(built), sig, threads, device, None)
+                 for built in (plain, limited)}
+        assert None not in ranks.values()
+        assert min(ranks, key=ranks.get) == device

@@ -2,8 +2,9 @@
 
 Commands::
 
-    build MANIFEST [-o DIR] [-j N] [--quiet | --json]
-    verify DIR
+    build MANIFEST [-o DIR] [-j N] [--sign PRIVATE] [--quiet | --json]
+    verify DIR [--public-key PUBLIC]
+    keygen PRIVATE PUBLIC
     list DIR
     inspect DIR KERNEL [--signature S]
     record -o MANIFEST -- COMMAND...
@@ -75,7 +76,7 @@ def build_command(args):
     if not (args.quiet or args.json):
         bar = _Progress(sys.stderr) if sys.stderr.isatty() else _Lines(sys.stderr)
     try:
-        result = build.build(args.manifest, args.output, args.jobs, bar)
+        result = build.build(args.manifest, args.output, args.jobs, bar, args.sign)
     finally:
         if bar:
             bar.finish()
@@ -100,15 +101,24 @@ def _directory(path):
 
 def verify_command(args):
     from numba_vulkan.aot import build
-    count, problems = build.verify(_directory(args.directory))
+    count, problems = build.verify(_directory(args.directory), args.public_key)
     for problem in problems:
         _error(problem)
     if problems:
         print(f"{args.directory}: {len(problems)} problem(s) in {count} entries",
               file=sys.stderr)
         return EXIT_FAILED
+    signed = ", the index is signed by the public key" if args.public_key else ""
     print(f"{args.directory}: {count} entries, every module matches its digest and "
-          "passes spirv-val")
+          f"passes spirv-val{signed}")
+    return EXIT_OK
+
+
+def keygen_command(args):
+    from numba_vulkan.aot import signing
+    fingerprint = signing.keygen(args.private, args.public)
+    print(f"wrote the private key {args.private} (keep it secret) and the public key "
+          f"{args.public} (ship it with the app), fingerprint {fingerprint}")
     return EXIT_OK
 
 
@@ -215,13 +225,21 @@ def parser():
     b.add_argument("manifest")
     b.add_argument("-o", "--output", help="output directory (default: the manifest's)")
     b.add_argument("-j", "--jobs", type=int, default=1, help="modules to compile at once")
+    b.add_argument("--sign", metavar="PRIVATE",
+                   help="sign the index with this Ed25519 private key (PEM, from keygen)")
     quiet = b.add_mutually_exclusive_group()
     quiet.add_argument("--quiet", action="store_true", help="print only errors")
     quiet.add_argument("--json", action="store_true", help="print the summary as JSON")
     b.set_defaults(run=build_command)
     v = sub.add_parser("verify", help="recheck digests, format version and spirv-val")
     v.add_argument("directory")
+    v.add_argument("--public-key", metavar="PUBLIC",
+                   help="also check that this Ed25519 public key (PEM) signed the index")
     v.set_defaults(run=verify_command)
+    k = sub.add_parser("keygen", help="write an Ed25519 key pair for signing directories")
+    k.add_argument("private", help="the private key's file (PEM, created 0600)")
+    k.add_argument("public", help="the public key's file (PEM)")
+    k.set_defaults(run=keygen_command)
     ls = sub.add_parser("list", help="list the entries of a directory")
     ls.add_argument("directory")
     ls.set_defaults(run=list_command)

@@ -10,6 +10,7 @@ module imports Numba, for the Numba types numba.cuda re-exports
 
 import contextlib
 import sys
+import time
 
 import numpy as np
 from numba.core.types import (boolean, bool_, complex64, complex128, float32, float64, int8,
@@ -18,18 +19,20 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float32, fl
 
 from numba_vulkan import dispatcher as _dispatcher
 from numba_vulkan import intrinsics as _intrinsics
-from numba_vulkan.errors import UnsupportedError, VulkanError
+from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
 from numba_vulkan.runtime import memory as _memory
 
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
-    "local", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device", "device_array",
-    "device_array_like", "synchronize", "stream", "default_stream", "legacy_default_stream",
-    "per_thread_default_stream", "Stream", "pinned_array", "mapped_array", "pinned", "is_available", "detect", "select_device",
-    "get_current_device", "boolean", "bool_", "complex64", "complex128", "float32", "float64",
-    "int8", "int16", "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp",
-    "void",
+    "local", "const", "atomic", "syncthreads", "syncthreads_count", "syncthreads_and",
+    "syncthreads_or", "laneid", "warpsize", "to_device",
+    "device_array", "device_array_like", "synchronize", "stream", "default_stream",
+    "legacy_default_stream", "per_thread_default_stream", "Stream", "Event", "event",
+    "event_elapsed_time", "pinned_array",
+    "mapped_array", "pinned", "is_available", "detect", "select_device", "get_current_device",
+    "boolean", "bool_", "complex64", "complex128", "float32", "float64", "int8", "int16",
+    "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp", "void",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -44,6 +47,9 @@ local = _intrinsics.local
 const = _intrinsics.const
 atomic = _intrinsics.atomic
 syncthreads = _intrinsics.barrier
+syncthreads_count = _intrinsics.barrier_count
+syncthreads_and = _intrinsics.barrier_and
+syncthreads_or = _intrinsics.barrier_or
 laneid = _intrinsics.KernelValue("laneid", _intrinsics.lane_id)
 warpsize = _intrinsics.KernelValue("warpsize", _intrinsics.subgroup_size)
 
@@ -100,6 +106,35 @@ class _Kernel(_dispatcher.VulkanDispatcher):
             config = config[:2]
         return super().__getitem__(config)
 
+    def forall(self, ntasks, tpb=0, stream=0, sharedmem=0, threads=None):
+        """A launch covering ``ntasks`` invocations, ``tpb`` per block (the
+        device's choice for 0), as numba.cuda's ``forall``."""
+        _check_stream(stream)
+        if sharedmem:
+            raise UnsupportedError(f"{self.__qualname__}.forall(sharedmem={sharedmem!r}): "
+                                   "dynamic shared memory is not supported")
+        return super().forall(ntasks, threads or tpb or None)
+
+    @property
+    def overloads(self):
+        """The compiled kernels (:class:`~numba_vulkan.compiled.CompiledKernel`),
+        by argument types in text form."""
+        return {key[0]: kernel for key, kernel in self._compiled.items()}
+
+    def inspect_llvm(self, signature=None):
+        """The LLVM IR of the kernel for ``signature``, or a dict of it for
+        every compiled signature."""
+        if signature is not None:
+            return self.compile(signature).llvm_ir
+        return {sig: kernel.llvm_ir for sig, kernel in self.overloads.items()}
+
+    def inspect_asm(self, signature=None):
+        """The SPIR-V of the kernel as text (numba.cuda's is PTX), for
+        ``signature`` or as a dict for every compiled signature."""
+        if signature is not None:
+            return self.compile(signature).disassemble()
+        return {sig: kernel.disassemble() for sig, kernel in self.overloads.items()}
+
 
 # Host side -------------------------------------------------------------------
 
@@ -142,6 +177,54 @@ def _check_stream(value):
     if not (value is None or isinstance(value, Stream)
             or (isinstance(value, (int, np.integer)) and value == 0)):
         raise TypeError(f"a stream must be a cuda.stream(), 0 or None, not {value!r}")
+
+
+class Event:
+    """numba.cuda's event. :meth:`record` waits for the work submitted before
+    it and reads the host's clock, so an elapsed time is the wall time of
+    what ran between two records, launch overhead included (device time
+    alone: :class:`numba_vulkan.runtime.timing.KernelTimer`)."""
+
+    def __init__(self, timing=True):
+        self.timing = timing
+        self._time = None
+
+    def record(self, stream=0):
+        """Mark the point after everything submitted so far."""
+        _check_stream(stream)
+        _dispatcher.synchronize()
+        self._time = time.perf_counter()
+
+    def synchronize(self):
+        """Wait for the work before the record (done when it was recorded)."""
+
+    def wait(self, stream=0):
+        """Make ``stream`` wait for this event: the one queue already does."""
+        _check_stream(stream)
+
+    def query(self):
+        """Whether the work before the record is done: always, once recorded."""
+        return self._time is not None
+
+    def elapsed_time(self, end):
+        """Milliseconds from this event's record to ``end``'s."""
+        for which, ev in (("start", self), ("end", end)):
+            if ev._time is None:
+                raise LaunchError(f"elapsed_time: the {which} event was not recorded")
+            if not ev.timing:
+                raise LaunchError(f"elapsed_time: the {which} event was made with "
+                                  "timing=False")
+        return (end._time - self._time) * 1000.0
+
+
+def event(timing=True):
+    """A new :class:`Event`."""
+    return Event(timing)
+
+
+def event_elapsed_time(evtstart, evtend):
+    """Milliseconds between two recorded events."""
+    return evtstart.elapsed_time(evtend)
 
 
 def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
