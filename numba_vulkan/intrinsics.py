@@ -65,6 +65,15 @@ invocation of the workgroup must reach the same barrier.
 """
 
 
+fence = _device_only("fence")
+fence.__doc__ = """Order this invocation's memory accesses device-wide: every invocation
+that sees a write made after the fence also sees those made before it
+(numba.cuda's ``threadfence``). Not a barrier: nothing waits."""
+
+workgroup_fence = _device_only("workgroup_fence")
+workgroup_fence.__doc__ = """:func:`fence` for the invocations of this workgroup only (numba.cuda's
+``threadfence_block``)."""
+
 barrier_count = _device_only("barrier_count")
 barrier_count.__doc__ = """:func:`barrier`, returning how many invocations of the workgroup passed
 a true ``predicate`` (numba.cuda's ``syncthreads_count``)."""

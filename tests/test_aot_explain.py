@@ -124,3 +124,27 @@ def test_key_parts_do_not_change_the_key():
     changed = kernel(KERNELS.replace("SCALE = 2.0", "SCALE = 3.0"))
     other = codekey.kernel_key_parts(changed)[1]
     assert {p for p in parts if parts[p] != other[p]} == {"global SCALE"}
+
+
+def test_aot_explain_says_the_same(shipped, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "explkern.py").write_text(KERNELS.replace("SCALE = 2.0", "SCALE = 3.0"))
+    # No bytecode cache: the two versions of the module have the same size.
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1")
+    for name in ("NUMBA_VULKAN_AOT_PATH", "NUMBA_VULKAN_AOT_STRICT"):
+        env.pop(name, None)
+
+    def explain(*extra):
+        return subprocess.run([sys.executable, "-m", "numba_vulkan.aot", "explain", str(shipped),
+                               "explkern:kern", "--signature", "void(float32[:])", *extra],
+                              cwd=project, capture_output=True, text=True, env=env, timeout=300)
+    result = explain("--threads", "64")
+    assert result.returncode == 1 and "global SCALE changed" in result.stdout, result
+    (project / "explkern.py").write_text(KERNELS)
+    result = explain("--threads", "64")
+    assert result.returncode == 0 and "is in" in result.stdout, result
+    result = explain()
+    assert result.returncode == 1 and "built for threads (64, 1, 1)" in result.stdout, result
+    result = explain("--threads", "x")
+    assert result.returncode == 2 and "--threads x" in result.stderr, result

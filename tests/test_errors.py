@@ -175,10 +175,6 @@ def _sync(out):
     nv.syncthreads()
 
 
-def _threadfence(out):
-    nv.threadfence()
-
-
 def _syncwarp(out):
     nv.syncwarp()
 
@@ -193,8 +189,6 @@ def _no_such(out):
      "nv.local_id(0))"),
     (_sync, "nv.syncthreads()", "numba_vulkan has no attribute 'syncthreads'",
      "numba.cuda's syncthreads is nv.barrier() in numba_vulkan"),
-    (_threadfence, "nv.threadfence", "numba_vulkan has no attribute 'threadfence'",
-     "numba.cuda's threadfence has no numba_vulkan equivalent"),
     (_syncwarp, "nv.syncwarp", "numba_vulkan has no attribute 'syncwarp'",
      "numba.cuda's syncwarp is nv.barrier() in numba_vulkan"),
     (_no_such, "nv.foo", "numba_vulkan has no attribute 'foo'", None),

@@ -7,6 +7,7 @@ Commands::
     keygen PRIVATE PUBLIC
     list DIR
     inspect DIR KERNEL [--signature S]
+    explain DIR module:kernel --signature S [--threads X[,Y[,Z]]]
     record -o MANIFEST -- COMMAND...
 
 Exit status: 0 on success, 1 when a kernel fails to build or a directory
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 
 from numba_vulkan import config
 from numba_vulkan.errors import AOTError, ManifestError
@@ -174,6 +176,41 @@ def inspect_command(args):
     return EXIT_OK
 
 
+def explain_command(args):
+    """Look a kernel up in one directory as a strict launch would, and say why it misses."""
+    from numba_vulkan.aot import index, lookup, manifest
+    from numba_vulkan.target import TargetDescription
+    directory = os.path.abspath(_directory(args.directory))
+    module_name, _, qualname = args.kernel.partition(":")
+    if not module_name or not qualname:
+        raise ManifestError(f"{args.kernel}: name the kernel as module:qualname")
+    where = types.SimpleNamespace(directory=os.getcwd(), path=None)
+    spec = types.SimpleNamespace(function=args.kernel, line=None)
+    dispatcher = manifest._import(where, spec)
+    sig = manifest._signature(where, spec, dispatcher, args.signature, None)
+    try:
+        threads = (tuple(int(t) for t in args.threads.split(",")) + (1, 1))[:3]
+    except ValueError:
+        raise ManifestError(f"--threads {args.threads}: expected X, X,Y or X,Y,Z") from None
+    entries = [e for e in _entries(directory) if e["kernel"] == args.kernel]
+    target = (index.target_of(entries[0]) if entries else TargetDescription())
+    saved = {k: os.environ.get(k) for k in ("NUMBA_VULKAN_AOT_PATH", "NUMBA_VULKAN_AOT_STRICT")}
+    os.environ.update(NUMBA_VULKAN_AOT_PATH=directory, NUMBA_VULKAN_AOT_STRICT="1")
+    try:
+        lookup.find(dispatcher, sig, threads, target)
+    except AOTError as exc:
+        print(str(exc))
+        return EXIT_FAILED
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    print(f"{args.kernel} {args.signature} threads {threads} is in {args.directory}")
+    return EXIT_OK
+
+
 def record_command(args):
     from numba_vulkan.aot import manifest
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -248,6 +285,13 @@ def parser():
     i.add_argument("kernel", help="module:name, or the name alone")
     i.add_argument("--signature", help="only this signature (as in the manifest)")
     i.set_defaults(run=inspect_command)
+    e = sub.add_parser("explain", help="say why a kernel's launch misses a directory")
+    e.add_argument("directory")
+    e.add_argument("kernel", help="module:qualname")
+    e.add_argument("--signature", required=True, help="as in the manifest")
+    e.add_argument("--threads", default="256", help="the workgroup size, X[,Y[,Z]] "
+                                                    "(default 256)")
+    e.set_defaults(run=explain_command)
     r = sub.add_parser("record", help="run a program and add the kernels it compiled "
                                       "to a manifest")
     r.add_argument("-o", "--output", required=True, help="the manifest to write or extend")

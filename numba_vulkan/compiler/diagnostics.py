@@ -29,10 +29,9 @@ CUDA_NAMES = {
     "syncthreads": ("nv.barrier()", "it also makes workgroup memory writes visible"),
     "syncwarp": ("nv.barrier()", "numba_vulkan has no warp-level barrier; a workgroup "
                  "barrier is stronger"),
-    "threadfence_block": ("nv.barrier()", "every invocation of the workgroup must reach it"),
-    "threadfence": (None, "there is no device-wide memory fence; a launch boundary orders "
-                    "memory between workgroups"),
-    "threadfence_system": (None, "there is no system-wide memory fence"),
+    "threadfence_block": ("nv.workgroup_fence()", "a fence, not a barrier"),
+    "threadfence": ("nv.fence()", "device-wide"),
+    "threadfence_system": ("nv.fence()", "device-wide: kernels have no wider scope"),
     "syncthreads_count": ("nv.barrier_count(predicate)", "a barrier that counts"),
     "syncthreads_and": ("nv.barrier_and(predicate)", "a barrier that combines"),
     "syncthreads_or": ("nv.barrier_or(predicate)", "a barrier that combines"),
@@ -62,7 +61,8 @@ CUDA_NAMES = {
 #: meaning (a test checks that it does).
 CUDA_MODULE_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gridsize",
                      "syncthreads", "syncthreads_count", "syncthreads_and",
-                     "syncthreads_or", "shared", "local", "const", "atomic", "jit", "to_device",
+                     "syncthreads_or", "threadfence", "threadfence_block",
+                     "threadfence_system", "shared", "local", "const", "atomic", "jit", "to_device",
                      "device_array", "device_array_like", "laneid", "warpsize")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -350,6 +350,32 @@ def _emit_barrier(builder):
     builder.call(fn, [])
 
 
+#: LLVM synchronisation scope of each fence; codegen's fixups give the
+#: resulting OpMemoryBarrier the storage classes it orders.
+_FENCES = {intrinsics.fence: "device", intrinsics.workgroup_fence: "workgroup"}
+
+
+def _fence(func, scope):
+    class FenceTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if args or kws:
+                raise TypingError(f"nv.{func.__name__}() takes no arguments")
+            return signature(types.none)
+
+    typing_registry.register_global(func, types.Function(FenceTemplate))
+
+    @lowering_registry.lower(func)
+    def lower(context, builder, sig, args):
+        builder.fence("acq_rel", scope)
+        return context.get_dummy_value()
+
+
+for _func, _scope in _FENCES.items():
+    _fence(_func, _scope)
+
+
 #: Counted barriers: the value the workgroup's word starts at and the
 #: atomic that folds each invocation's predicate (0 or 1) into it.
 _COUNTED_BARRIERS = {

@@ -26,13 +26,13 @@ from numba_vulkan.runtime import memory as _memory
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
     "local", "const", "atomic", "syncthreads", "syncthreads_count", "syncthreads_and",
-    "syncthreads_or", "laneid", "warpsize", "to_device",
-    "device_array", "device_array_like", "synchronize", "stream", "default_stream",
-    "legacy_default_stream", "per_thread_default_stream", "Stream", "Event", "event",
-    "event_elapsed_time", "pinned_array",
-    "mapped_array", "pinned", "is_available", "detect", "select_device", "get_current_device",
-    "boolean", "bool_", "complex64", "complex128", "float32", "float64", "int8", "int16",
-    "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp", "void",
+    "syncthreads_or", "threadfence", "threadfence_block", "threadfence_system", "laneid",
+    "warpsize", "to_device", "device_array", "device_array_like", "synchronize", "stream",
+    "default_stream", "legacy_default_stream", "per_thread_default_stream", "Stream", "Event",
+    "event", "event_elapsed_time", "pinned_array", "mapped_array", "pinned", "is_available",
+    "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
+    "complex64", "complex128", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
+    "uint8", "uint16", "uint32", "uint64", "uintp", "void",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -47,6 +47,11 @@ local = _intrinsics.local
 const = _intrinsics.const
 atomic = _intrinsics.atomic
 syncthreads = _intrinsics.barrier
+threadfence = _intrinsics.fence
+threadfence_block = _intrinsics.workgroup_fence
+# Vulkan kernels have no scope beyond the device: host reads wait for the
+# launch anyway.
+threadfence_system = _intrinsics.fence
 syncthreads_count = _intrinsics.barrier_count
 syncthreads_and = _intrinsics.barrier_and
 syncthreads_or = _intrinsics.barrier_or
@@ -307,4 +312,57 @@ def select_device(device_id):
 def get_current_device():
     """The current device (opened on first use)."""
     return _device.current_device()
+
+
+def close():
+    """Wait for all work on the current device. Unlike numba.cuda's, the
+    device stays open: its arrays stay valid."""
+    if _device.opened_device() is not None:
+        _dispatcher.synchronize()
+
+
+class _Gpu:
+    """One Vulkan device as an entry of :data:`gpus`; ``with gpus[i]:``
+    makes it current inside the block."""
+
+    def __init__(self, info):
+        self.id = info.index
+        self.name = info.name
+        self._previous = []
+
+    def __enter__(self):
+        self._previous.append(_device.opened_device())
+        return _device.select_device(self.id)
+
+    def __exit__(self, *exc):
+        previous = self._previous.pop()
+        if previous is not None:
+            _device.select_device(previous.info.index)
+
+    def __repr__(self):
+        return f"<numba_vulkan.cuda gpu {self.id}: {self.name}>"
+
+
+class _Gpus:
+    """numba.cuda's ``gpus``: the Vulkan devices, by index."""
+
+    def _all(self):
+        return [_Gpu(info) for info in _device.list_devices()]
+
+    def __getitem__(self, index):
+        return self._all()[index]
+
+    def __len__(self):
+        return len(_device.list_devices())
+
+    def __iter__(self):
+        return iter(self._all())
+
+    @property
+    def current(self):
+        """The current device."""
+        return _device.current_device()
+
+
+gpus = _Gpus()
 
