@@ -332,6 +332,16 @@ def test_float64_rounding_uses_no_driver_rounding():
         assert not [op for ty, op in used if ty in doubles], used
 
 
+def test_float64_rounding_without_int64():
+    """A target with float64 but without int64 keeps the driver's rounding
+    instructions rather than declare Int64 for the bit arithmetic."""
+    from numba_vulkan.target import TargetDescription
+    compiled = rounding_kernel.compile("void(float64[:, ::1], float64[:, ::1])",
+                                       target=TargetDescription(int64=False))
+    assert "Int64" not in compiled.capabilities
+    assert_valid_spirv(compiled)
+
+
 #: Arguments from 2**31 to 1e10 (where float64 sin gave +-0.7071 on lavapipe
 #: without AVX-512), a few beyond, and their negatives.
 LARGE_ARGUMENTS = np.array(

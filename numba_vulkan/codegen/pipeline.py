@@ -112,9 +112,11 @@ def driver_workarounds(job):
 
 def legalise(job):
     """``job.llvm_ir``: ``job.text`` in the forms the backend can express, with
-    float64 rounding computed on bits (:mod:`numba_vulkan.codegen.rounding`);
-    the IR handed to the backend."""
-    final = rounding.exact_rounding(legalize.legalize(job.text))
+    float64 rounding computed on 64-bit integers where the target has them
+    (:mod:`numba_vulkan.codegen.rounding`); the IR handed to the backend."""
+    final = legalize.legalize(job.text)
+    if "int64" not in job.target.narrowed:
+        final = rounding.exact_rounding(final)
     if "float64" not in job.target.narrowed and not exact.contraction_allowed(job.sources):
         final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)
