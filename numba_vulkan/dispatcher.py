@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from numba_vulkan import abi, config, kernelcache, modulecheck, signature
+from numba_vulkan import abi, config, jitoptions, kernelcache, modulecheck, signature
 from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
@@ -25,14 +25,8 @@ _ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
 #: Workgroup size of ``forall`` launches, capped by the device's limit.
 FORALL_THREADS = 256
 
-#: Options of ``nv.jit`` and what they do.
-OPTIONS = {
-    "fastmath": "allow float reassociation and contraction the CPU would not do",
-    "error_model": "'numpy' (default) or 'python': how integer division by zero behaves",
-    "boundscheck": "check array indices",
-    "inline": "'never' (default) or 'always': inline calls at Numba's IR level",
-    "cache": "keep compiled kernels on disk across processes",
-}
+#: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
+OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
 
 
 def _dim3(value, what):

@@ -65,6 +65,28 @@ invocation of the workgroup must reach the same barrier.
 """
 
 
+fence = _device_only("fence")
+fence.__doc__ = """Order this invocation's memory accesses device-wide: every invocation
+that sees a write made after the fence also sees those made before it
+(numba.cuda's ``threadfence``). Not a barrier: nothing waits."""
+
+workgroup_fence = _device_only("workgroup_fence")
+workgroup_fence.__doc__ = """:func:`fence` for the invocations of this workgroup only (numba.cuda's
+``threadfence_block``)."""
+
+barrier_count = _device_only("barrier_count")
+barrier_count.__doc__ = """:func:`barrier`, returning how many invocations of the workgroup passed
+a true ``predicate`` (numba.cuda's ``syncthreads_count``)."""
+
+barrier_and = _device_only("barrier_and")
+barrier_and.__doc__ = """:func:`barrier`, returning 1 if every invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_and``)."""
+
+barrier_or = _device_only("barrier_or")
+barrier_or.__doc__ = """:func:`barrier`, returning 1 if any invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_or``)."""
+
+
 def _namespace(name, doc, **members):
     namespace = types.ModuleType(f"numba_vulkan.{name}", doc)
     for member, text in members.items():
@@ -113,6 +135,12 @@ atomic = _namespace(
     or_=_ATOMIC_DOC.format(what="bitwise-or ``value`` into"),
     xor=_ATOMIC_DOC.format(what="bitwise-xor ``value`` into"),
     exch=_ATOMIC_DOC.format(what="store ``value`` in"),
+    inc=_ATOMIC_DOC.format(what="increment (integers; wrapping to 0 once it is at least "
+                                "``value``, as numba.cuda's)"),
+    dec=_ATOMIC_DOC.format(what="decrement (integers; wrapping to ``value`` from 0 or from "
+                                "above ``value``, as numba.cuda's)"),
+    nanmin=_ATOMIC_DOC.format(what="store the smaller of ``value`` and, ignoring NaN,"),
+    nanmax=_ATOMIC_DOC.format(what="store the larger of ``value`` and, ignoring NaN,"),
     cas="""Atomically store ``value`` in ``array[index]`` if it equals ``expected``;
     return the old value: ``cas(array, index, expected, value)``.
 

@@ -338,3 +338,327 @@ def test_native_lane_id_and_subgroup_size():
     size = cuda.get_current_device().info.subgroup_size
     assert (out % 1000 == size).all()
     np.testing.assert_array_equal(np.sort(out // 1000), np.sort(np.arange(16) % size))
+
+
+def test_launches_on_a_stream_and_with_zero_shared_bytes():
+    stream = cuda.stream()
+    a = np.arange(20, dtype=np.float32)
+    b = np.full(20, 0.5, np.float32)
+    d_a = cuda.to_device(a, stream=stream)
+    d_b = cuda.to_device(b, stream=stream)
+    d_out = cuda.device_array(20, np.float32, stream=stream)
+    with stream.auto_synchronize():
+        vector_add[2, TPB, stream](d_a, d_b, d_out)
+    np.testing.assert_array_equal(d_out.copy_to_host(stream=stream), a + b)
+    out = cuda.mapped_array(20, np.float32)
+    vector_add[2, TPB, cuda.default_stream(), 0](a, a, out)
+    cuda.default_stream().synchronize()
+    np.testing.assert_array_equal(out, 2 * a)
+    with pytest.raises(nv.UnsupportedError, match="dynamic shared memory"):
+        vector_add[2, TPB, stream, 1024]
+    with pytest.raises(TypeError, match="stream"):
+        vector_add[2, TPB, "s"]
+
+
+def test_pinned_arrays_are_host_arrays():
+    with cuda.pinned():
+        host = cuda.pinned_array((3, 2), dtype=np.int32)
+    assert host.shape == (3, 2) and host.dtype == np.int32
+    host[...] = 4
+    np.testing.assert_array_equal(cuda.to_device(host).copy_to_host(), host)
+
+
+def test_unknown_jit_options_are_type_errors():
+    with pytest.raises(TypeError, match="max_threads"):
+        cuda.jit(max_threads=3)
+
+
+@cuda.jit
+def add_index(m):
+    x, y = cuda.grid(2)
+    if x < m.shape[0] and y < m.shape[1]:
+        m[x, y] += 10 * x + y
+
+
+def test_reshape_ravel_transpose_and_view_share_memory():
+    host = np.arange(24, dtype=np.float32)
+    d = cuda.to_device(host)
+    m = d.reshape(4, -1)
+    assert m.shape == (4, 6)
+    np.testing.assert_array_equal(m.copy_to_host(), host.reshape(4, 6))
+    t = m.T
+    assert t.shape == (6, 4) and t.strides == host.reshape(4, 6).T.strides
+    np.testing.assert_array_equal(np.asarray(t), host.reshape(4, 6).T)
+    # A kernel writing through the transposed view writes the shared memory.
+    add_index[(2, 1), (4, 4)](t)
+    expected = (host.reshape(4, 6).T + 10 * np.arange(6)[:, None]
+                + np.arange(4)[None, :]).astype(np.float32)
+    np.testing.assert_array_equal(d.copy_to_host(), expected.T.ravel())
+    np.testing.assert_array_equal(m.ravel().copy_to_host(), expected.T.ravel())
+    bits = d.view(np.uint32)
+    np.testing.assert_array_equal(bits.copy_to_host(), expected.T.ravel().view(np.uint32))
+    halves = d[2:].view(np.uint16)
+    np.testing.assert_array_equal(halves.copy_to_host(),
+                                  expected.T.ravel()[2:].view(np.uint16))
+    with pytest.raises(ValueError):
+        d.reshape(5, 5)
+    with pytest.raises(nv.UnsupportedError):
+        t.ravel()
+
+
+# cuda.random ---------------------------------------------------------------------
+
+from numba_vulkan.cuda.random import (create_xoroshiro128p_states,  # noqa: E402
+                                      xoroshiro128p_normal_float32,
+                                      xoroshiro128p_uniform_float32,
+                                      xoroshiro128p_uniform_float64)
+
+DRAWS = 3
+
+
+@cuda.jit
+def draw(states, u32, u64, normal):
+    i = cuda.grid(1)
+    if i < u32.shape[0]:
+        for k in range(DRAWS):
+            u32[i, k] = xoroshiro128p_uniform_float32(states, i)
+            u64[i, k] = xoroshiro128p_uniform_float64(states, i)
+            normal[i, k] = xoroshiro128p_normal_float32(states, i)
+
+
+def _numba_cuda_draws(n, seed):
+    """The same draws from numba.cuda's own functions, run on the CPU."""
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    out = [np.zeros((n, DRAWS), t) for t in (np.float32, np.float64, np.float32)]
+    for i in range(n):
+        for k in range(DRAWS):
+            out[0][i, k] = random.xoroshiro128p_uniform_float32(states, i)
+            out[1][i, k] = random.xoroshiro128p_uniform_float64(states, i)
+            out[2][i, k] = random.xoroshiro128p_normal_float32(states, i)
+    return states, out
+
+
+def test_xoroshiro128p_gives_numba_cudas_sequences():
+    n, seed = 20, 1234
+    states = create_xoroshiro128p_states(n, seed)
+    expected_states, expected = _numba_cuda_draws(n, seed)
+    # Seeding is exact: the state of every generator after its jumps.
+    seeded = states.copy_to_host()
+    s0, s1 = _seeded(n, seed)
+    np.testing.assert_array_equal(seeded[:, 0], s0)
+    np.testing.assert_array_equal(seeded[:, 1], s1)
+    u32 = np.zeros((n, DRAWS), np.float32)
+    u64 = np.zeros((n, DRAWS), np.float64)
+    normal = np.zeros((n, DRAWS), np.float32)
+    draw.forall(n)(states, u32, u64, normal)
+    # Uniform draws are integer arithmetic and one exact conversion: bit for bit.
+    np.testing.assert_array_equal(u32, expected[0])
+    np.testing.assert_array_equal(u64, expected[1])
+    # Normal draws go through the device's log and cos.
+    np.testing.assert_allclose(normal, expected[2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(states.copy_to_host()[:, 0], expected_states["s0"])
+    np.testing.assert_array_equal(states.copy_to_host()[:, 1], expected_states["s1"])
+
+
+def _seeded(n, seed):
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    return states["s0"], states["s1"]
+
+
+@cuda.jit
+def pi_hits(states, hits, samples):
+    i = cuda.grid(1)
+    if i < hits.shape[0]:
+        inside = 0
+        for _ in range(samples):
+            x = xoroshiro128p_uniform_float32(states, i)
+            y = xoroshiro128p_uniform_float32(states, i)
+            if x * x + y * y <= np.float32(1.0):
+                inside += 1
+        hits[i] = inside
+
+
+def test_monte_carlo_pi():
+    n, samples = 64, 64
+    states = create_xoroshiro128p_states(n, seed=7)
+    hits = cuda.device_array(n, np.int64)
+    pi_hits.forall(n)(states, hits, samples)
+    estimate = 4.0 * hits.copy_to_host().sum() / (n * samples)
+    assert abs(estimate - math.pi) < 0.1
+
+
+@cuda.jit
+def wrapping_atomics(counters, old):
+    i = cuda.grid(1)
+    if i < old.shape[0]:
+        old[i, 0] = cuda.atomic.inc(counters, 0, np.uint32(4))
+        old[i, 1] = cuda.atomic.dec(counters, 1, np.uint32(4))
+
+
+def test_atomic_inc_and_dec_wrap_as_numba_cudas():
+    n = 11
+    counters = np.array([0, 2], np.uint32)
+    old = np.zeros((n, 2), np.uint32)
+    wrapping_atomics.forall(n)(counters, old)
+    # inc: 0, 1, 2, 3, 4, then back to 0; dec: 2, 1, 0, then 4, 3, ... 0, 4.
+    inc_seq = [k % 5 for k in range(n)]
+    dec_seq = [(2 - k) % 5 for k in range(n)]
+    assert sorted(old[:, 0]) == sorted(inc_seq) and counters[0] == n % 5
+    assert sorted(old[:, 1]) == sorted(dec_seq) and counters[1] == (2 - n) % 5
+
+
+@cuda.jit
+def nan_extremes(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.nanmin(out, 0, x[i])
+        cuda.atomic.nanmax(out, 1, x[i])
+        cuda.atomic.max(out, 2, x[i])
+
+
+def test_atomic_nanmin_and_nanmax_ignore_nan():
+    x = RNG.random(30)
+    x[[3, 17]] = np.nan
+    out = np.array([np.nan, np.nan, 0.0])
+    nan_extremes.forall(x.size)(x, out)
+    assert out[0] == np.nanmin(x) and out[1] == np.nanmax(x)
+    ints = np.array([5, -3, 9], np.int64)
+    int_out = np.array([0, 0, 0], np.int64)
+    nan_extremes.forall(3)(ints, int_out)
+    assert list(int_out) == [-3, 9, 9]
+
+
+def test_events_time_a_kernel():
+    start, end = cuda.event(), cuda.event(timing=True)
+    x = cuda.to_device(np.ones(64, np.float32))
+    out = cuda.device_array_like(x)
+    start.record()
+    vector_add.forall(64, tpb=32)(x, x, out)
+    end.record()
+    end.synchronize()
+    assert end.query()
+    elapsed = cuda.event_elapsed_time(start, end)
+    assert 0 <= elapsed == start.elapsed_time(end)
+    np.testing.assert_array_equal(out.copy_to_host(), 2)
+    with pytest.raises(nv.LaunchError, match="not recorded"):
+        cuda.event().elapsed_time(end)
+    with pytest.raises(nv.LaunchError, match="timing=False"):
+        untimed = cuda.event(timing=False)
+        untimed.record()
+        start.elapsed_time(untimed)
+
+
+def test_inspect_llvm_and_asm():
+    sig = "void(float32[::1], float32[::1])"
+    assert "define" in clamped.inspect_llvm(sig)
+    assert "OpEntryPoint GLCompute" in clamped.inspect_asm(sig)
+    asm = clamped.inspect_asm()
+    assert len(asm) == len(clamped.overloads) >= 1
+    assert all("OpEntryPoint" in text for text in asm.values())
+
+
+@cuda.jit
+def vote(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0
+    count = cuda.syncthreads_count(v > 5)
+    every = cuda.syncthreads_and(v > 0)
+    some = cuda.syncthreads_or(v > 8)
+    # A second count in the same kernel starts afresh.
+    again = cuda.syncthreads_count(v % 2 == 1)
+    if i < x.size:
+        out[i, 0] = count
+        out[i, 1] = every
+        out[i, 2] = some
+        out[i, 3] = again
+
+
+def test_counting_barriers():
+    x = RNG.integers(0, 10, 3 * TPB).astype(np.int32)
+    x[TPB:2 * TPB] = np.clip(x[TPB:2 * TPB], 1, 8)
+    out = np.full((x.size, 4), -1, np.int64)
+    vote[3, TPB](x, out)
+    for b in range(3):
+        block = x[b * TPB:(b + 1) * TPB]
+        expected = [(block > 5).sum(), (block > 0).all(), (block > 8).any(),
+                    (block % 2 == 1).sum()]
+        np.testing.assert_array_equal(out[b * TPB:(b + 1) * TPB],
+                                      np.tile(np.array(expected, np.int64), (TPB, 1)))
+
+
+@cuda.jit
+def last_block_sum(x, partial, ticket, total):
+    # The classic threadfence pattern: each block publishes its sum, fences,
+    # takes a ticket; the block with the last ticket sums every block's.
+    t = cuda.threadIdx.x
+    b = cuda.blockIdx.x
+    tile = cuda.shared.array(TPB, cuda.int64)
+    i = cuda.grid(1)
+    tile[t] = x[i] if i < x.size else 0
+    cuda.syncthreads()
+    last = cuda.shared.array(1, cuda.int32)
+    if t == 0:
+        s = 0
+        for k in range(TPB):
+            s += tile[k]
+        partial[b] = s
+        cuda.threadfence()
+        last[0] = cuda.atomic.inc(ticket, 0, np.uint32(cuda.gridDim.x - 1)) == cuda.gridDim.x - 1
+    cuda.threadfence_block()
+    cuda.syncthreads()
+    if last[0] and t == 0:
+        s = 0
+        for k in range(cuda.gridDim.x):
+            s += partial[k]
+        total[0] = s
+
+
+def test_threadfence_publishes_before_a_ticket():
+    x = RNG.integers(0, 100, 5 * TPB - 3).astype(np.int64)
+    blocks = math.ceil(x.size / TPB)
+    partial = np.zeros(blocks, np.int64)
+    ticket = np.zeros(1, np.uint32)
+    total = np.zeros(1, np.int64)
+    last_block_sum[blocks, TPB](x, partial, ticket, total)
+    assert total[0] == x.sum()
+    # inc wrapped the ticket back to 0 for the next launch.
+    assert ticket[0] == 0
+    # One fence each, with the storage classes Vulkan needs (spirv-val checks).
+    fence_kernel = next(iter(last_block_sum.overloads.values())).disassemble()
+    assert fence_kernel.count("OpMemoryBarrier") == 2
+
+
+def test_gpus_select_a_device_inside_a_block():
+    assert len(cuda.gpus) == len(nv.list_devices()) >= 1
+    current = cuda.get_current_device()
+    last = cuda.gpus[len(cuda.gpus) - 1]
+    with last as device:
+        assert device.info.index == last.id and cuda.get_current_device() is device
+        d = cuda.to_device(np.arange(4))
+        np.testing.assert_array_equal(d.copy_to_host(), np.arange(4))
+    assert cuda.get_current_device() is current and cuda.gpus.current is current
+    assert [g.id for g in cuda.gpus] == [info.index for info in nv.list_devices()]
+    cuda.close()
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(4))
+
+
+@cuda.jit
+def named_dtypes(out):
+    i = cuda.grid(1)
+    scratch = cuda.local.array(shape=(2, 3), dtype="int32")
+    tile = cuda.shared.array(shape=4, dtype="float64")
+    scratch[1, 2] = i * 3
+    tile[cuda.threadIdx.x] = 0.5 * i
+    cuda.syncthreads()
+    if i < out.shape[0]:
+        out[i] = scratch[1, 2] + tile[cuda.threadIdx.x]
+
+
+def test_array_dtypes_by_name():
+    out = np.zeros(8)
+    named_dtypes[2, 4](out)
+    np.testing.assert_array_equal(out, 3.5 * np.arange(8))

@@ -295,3 +295,23 @@ def test_constant_expressions_in_a_phi_become_instructions():
     llvm.parse_assembly(text, context=llvm.create_context()).verify()
     assert "addrspacecast (" not in text
     assert "@__nv.element.3.1(ptr addrspace(3) @tile" in text
+
+
+#: Bytes that LLVM's c"..." strings escape: a backslash (\\) and a quote (\22).
+ESCAPED_BYTES = np.array([92, 92, 34, 92, 0, 255, 97, 34, 92, 92, 34, 1, 92, 34, 2, 92], np.uint8)
+ESCAPED_INT16 = np.frombuffer(ESCAPED_BYTES.tobytes(), dtype=np.int16)
+
+
+@nv.jit
+def escaped_tables(a, out):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        out[i] = ESCAPED_BYTES[a[i] % 16] * 100000 + ESCAPED_INT16[a[i] % 8]
+
+
+def test_tables_of_escaped_bytes(rng):
+    a = rng.integers(0, 100, 40).astype(np.int32)
+    out = np.zeros(40, np.int64)
+    escaped_tables.forall(40)(a, out)
+    expected = ESCAPED_BYTES[a % 16].astype(np.int64) * 100000 + ESCAPED_INT16[a % 8]
+    np.testing.assert_array_equal(out, expected)

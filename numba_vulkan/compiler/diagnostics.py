@@ -29,16 +29,12 @@ CUDA_NAMES = {
     "syncthreads": ("nv.barrier()", "it also makes workgroup memory writes visible"),
     "syncwarp": ("nv.barrier()", "numba_vulkan has no warp-level barrier; a workgroup "
                  "barrier is stronger"),
-    "threadfence_block": ("nv.barrier()", "every invocation of the workgroup must reach it"),
-    "threadfence": (None, "there is no device-wide memory fence; a launch boundary orders "
-                    "memory between workgroups"),
-    "threadfence_system": (None, "there is no system-wide memory fence"),
-    "syncthreads_count": (None, "count with nv.atomic.add on a nv.shared.array, then "
-                          "nv.barrier()"),
-    "syncthreads_and": (None, "combine with nv.atomic.and_ on a nv.shared.array, then "
-                        "nv.barrier()"),
-    "syncthreads_or": (None, "combine with nv.atomic.or_ on a nv.shared.array, then "
-                       "nv.barrier()"),
+    "threadfence_block": ("nv.workgroup_fence()", "a fence, not a barrier"),
+    "threadfence": ("nv.fence()", "device-wide"),
+    "threadfence_system": ("nv.fence()", "device-wide: kernels have no wider scope"),
+    "syncthreads_count": ("nv.barrier_count(predicate)", "a barrier that counts"),
+    "syncthreads_and": ("nv.barrier_and(predicate)", "a barrier that combines"),
+    "syncthreads_or": ("nv.barrier_or(predicate)", "a barrier that combines"),
     "cg": (None, "there are no cooperative groups: a grid-wide synchronisation is the end "
            "of one launch and the start of the next"),
     "this_grid": (None, "there are no cooperative groups: a grid-wide synchronisation is "
@@ -48,10 +44,8 @@ CUDA_NAMES = {
     "const": ("nv.const.array_like(arr)", "or read a global NumPy array in the kernel: it "
               "becomes a constant array"),
     "atomic": ("nv.atomic", "add, sub, min, max, and_, or_, xor, exch and cas"),
-    "inc": (None, "nv.atomic has no wrapping increment; nv.atomic.add(array, index, 1) "
-            "adds without wrapping"),
-    "dec": (None, "nv.atomic has no wrapping decrement; nv.atomic.sub(array, index, 1) "
-            "subtracts without wrapping"),
+    "inc": ("nv.atomic.inc(array, index, value)", "it wraps to 0 at value"),
+    "dec": ("nv.atomic.dec(array, index, value)", "it wraps to value at 0"),
     "compare_and_swap": ("nv.atomic.compare_and_swap(array, expected, value)", "on array[0]; "
                          "nv.atomic.cas(array, index, expected, value) takes an index"),
     "laneid": ("nv.lane_id()", "the index in the subgroup, Vulkan's warp"),
@@ -66,7 +60,9 @@ CUDA_NAMES = {
 #: The names of CUDA_NAMES that ``numba_vulkan.cuda`` has, with numba.cuda's
 #: meaning (a test checks that it does).
 CUDA_MODULE_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gridsize",
-                     "syncthreads", "shared", "local", "const", "atomic", "jit", "to_device",
+                     "syncthreads", "syncthreads_count", "syncthreads_and",
+                     "syncthreads_or", "threadfence", "threadfence_block",
+                     "threadfence_system", "shared", "local", "const", "atomic", "jit", "to_device",
                      "device_array", "device_array_like", "laneid", "warpsize")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

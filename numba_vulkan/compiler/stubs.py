@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models, register_default
@@ -73,27 +74,18 @@ def _register_axis_lowering(func, emit):
         return builder.zext(emit(builder, axis), _i64)
 
 
-for _func, _name in _BUILTIN_INTRINSICS.items():
-    _register_axis_lowering(_func, lambda builder, axis, _name=_name: _intrinsic(builder, _name, axis))
-_register_axis_lowering(intrinsics.local_size, markers.local_size)
-_register_axis_lowering(intrinsics.num_groups, _num_groups)
-_register_axis_lowering(
-    intrinsics.global_size,
-    lambda builder, axis: builder.mul(_num_groups(builder, axis), markers.local_size(builder, axis)))
-
-
+#: How each per-axis function reads its value along an axis, as an i32.
 _AXIS_EMITTERS = {
-    intrinsics.global_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.global_id], axis),
-    intrinsics.local_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.local_id], axis),
-    intrinsics.group_id: lambda builder, axis: _intrinsic(
-        builder, _BUILTIN_INTRINSICS[intrinsics.group_id], axis),
+    **{func: lambda builder, axis, _name=name: _intrinsic(builder, _name, axis)
+       for func, name in _BUILTIN_INTRINSICS.items()},
     intrinsics.local_size: markers.local_size,
     intrinsics.num_groups: _num_groups,
     intrinsics.global_size: lambda builder, axis: builder.mul(
         _num_groups(builder, axis), markers.local_size(builder, axis)),
 }
+
+for _func, _emit in _AXIS_EMITTERS.items():
+    _register_axis_lowering(_func, _emit)
 
 
 # grid and gridsize: all axes at once ---------------------------------------
@@ -238,6 +230,13 @@ def _literal_shape(ty):
 def _dtype(ty):
     if isinstance(ty, (types.NumberClass, types.DType)):
         return ty.dtype
+    if isinstance(ty, types.StringLiteral):
+        # numba.cuda also takes the dtype's name: "float32".
+        from numba.np.numpy_support import from_dtype
+        try:
+            return from_dtype(np.dtype(ty.literal_value))
+        except (TypeError, NotImplementedError):
+            return None
     return None
 
 
@@ -252,7 +251,8 @@ def _array_template(func, what):
                 if dims is None or _dtype(dtype) is None:
                     raise TypingError(
                         f"{what}(shape, dtype): shape must be an int or a tuple of ints known "
-                        f"at compile time and dtype a NumPy scalar type; got {shape}, {dtype}")
+                        f"at compile time and dtype a NumPy scalar type or its name; got "
+                        f"{shape}, {dtype}")
                 if any(d < 1 for d in dims):
                     raise TypingError(f"{what}: every extent must be positive, not {dims}")
                 return types.Array(_dtype(dtype), len(dims), "C")
@@ -342,6 +342,11 @@ typing_registry.register_global(intrinsics.barrier, types.Function(_BarrierTempl
 
 @lowering_registry.lower(intrinsics.barrier)
 def _lower_barrier(context, builder, sig, args):
+    _emit_barrier(builder)
+    return context.get_dummy_value()
+
+
+def _emit_barrier(builder):
     name = "llvm.spv.group.memory.barrier.with.group.sync"
     try:
         fn = builder.module.get_global(name)
@@ -352,7 +357,86 @@ def _lower_barrier(context, builder, sig, args):
         fn.attributes.add("convergent")
         fn.attributes.add("nounwind")
     builder.call(fn, [])
-    return context.get_dummy_value()
+
+
+#: LLVM synchronisation scope of each fence; codegen's fixups give the
+#: resulting OpMemoryBarrier the storage classes it orders.
+_FENCES = {intrinsics.fence: "device", intrinsics.workgroup_fence: "workgroup"}
+
+
+def _fence(func, scope):
+    class FenceTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if args or kws:
+                raise TypingError(f"nv.{func.__name__}() takes no arguments")
+            return signature(types.none)
+
+    typing_registry.register_global(func, types.Function(FenceTemplate))
+
+    @lowering_registry.lower(func)
+    def lower(context, builder, sig, args):
+        builder.fence("acq_rel", scope)
+        return context.get_dummy_value()
+
+
+for _func, _scope in _FENCES.items():
+    _fence(_func, _scope)
+
+
+#: Counted barriers: the value the workgroup's word starts at and the
+#: atomic that folds each invocation's predicate (0 or 1) into it.
+_COUNTED_BARRIERS = {
+    intrinsics.barrier_count: (0, "add"),
+    intrinsics.barrier_and: (1, "and"),
+    intrinsics.barrier_or: (0, "or"),
+}
+
+
+def _counted_barrier(func, start, op):
+    class CountedBarrierTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if kws or len(args) != 1 or not isinstance(args[0], (types.Boolean, types.Integer)):
+                raise TypingError(f"nv.{func.__name__}(predicate) takes one bool or int")
+            return signature(types.int64, args[0])
+
+    typing_registry.register_global(func, types.Function(CountedBarrierTemplate))
+
+    @lowering_registry.lower(func, types.Any)
+    def lower(context, builder, sig, args):
+        # One word of workgroup memory per call: the first invocation sets
+        # it between two barriers, every invocation folds its predicate in,
+        # all read it after a third, and a fourth keeps the next call's
+        # reset from overtaking a slow reader.
+        var = ir.GlobalVariable(builder.module, _i32,
+                                builder.module.get_unique_name("nv.counted"),
+                                addrspace=WORKGROUP)
+        var.linkage = "internal"
+        var.initializer = ir.Constant(_i32, ir.Undefined)
+        var.align = 4
+        word = builder.addrspacecast(var, ir.PointerType(_i32))
+        lid = _AXIS_EMITTERS[intrinsics.local_id]
+        zero = ir.Constant(_i32, 0)
+        first = builder.and_(builder.and_(builder.icmp_unsigned("==", lid(builder, 0), zero),
+                                          builder.icmp_unsigned("==", lid(builder, 1), zero)),
+                             builder.icmp_unsigned("==", lid(builder, 2), zero))
+        _emit_barrier(builder)
+        with builder.if_then(first):
+            builder.store(ir.Constant(_i32, start), word)
+        _emit_barrier(builder)
+        truth = context.cast(builder, args[0], sig.args[0], types.boolean)
+        builder.atomic_rmw(op, word, builder.zext(truth, _i32), "monotonic")
+        _emit_barrier(builder)
+        result = builder.load(word)
+        _emit_barrier(builder)
+        return builder.zext(result, _i64)
+
+
+for _func, (_start, _op) in _COUNTED_BARRIERS.items():
+    _counted_barrier(_func, _start, _op)
 
 
 # Atomics -----------------------------------------------------------------
@@ -364,7 +448,10 @@ _INT_RMW = {
     "min": ("min", "umin"), "max": ("max", "umax"),
 }
 #: Operations on floats, done with a compare-and-swap loop on their bits.
-_FLOAT_OPS = ("add", "sub", "min", "max", "exch")
+_FLOAT_OPS = ("add", "sub", "min", "max", "exch", "nanmin", "nanmax")
+#: Operations on integers done with a compare-and-swap loop: numba.cuda's
+#: wrapping increment and decrement.
+_INT_CAS_OPS = ("inc", "dec")
 #: Element types atomics support.
 _ATOMIC_DTYPES = (types.int32, types.uint32, types.int64, types.uint64, types.float32,
                   types.float64)
@@ -434,14 +521,31 @@ def _float_update(builder, name, old, value):
     if name == "exch":
         return value
     # Python's min and max: keep the old value unless the new one wins.
-    wins = builder.fcmp_ordered("<" if name == "min" else ">", value, old)
+    wins = builder.fcmp_ordered("<" if name in ("min", "nanmin") else ">", value, old)
+    if name in ("nanmin", "nanmax"):
+        # NaN is ignored: a NaN old value loses to any value.
+        wins = builder.or_(wins, builder.fcmp_unordered("uno", old, old))
     return builder.select(wins, value, old)
 
 
-def _cas_loop(builder, ptr, floatty, update):
-    """Replace the float at ``ptr`` by ``update(old)`` with a compare-and-swap
+def _int_update(builder, name, old, value, signed):
+    compare = builder.icmp_signed if signed else builder.icmp_unsigned
+    one = ir.Constant(old.type, 1)
+    if name == "inc":
+        # numba.cuda's: 0 once the old value reaches ``value``, else old + 1.
+        return builder.select(compare(">=", old, value), ir.Constant(old.type, 0),
+                              builder.add(old, one))
+    # dec: ``value`` when the old value is 0 or above it, else old - 1.
+    reset = builder.or_(builder.icmp_unsigned("==", old, ir.Constant(old.type, 0)),
+                        compare(">", old, value))
+    return builder.select(reset, value, builder.sub(old, one))
+
+
+def _cas_loop(builder, ptr, valuety, update):
+    """Replace the value at ``ptr`` by ``update(old)`` with a compare-and-swap
     loop on its bits; return the old value."""
-    bits = ir.IntType(64 if isinstance(floatty, ir.DoubleType) else 32)
+    bits = valuety if isinstance(valuety, ir.IntType) else ir.IntType(
+        64 if isinstance(valuety, ir.DoubleType) else 32)
     start = builder.load(ptr, typ=bits)
     entry = builder.block
     loop = builder.append_basic_block("nv.cas.loop")
@@ -450,8 +554,10 @@ def _cas_loop(builder, ptr, floatty, update):
     builder.position_at_end(loop)
     current = builder.phi(bits)
     current.add_incoming(start, entry)
-    old = builder.bitcast(current, floatty)
-    new = builder.bitcast(update(old), bits)
+    old = current if bits is valuety else builder.bitcast(current, valuety)
+    new = update(old)
+    if bits is not valuety:
+        new = builder.bitcast(new, bits)
     pair = builder.cmpxchg(ptr, current, new, "monotonic", "monotonic")
     seen = builder.extract_value(pair, 0)
     current.add_incoming(seen, loop)
@@ -538,9 +644,13 @@ def _register_atomic(name):
         if isinstance(dtype, types.Float):
             return _cas_loop(builder, ptr, context.get_value_type(dtype),
                              lambda old: _float_update(builder, name, old, value))
-        op = _INT_RMW[name][0 if dtype.signed else 1]
+        if name in _INT_CAS_OPS:
+            return _cas_loop(builder, ptr, context.get_value_type(dtype),
+                             lambda old: _int_update(builder, name, old, value, dtype.signed))
+        op = _INT_RMW[name.replace("nan", "")][0 if dtype.signed else 1]
         return builder.atomic_rmw(op, ptr, value, "monotonic")
 
 
-for _name in ("add", "sub", "and_", "or_", "xor", "exch", "min", "max", "cas"):
+for _name in ("add", "sub", "and_", "or_", "xor", "exch", "min", "max", "cas", "inc", "dec",
+              "nanmin", "nanmax"):
     _register_atomic(_name)

@@ -6,7 +6,7 @@ import weakref
 import numpy as np
 
 from numba_vulkan import abi
-from numba_vulkan.errors import DriverError, LaunchError
+from numba_vulkan.errors import DriverError, LaunchError, UnsupportedError
 from numba_vulkan.runtime import transfer, vk
 
 #: Vulkan rejects zero-sized buffers; empty arrays get this many bytes.
@@ -272,6 +272,67 @@ class DeviceArray:
         view's shape) into the elements ``index`` selects."""
         view = self._view(index)
         view.copy_to_device(np.broadcast_to(np.asarray(value, dtype=self.dtype), view.shape))
+
+    def _like(self, shape, strides=None, offset=None, dtype=None, storage=None):
+        """Another view of this array's buffer."""
+        return DeviceArray(shape, self.dtype if dtype is None else dtype, self.buffer, strides,
+                           self.offset if offset is None else offset,
+                           storage=self.storage if storage is None else storage)
+
+    def reshape(self, *shape, order="C"):
+        """The same elements in another shape, sharing this memory (a
+        C-contiguous array only; one extent may be -1)."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        if order != "C":
+            raise UnsupportedError("reshape: only order='C' is supported")
+        if not self.is_c_contiguous():
+            raise UnsupportedError("reshape of a device array that is not C-contiguous would "
+                                   "copy it; copy_to_host() and reshape on the host")
+        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if shape.count(-1) == 1 and known and self.size % known == 0:
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != self.size:
+            raise ValueError(f"cannot reshape a device array of size {self.size} into shape "
+                             f"{shape}")
+        return self._like(shape)
+
+    def ravel(self, order="C"):
+        """The elements as a 1-d array sharing this memory (C-contiguous only)."""
+        return self.reshape(self.size, order=order)
+
+    def transpose(self, axes=None):
+        """The array with its axes reversed (or permuted by ``axes``), sharing
+        this memory."""
+        axes = tuple(reversed(range(self.ndim))) if axes is None else tuple(axes)
+        if sorted(axes) != list(range(self.ndim)):
+            raise ValueError(f"transpose: {axes} is not a permutation of the axes")
+        return self._like(tuple(self.shape[a] for a in axes),
+                          tuple(self.strides[a] for a in axes))
+
+    @property
+    def T(self):
+        """:meth:`transpose`."""
+        return self.transpose()
+
+    def view(self, dtype):
+        """This memory seen as another dtype: the same itemsize, or a
+        C-contiguous array whose last extent scales with the itemsize."""
+        dtype = np.dtype(dtype)
+        if self.storage != self.dtype:
+            raise UnsupportedError(f"view: this device narrows {self.dtype} to "
+                                   f"{self.storage}, whose bits are not {self.dtype}'s")
+        old, new = self.dtype.itemsize, dtype.itemsize
+        if old == new:
+            return self._like(self.shape, self.strides, dtype=dtype, storage=dtype)
+        nbytes = self.shape[-1] * old if self.shape else 0
+        if (not self.is_c_contiguous() or not self.shape or nbytes % new
+                or self.offset * old % new):
+            raise ValueError(f"cannot view this {self.dtype}{list(self.shape)} device array "
+                             f"as {dtype}")
+        return DeviceArray(self.shape[:-1] + (nbytes // new,), dtype, self.buffer, None,
+                           self.offset * old // new, storage=dtype)
 
     def _view(self, index):
         template = np.lib.stride_tricks.as_strided(
