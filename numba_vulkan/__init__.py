@@ -23,16 +23,20 @@ from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
 from numba_vulkan.errors import (AOTError, CacheWarning, CompilerError, DriverError,
                                  LaunchError, NarrowingWarning, ToolError, UnsupportedError, ValidationError,
                                  VulkanError)
-from numba_vulkan.intrinsics import (atomic, barrier, const, global_id, global_size, group_id,
-                                     local, local_id, local_size, num_groups, shared)
+from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
+                                     const, fence, global_id, global_size, grid,
+                                     gridsize, group_id, lane_id, local, local_id, local_size,
+                                     num_groups, shared, subgroup_size, workgroup_fence)
 from numba_vulkan.runtime.device import list_devices, select_device
-from numba_vulkan.runtime.memory import DeviceArray, device_array, to_device
+from numba_vulkan.runtime.memory import DeviceArray, device_array, device_array_like, to_device
 from numba_vulkan.target import TargetDescription
 
 __all__ = [
-    "jit", "synchronize", "to_device", "device_array", "DeviceArray",
+    "jit", "synchronize", "to_device", "device_array", "device_array_like", "DeviceArray",
     "list_devices", "select_device", "global_id", "local_id", "group_id",
-    "local_size", "num_groups", "global_size", "shared", "local", "const", "barrier",
+    "local_size", "num_groups", "global_size", "grid", "gridsize", "shared", "local", "const",
+    "barrier", "barrier_count", "barrier_and", "barrier_or", "lane_id", "subgroup_size",
+    "fence", "workgroup_fence",
     "atomic",
     "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",

@@ -58,6 +58,29 @@ def cache_dir():
     return os.path.join(base, "numba_vulkan")
 
 
+#: Default of :func:`cache_max_bytes`: 1 GiB, some thousands of kernels.
+CACHE_MAX_BYTES = 1 << 30
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def cache_max_bytes():
+    """Most bytes the kernel cache's entries may take (0: no cap).
+
+    ``NUMBA_VULKAN_CACHE_MAX_BYTES`` is a number of bytes, optionally with
+    a binary unit: ``500M``, ``2G``.
+    """
+    value = _text("NUMBA_VULKAN_CACHE_MAX_BYTES")
+    if value is None:
+        return CACHE_MAX_BYTES
+    text = value.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = text[-1:] if text[-1:] in _UNITS else ""
+    number = text[:len(text) - len(unit)].strip()
+    if not number.isdigit():
+        raise ValueError(f"NUMBA_VULKAN_CACHE_MAX_BYTES={value!r}: expected a number of "
+                         "bytes such as 1073741824, 500M or 2G (0 for no cap)")
+    return int(number) * _UNITS[unit]
+
+
 def debug_cache():
     """Whether each cache lookup logs a line (``NUMBA_VULKAN_DEBUG_CACHE``)."""
     return _flag("NUMBA_VULKAN_DEBUG_CACHE", False)
@@ -91,6 +114,11 @@ def aot_path():
 def aot_strict():
     """Whether a kernel missing from every AOT directory is an error."""
     return _flag("NUMBA_VULKAN_AOT_STRICT", False)
+
+
+def aot_public_key():
+    """Path of the Ed25519 public key every AOT directory must be signed with, or None."""
+    return _text("NUMBA_VULKAN_AOT_PUBLIC_KEY")
 
 
 #: The variable :func:`aot_record` reads; ``aot record`` sets it for its child.

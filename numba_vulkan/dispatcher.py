@@ -11,8 +11,8 @@ import threading
 
 import numpy as np
 
-from numba_vulkan import abi, config, kernelcache, modulecheck, signature
-from numba_vulkan.errors import LaunchError
+from numba_vulkan import abi, config, jitoptions, kernelcache, modulecheck, signature
+from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -25,23 +25,25 @@ _ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
 #: Workgroup size of ``forall`` launches, capped by the device's limit.
 FORALL_THREADS = 256
 
-#: Options of ``nv.jit`` and what they do.
-OPTIONS = {
-    "fastmath": "allow float reassociation and contraction the CPU would not do",
-    "error_model": "'numpy' (default) or 'python': how integer division by zero behaves",
-    "boundscheck": "check array indices",
-    "inline": "'never' (default) or 'always': inline calls at Numba's IR level",
-    "cache": "keep compiled kernels on disk across processes",
-}
+#: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
+OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
 
 
 def _dim3(value, what):
     # Exactly int: a bool or an int subclass takes the general path.
     if type(value) is int and value > 0:
         return (value, 1, 1)
-    if isinstance(value, (int, np.integer)):
-        value = (int(value),)
-    value = tuple(int(v) for v in value)
+    items = (value,) if isinstance(value, (int, float, np.number)) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = (value,)
+    for item in items:
+        # int() would make 10.9 groups 10, silently.
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, not "
+                            f"{value!r} ({item!r} is not an int)")
+    value = tuple(int(v) for v in items)
     if not 1 <= len(value) <= 3 or any(v < 1 for v in value):
         raise LaunchError(f"{what} must be a positive int or a tuple of 1 to 3 of them, "
                           f"not {value}")
@@ -152,7 +154,9 @@ class LaunchConfiguration:
         self.threads = threads
 
     def __call__(self, *args):
-        self.dispatcher._launch(self.groups, self.threads, args)
+        # forall(0): there is nothing to cover.
+        if self.groups[0]:
+            self.dispatcher._launch(self.groups, self.threads, args)
 
 
 class VulkanDispatcher:
@@ -185,11 +189,16 @@ class VulkanDispatcher:
         return LaunchConfiguration(self, _dim3(config[0], "groups"), _dim3(config[1], "threads"))
 
     def forall(self, n, threads=None):
-        """A launch configuration covering ``n`` invocations along x."""
+        """A launch configuration covering ``n`` invocations along x; for
+        ``n == 0`` one that launches nothing."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"forall(n): n must be an int, not {n!r}")
+        if n < 0:
+            raise ValueError(f"forall(n): n must not be negative, not {n}")
         if threads is None:
             limit = current_device().info.max_workgroup_invocations
             threads = min(FORALL_THREADS, limit)
-        groups = max(1, -(-int(n) // threads))
+        groups = -(-int(n) // threads)
         return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1))
 
     def __call__(self, *args, **kwargs):
@@ -286,7 +295,20 @@ class VulkanDispatcher:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    plan = _Plan(self._compile(sig, threads, device.target), device)
+                    compiled = self._compile(sig, threads, device.target)
+                    try:
+                        plan = _Plan(compiled, device)
+                    except DriverError as exc:
+                        if "aot" not in compiled.metadata:
+                            raise
+                        # A shipped module the driver refuses: the JIT's instead.
+                        from numba_vulkan.aot import lookup
+                        lookup.refused_by_driver(compiled, exc)
+                        from numba_vulkan.compiler import stages
+                        compiled = stages.compile(self.py_func, sig, threads, device.target,
+                                                  self.options)
+                        self._compiled[(sig, threads, device.target)] = compiled
+                        plan = _Plan(compiled, device)
                     self._plans[key] = plan
         return plan
 

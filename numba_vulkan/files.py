@@ -7,7 +7,9 @@ inside a given directory, never more than a size cap. A FIFO, a device or
 a symlink to one is refused without blocking, an oversized file without
 being read. Writes go through :func:`write_atomic`: a temporary file in the
 same directory, moved into place with :func:`os.replace`, so that a reader
-sees the old file or the new one, never a part.
+sees the old file or the new one, never a part; the temporary files of
+writers that were killed are removed by the next write to the folder, once
+they are an hour old.
 
 :func:`cache_root` is the cache directory if it can be used, else None
 after one warning: a read-only home or a file in the directory's place
@@ -17,6 +19,7 @@ turns caching off instead of failing launches.
 import os
 import stat
 import threading
+import time
 import uuid
 import warnings
 
@@ -83,6 +86,7 @@ def write_atomic(path, data):
     directory may be shared. Raises OSError; the temporary file is removed.
     """
     folder = os.path.dirname(os.fspath(path))
+    _sweep(folder)
     temporary = os.path.join(folder, f"{TEMPORARY_PREFIX}{uuid.uuid4().hex}")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
                  0o666)
@@ -96,6 +100,33 @@ def write_atomic(path, data):
         except OSError:
             pass
         raise
+
+
+#: A temporary file older than this is a killed writer's: no write takes as long.
+STALE_SECONDS = 3600
+_swept = set()
+
+
+def _sweep(folder):
+    """Remove the temporary files killed writers left in ``folder`` (once per
+    folder and process)."""
+    with _lock:
+        if folder in _swept:
+            return
+        _swept.add(folder)
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(TEMPORARY_PREFIX)]
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_SECONDS:
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def cache_root():

@@ -35,6 +35,27 @@ num_groups.__doc__ = """Number of workgroups in the launch along ``axis``."""
 global_size = _device_only("global_size")
 global_size.__doc__ = """Number of invocations in the launch along ``axis``."""
 
+grid = _device_only("grid")
+grid.__doc__ = """This invocation's index in the whole launch: ``grid(ndim)`` with ``ndim``
+1, 2 or 3 known at compile time.
+
+``grid(1)`` is ``global_id(0)``, an int; ``grid(2)`` and ``grid(3)`` are
+tuples ``(global_id(0), global_id(1)[, global_id(2)])`` (numba.cuda's
+``cuda.grid``).
+"""
+
+gridsize = _device_only("gridsize")
+gridsize.__doc__ = """Number of invocations in the launch: ``gridsize(ndim)``, an int for 1 and
+a tuple of ``global_size(axis)`` for 2 and 3 (numba.cuda's ``cuda.gridsize``).
+"""
+
+lane_id = _device_only("lane_id")
+lane_id.__doc__ = """Index of this invocation in its subgroup (numba.cuda's ``laneid``)."""
+
+subgroup_size = _device_only("subgroup_size")
+subgroup_size.__doc__ = """Invocations per subgroup, the device's (numba.cuda's ``warpsize``): 8 on
+lavapipe, 32 on NVIDIA GPUs; code must not assume 32."""
+
 barrier = _device_only("barrier")
 barrier.__doc__ = """Wait until every invocation of the workgroup reaches this call.
 
@@ -42,6 +63,28 @@ Writes to workgroup memory and to arrays made before the barrier are visible
 to the whole workgroup after it (``numba.cuda.syncthreads``). Every
 invocation of the workgroup must reach the same barrier.
 """
+
+
+fence = _device_only("fence")
+fence.__doc__ = """Order this invocation's memory accesses device-wide: every invocation
+that sees a write made after the fence also sees those made before it
+(numba.cuda's ``threadfence``). Not a barrier: nothing waits."""
+
+workgroup_fence = _device_only("workgroup_fence")
+workgroup_fence.__doc__ = """:func:`fence` for the invocations of this workgroup only (numba.cuda's
+``threadfence_block``)."""
+
+barrier_count = _device_only("barrier_count")
+barrier_count.__doc__ = """:func:`barrier`, returning how many invocations of the workgroup passed
+a true ``predicate`` (numba.cuda's ``syncthreads_count``)."""
+
+barrier_and = _device_only("barrier_and")
+barrier_and.__doc__ = """:func:`barrier`, returning 1 if every invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_and``)."""
+
+barrier_or = _device_only("barrier_or")
+barrier_or.__doc__ = """:func:`barrier`, returning 1 if any invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_or``)."""
 
 
 def _namespace(name, doc, **members):
@@ -92,10 +135,58 @@ atomic = _namespace(
     or_=_ATOMIC_DOC.format(what="bitwise-or ``value`` into"),
     xor=_ATOMIC_DOC.format(what="bitwise-xor ``value`` into"),
     exch=_ATOMIC_DOC.format(what="store ``value`` in"),
+    inc=_ATOMIC_DOC.format(what="increment (integers; wrapping to 0 once it is at least "
+                                "``value``, as numba.cuda's)"),
+    dec=_ATOMIC_DOC.format(what="decrement (integers; wrapping to ``value`` from 0 or from "
+                                "above ``value``, as numba.cuda's)"),
+    nanmin=_ATOMIC_DOC.format(what="store the smaller of ``value`` and, ignoring NaN,"),
+    nanmax=_ATOMIC_DOC.format(what="store the larger of ``value`` and, ignoring NaN,"),
     cas="""Atomically store ``value`` in ``array[index]`` if it equals ``expected``;
     return the old value: ``cas(array, index, expected, value)``.
 
     Floats are compared by their bits.
     """,
 )
-atomic.compare_and_swap = atomic.cas
+atomic.compare_and_swap = _device_only("atomic.compare_and_swap")
+atomic.compare_and_swap.__doc__ = """Compare-and-swap with either arity, returning the old value:
+    ``compare_and_swap(array, expected, value)`` works on ``array[0]`` (numba.cuda's
+    meaning), ``compare_and_swap(array, index, expected, value)`` is :func:`cas`.
+    """
+
+
+class Dim3:
+    """An object whose ``.x``, ``.y`` and ``.z`` a kernel reads: numba.cuda's
+    ``threadIdx``, ``blockIdx``, ``blockDim`` and ``gridDim``.
+
+    ``axis_of`` is the native function it reads along axis 0, 1, 2
+    (``local_id``, ``group_id``, ``local_size``, ``num_groups``).
+    """
+
+    __slots__ = ("name", "axis_of")
+
+    def __init__(self, name, axis_of):
+        self.name = name
+        self.axis_of = axis_of
+
+    def __repr__(self):
+        return f"<numba_vulkan.cuda.{self.name}>"
+
+    def __getattr__(self, attr):
+        if attr in ("x", "y", "z"):
+            raise RuntimeError(f"cuda.{self.name}.{attr} can only be read inside a kernel")
+        raise AttributeError(attr)
+
+
+class KernelValue:
+    """A name a kernel reads as a value, not calls: numba.cuda's ``laneid``
+    and ``warpsize``. Reading it calls ``func``, a native function of no
+    arguments (:func:`lane_id`, :func:`subgroup_size`)."""
+
+    __slots__ = ("name", "func")
+
+    def __init__(self, name, func):
+        self.name = name
+        self.func = func
+
+    def __repr__(self):
+        return f"<numba_vulkan.cuda.{self.name}: read inside a kernel>"

@@ -35,10 +35,16 @@ checked against the kernel's interface before it is used
 A cache directory that cannot be created or written turns the cache off
 with one warning (:func:`numba_vulkan.files.cache_root`).
 
-Run ``python -m numba_vulkan cache info`` to see the cache's size and
-entries, and ``python -m numba_vulkan cache clear`` to empty it.
+Entries of both tiers are kept under ``NUMBA_VULKAN_CACHE_MAX_BYTES``:
+a hit renews an entry's modification time, and a store over the cap evicts
+the least recently used ones (:func:`evict`). Each process adds its
+counters to ``stats.json`` at exit.
+
+Run ``python -m numba_vulkan cache info`` to see the cache's size, entries
+and hit rates, and ``python -m numba_vulkan cache clear`` to empty it.
 """
 
+import atexit
 import hashlib
 import json
 import os
@@ -50,7 +56,12 @@ import time
 import types
 from collections import namedtuple
 
-from numba_vulkan import abi, config, files, libclc, modulecheck
+try:
+    import fcntl
+except ImportError:  # Windows: processes add their counts without taking turns
+    fcntl = None
+
+from numba_vulkan import abi, config, files, jitoptions, libclc, modulecheck
 
 #: The environment variable that turns the cache off when set to 0.
 ENV_VAR = "NUMBA_VULKAN_CACHE"
@@ -81,7 +92,10 @@ _MAX_FUNCTIONS = 256
 
 _lock = threading.Lock()
 _counters = {tier: {"hits": 0, "misses": 0, "rejected": 0, "stores": 0, "store_failures": 0,
-                    "uncacheable": 0} for tier in TIERS}
+                    "uncacheable": 0, "evicted": 0} for tier in TIERS}
+#: The part of ``_counters`` already added to the cache's ``stats.json``.
+_flushed = {tier: dict.fromkeys(counts, 0) for tier, counts in _counters.items()}
+_exit_hook = []
 _digests = {}
 
 
@@ -499,6 +513,8 @@ def kernel_key(stamps, *settings):
 def _count(tier, what):
     with _lock:
         _counters[tier][what] += 1
+        if not _exit_hook:
+            _exit_hook.append(atexit.register(flush_stats))
 
 
 def stats():
@@ -506,20 +522,77 @@ def stats():
 
     Returns:
         dict: ``{tier: {"hits", "misses", "rejected", "stores",
-        "store_failures", "uncacheable"}}``; ``rejected`` counts entries
-        found but damaged or not matching, ``uncacheable`` kernels that
-        could not be keyed.
+        "store_failures", "uncacheable", "evicted"}}``; ``rejected`` counts
+        entries found but damaged or not matching, ``uncacheable`` kernels
+        that could not be keyed, ``evicted`` entries removed to keep the
+        cache under ``NUMBA_VULKAN_CACHE_MAX_BYTES``.
     """
     with _lock:
         return {tier: dict(counts) for tier, counts in _counters.items()}
 
 
 def reset_stats():
-    """Set every counter of :func:`stats` to zero."""
+    """Set every counter of :func:`stats` to zero (``stats.json`` keeps its totals)."""
     with _lock:
-        for counts in _counters.values():
+        for tier, counts in _counters.items():
             for what in counts:
                 counts[what] = 0
+                _flushed[tier][what] = 0
+
+
+#: The file below the cache directory that adds up every process's counters.
+STATS = "stats.json"
+_STATS_LIMIT = 1 << 16
+
+
+def _read_totals(root):
+    """The totals of ``stats.json``, or zeros if it is missing or damaged."""
+    totals = {tier: dict.fromkeys(_counters[tier], 0) for tier in TIERS}
+    try:
+        data = json.loads(files.read_regular(os.path.join(root, STATS), _STATS_LIMIT))
+    except (OSError, ValueError, UnicodeError, RecursionError):
+        return totals
+    for tier, counts in (data.get("tiers") if isinstance(data, dict) else {}).items():
+        if tier in totals and isinstance(counts, dict):
+            for what, n in counts.items():
+                if what in totals[tier] and type(n) is int and n >= 0:
+                    totals[tier][what] = n
+    return totals
+
+
+def flush_stats():
+    """Add this process's counters since the last flush to the cache's ``stats.json``.
+
+    Runs at exit once anything was counted; ``cache info`` shows the totals.
+    Processes take turns through a lock on the cache directory; a failure
+    to write is ignored (the counts are only lost).
+    """
+    root = files.cache_root()
+    if root is None:
+        return
+    with _lock:
+        delta = {tier: {w: n - _flushed[tier][w] for w, n in counts.items()}
+                 for tier, counts in _counters.items()}
+        for tier, counts in _counters.items():
+            _flushed[tier].update(counts)
+    if not any(n for counts in delta.values() for n in counts.values()):
+        return
+    lock = None
+    try:
+        if fcntl is not None:
+            lock = os.open(root, os.O_RDONLY)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        totals = _read_totals(root)
+        for tier, counts in delta.items():
+            for what, n in counts.items():
+                totals[tier][what] += n
+        files.write_atomic(os.path.join(root, STATS),
+                           json.dumps({"format": 1, "tiers": totals}, sort_keys=True).encode())
+    except OSError:
+        pass
+    finally:
+        if lock is not None:
+            os.close(lock)
 
 
 def _log(tier, outcome, name, detail=""):
@@ -606,6 +679,12 @@ def _lookup(tier, name, label=None, check=None):
         return None
     _count(tier, "hits")
     _log(tier, "hit", label, name[:16])
+    try:
+        # The modification time orders entries for eviction: least recently
+        # used first. One system call; a read-only cache keeps its order.
+        os.utime(_entry_path(tier, name))
+    except OSError:
+        pass
     return entry
 
 
@@ -663,7 +742,72 @@ def _write_entry(tier, name, entry):
         _log(tier, "store failed", name[:16], str(exc))
         return False
     _count(tier, "stores")
+    evict(root, keep=path)
     return True
+
+
+#: Eviction trims the cache to this fraction of its cap, so that not every
+#: store after the cap is reached evicts.
+_TRIM = 0.9
+
+
+def _entry_files(root):
+    """``(mtime, size, tier, path)`` of every entry file below ``root``."""
+    out = []
+    for tier in TIERS:
+        try:
+            with os.scandir(os.path.join(root, tier)) as it:
+                for e in it:
+                    if not e.name.endswith(SUFFIX):
+                        continue
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    out.append((st.st_mtime, st.st_size, tier, e.path))
+        except OSError:
+            continue
+    return out
+
+
+def evict(root=None, keep=None):
+    """Remove least recently used entries while the cache is over its cap.
+
+    The cap is ``NUMBA_VULKAN_CACHE_MAX_BYTES`` over both tiers; once over
+    it, entries go, oldest use (modification time) first, until the rest
+    fit in 90% of it. Called after each store.
+
+    Args:
+        root: The cache directory (default: the configured one, if usable).
+        keep: An entry file never to remove (the one just stored).
+
+    Returns:
+        int: How many entries were removed.
+    """
+    cap = config.cache_max_bytes()
+    root = root or files.cache_root()
+    if not cap or root is None:
+        return 0
+    found = _entry_files(root)
+    total = sum(size for _, size, _, _ in found)
+    if total <= cap:
+        return 0
+    removed = 0
+    for _, size, tier, path in sorted(found):
+        if total <= cap * _TRIM:
+            break
+        if path == keep:
+            continue
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        total -= size
+        removed += 1
+        _count(tier, "evicted")
+    return removed
 
 
 def load(name):
@@ -732,7 +876,7 @@ CachedModule = namedtuple("CachedModule", "spirv llvm_ir capabilities loop_check
 
 
 def _options(options):
-    return {str(k): v for k, v in sorted((options or {}).items()) if k != "cache"}
+    return jitoptions.code_options(options)
 
 
 def module_key(modules, bindings, local_size, target, options):
@@ -886,16 +1030,32 @@ def _size(path):
         return 0
 
 
+def _rate(counts):
+    looked = counts["hits"] + counts["misses"] + counts["rejected"]
+    if not looked:
+        return "no lookups yet"
+    return (f"{counts['hits']} hits, {counts['misses']} misses, {counts['rejected']} "
+            f"rejected: hit rate {100 * counts['hits'] / looked:.0f}%; {counts['stores']} "
+            f"stores, {counts['evicted']} evicted")
+
+
 def info(verbose=False, out=None):
-    """Print the cache's location, and per tier its entries and size."""
+    """Print the cache's location and cap, and per tier its entries, size and
+    hit rate (over every process, from ``stats.json``)."""
     out = out or sys.stdout
+    flush_stats()
+    cap = config.cache_max_bytes()
     print(f"cache directory: {config.cache_dir()}"
           + ("" if enabled() else f" (off: {ENV_VAR}=0)"), file=out)
+    print(f"size cap: {f'{cap / (1 << 20):.0f} MiB' if cap else 'none'} "
+          "(NUMBA_VULKAN_CACHE_MAX_BYTES), least recently used entries evicted", file=out)
+    totals = _read_totals(config.cache_dir())
     for tier in TIERS:
         paths = _entries(tier)
         names = [os.path.basename(p)[:-len(SUFFIX)] for p in paths if p.endswith(SUFFIX)]
         size = sum(_size(p) for p in paths)
-        print(f"{tier}/: {len(names)} entries, {size / 1e6:.2f} MB", file=out)
+        print(f"{tier}/: {len(names)} entries, {size / 1e6:.2f} MB; {_rate(totals[tier])}",
+              file=out)
         if not verbose:
             continue
         for name in names:

@@ -19,7 +19,8 @@ details, which :func:`prepare` removes once per libclc file:
 * Functions with known bugs get a wrapper that handles the inputs they get
   wrong (:data:`_FIXES`).
 
-The prepared library is stored below :func:`cache_directory` as LLVM IR text
+The prepared library is stored in ``libclc/`` below the cache directory
+(:func:`numba_vulkan.files.cache_root`) as LLVM IR text
 with a JSON record holding its SHA-256; a record that does not match its
 text is a damaged entry and is prepared again. ``NUMBA_VULKAN_LIBCLC`` names
 the libclc file to use; :func:`path_in_use` tells which one is used, for
@@ -33,7 +34,6 @@ import os
 import re
 import shutil
 import struct
-import tempfile
 import threading
 
 from numba_vulkan import config, files
@@ -71,17 +71,6 @@ ENTRY_POINTS = frozenset(
     + [mangled("ldexp", s, "i") for s in "fd"]
     + [mangled("frexp", s, "Pi") for s in "fd"]
     + [mangled("modf", s, "P" + s) for s in "fd"])
-
-
-def cache_directory():
-    """The directory where numba_vulkan keeps what it derives and caches.
-
-    ``NUMBA_VULKAN_CACHE_DIR`` if set, else ``numba_vulkan`` below
-    ``$XDG_CACHE_HOME`` (``~/.cache`` by default). Created on first use.
-    """
-    path = config.cache_dir()
-    os.makedirs(path, exist_ok=True)
-    return path
 
 
 def path_in_use():
@@ -238,18 +227,10 @@ def _load(path, text_path, record_path):
 
 
 def _write_atomically(path, data):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if os.path.isdir(path) and not os.path.islink(path):
-            # Something else took the name; the prepared file is ours to keep.
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    if os.path.isdir(path) and not os.path.islink(path):
+        # Something else took the name; the prepared file is ours to keep.
+        shutil.rmtree(path)
+    files.write_atomic(path, data)
 
 
 # Preparation ------------------------------------------------------------------

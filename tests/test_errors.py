@@ -175,12 +175,8 @@ def _sync(out):
     nv.syncthreads()
 
 
-def _grid(out):
-    out[nv.grid(1)] = 1
-
-
-def _atomic_inc(out):
-    nv.atomic.inc(out, 0, 1)
+def _syncwarp(out):
+    nv.syncwarp()
 
 
 def _no_such(out):
@@ -193,10 +189,8 @@ def _no_such(out):
      "nv.local_id(0))"),
     (_sync, "nv.syncthreads()", "numba_vulkan has no attribute 'syncthreads'",
      "numba.cuda's syncthreads is nv.barrier() in numba_vulkan"),
-    (_grid, "nv.grid(1)", "numba_vulkan has no attribute 'grid'",
-     "cuda.grid(1) is nv.global_id(0)"),
-    (_atomic_inc, "nv.atomic.inc", "numba_vulkan.atomic has no attribute 'inc'",
-     "nv.atomic.add(array, index, 1)"),
+    (_syncwarp, "nv.syncwarp", "numba_vulkan has no attribute 'syncwarp'",
+     "numba.cuda's syncwarp is nv.barrier() in numba_vulkan"),
     (_no_such, "nv.foo", "numba_vulkan has no attribute 'foo'", None),
 ], ids=lambda v: v.__name__.strip("_") if callable(v) else None)
 def test_numba_cuda_names_hint_at_ours(function, text, attribute, hint):

@@ -232,3 +232,64 @@ def test_a_loop_of_2_to_the_31_trips_is_beyond_the_limit():
         pytest.skip("runs 2^31 trips of one loop in one invocation")
     with pytest.raises(nv.LaunchError, match="loop limit"):
         _count_above[1, 1](np.zeros(1, np.int64), np.int64(2 ** 31 + 5))
+
+
+_NEST = """define void @main(i32 %n) {
+entry:
+  br label %outer
+
+outer:
+  %i = phi i32 [ 0, %entry ], [ %i1, %outer.latch ]
+  br label %inner
+
+inner:
+  %j = phi i32 [ 0, %outer ], [ %j1, %inner ]
+  %j1 = add i32 %j, 1
+  %more = icmp slt i32 %j1, %n
+  br i1 %more, label %inner, label %outer.latch
+
+outer.latch:
+  %i1 = add i32 %i, 1
+  %again = icmp slt i32 %i1, %n
+  br i1 %again, label %outer, label %done
+
+done:
+  ret void
+}
+"""
+
+
+def test_only_innermost_loops_are_marked_for_unrolling():
+    from numba_vulkan.codegen import looplimit
+    text = looplimit.hint_unrolling(_NEST, "main", 16)
+    marked = [line for line in text.splitlines() if "!llvm.loop" in line]
+    assert len(marked) == 1 and "label %inner, label %outer.latch" in marked[0]
+    assert '!"llvm.loop.unroll.count", i32 16' in text
+    # A loop that already has loop metadata is left as it is.
+    assert looplimit.hint_unrolling(text, "main", 16) == text
+
+
+def test_library_loops_are_kept_rolled():
+    from numba_vulkan.codegen import looplimit
+    library = _NEST.replace("@main", "@_Z3libi")
+    own, lib = looplimit.keep_library_loops([_NEST, library], [_NEST])
+    assert own == _NEST
+    assert lib.count("!llvm.loop !") == 2 and '!"llvm.loop.mustprogress"' in lib
+    assert looplimit.hint_unrolling(lib, "_Z3libi", 16) == lib
+
+
+def test_aot_lookup_prefers_entries_built_for_the_device_loop_limit():
+    from numba_vulkan import abi
+    from numba_vulkan.aot import lookup
+
+    def entry(target):
+        return {"threads": [64, 1, 1], "abi_version": abi.ABI_VERSION, "target": target.key(),
+                "push_size": 32, "features": [], "signature": ["float32[1d,C]"]}
+
+    plain, limited = TargetDescription(), TargetDescription(loop_limit=LAVAPIPE_LOOP_LIMIT)
+    sig, threads = ("float32[1d,C]",), (64, 1, 1)
+    for device in (plain, limited):
+        ranks = {built: lookup._usable(entry(built), sig, threads, device, None)
+                 for built in (plain, limited)}
+        assert None not in ranks.values()
+        assert min(ranks, key=ranks.get) == device

@@ -316,6 +316,32 @@ def test_rounding_is_exact(dtype):
                                f"device, {want[row, bad[0]]!r} on the CPU")
 
 
+def test_float64_rounding_uses_no_driver_rounding():
+    """No float64 rounding reaches the driver as a GLSL.std.450 instruction,
+    so the results above hold on CPUs whose lavapipe rounds float64 right
+    (with AVX-512) and on those where it does not; libclc's sin and fmod
+    included."""
+    import re
+    compiled = rounding_kernel.compile("void(float64[:, ::1], float64[:, ::1])")
+    trig = large_kernel.compile("void(float64[:, ::1], float64[:, ::1])")
+    for module in (compiled, trig):
+        text = module.disassemble()
+        doubles = set(re.findall(r"^\s*(%\w+) = OpTypeFloat 64$", text, re.M))
+        used = re.findall(r"= OpExtInst (%\w+) %\w+ (Floor|Ceil|Trunc|Round|RoundEven|Fract)\b",
+                          text)
+        assert not [op for ty, op in used if ty in doubles], used
+
+
+def test_float64_rounding_without_int64():
+    """A target with float64 but without int64 keeps the driver's rounding
+    instructions rather than declare Int64 for the bit arithmetic."""
+    from numba_vulkan.target import TargetDescription
+    compiled = rounding_kernel.compile("void(float64[:, ::1], float64[:, ::1])",
+                                       target=TargetDescription(int64=False))
+    assert "Int64" not in compiled.capabilities
+    assert_valid_spirv(compiled)
+
+
 #: Arguments from 2**31 to 1e10 (where float64 sin gave +-0.7071 on lavapipe
 #: without AVX-512), a few beyond, and their negatives.
 LARGE_ARGUMENTS = np.array(

@@ -265,3 +265,53 @@ def test_pointer_chosen_between_arrays(rng):
     shared = np.where(t % 2 == 0, a[(t + 1) % GROUP], -a[(t + 1) % GROUP])
     private = np.where(a > 4, a + t % 4, a - t % 4)
     np.testing.assert_array_equal(out, shared * 100 + private)
+
+
+_PHI_OF_CONSTANTS = """
+@tile = internal unnamed_addr addrspace(3) global [16 x float] undef, align 16
+
+define void @main(i32 %n) {
+entry:
+  switch i32 %n, label %join [
+    i32 0, label %join
+    i32 1, label %other
+  ]
+other:
+  br label %join
+join:
+  %p = phi ptr [ getelementptr (i8, ptr addrspacecast (ptr addrspace(3) @tile to ptr), i64 8), %entry ], [ getelementptr (i8, ptr addrspacecast (ptr addrspace(3) @tile to ptr), i64 8), %entry ], [ addrspacecast (ptr addrspace(3) @tile to ptr), %other ]
+  store float 1.0, ptr %p, align 4
+  ret void
+}
+"""
+
+
+def test_constant_expressions_in_a_phi_become_instructions():
+    """A block branching twice to a phi gives it one value (LLVM's rule),
+    also once constant expressions over a workgroup array are instructions."""
+    from llvmlite import binding as llvm
+    from numba_vulkan.codegen import logical
+    text = logical.rewrite(_PHI_OF_CONSTANTS, [])
+    llvm.parse_assembly(text, context=llvm.create_context()).verify()
+    assert "addrspacecast (" not in text
+    assert "@__nv.element.3.1(ptr addrspace(3) @tile" in text
+
+
+#: Bytes that LLVM's c"..." strings escape: a backslash (\\) and a quote (\22).
+ESCAPED_BYTES = np.array([92, 92, 34, 92, 0, 255, 97, 34, 92, 92, 34, 1, 92, 34, 2, 92], np.uint8)
+ESCAPED_INT16 = np.frombuffer(ESCAPED_BYTES.tobytes(), dtype=np.int16)
+
+
+@nv.jit
+def escaped_tables(a, out):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        out[i] = ESCAPED_BYTES[a[i] % 16] * 100000 + ESCAPED_INT16[a[i] % 8]
+
+
+def test_tables_of_escaped_bytes(rng):
+    a = rng.integers(0, 100, 40).astype(np.int32)
+    out = np.zeros(40, np.int64)
+    escaped_tables.forall(40)(a, out)
+    expected = ESCAPED_BYTES[a % 16].astype(np.int64) * 100000 + ESCAPED_INT16[a % 8]
+    np.testing.assert_array_equal(out, expected)

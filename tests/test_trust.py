@@ -819,3 +819,41 @@ def test_build_off_a_terminal_prints_a_line_per_module(shipped, tmp_path, capsys
     root = project_copy(shipped, tmp_path)
     assert main(["build", str(root / "kernels.yaml")]) == 0
     assert "[1/1] " in capsys.readouterr().err
+
+
+def test_killed_writers_temporary_files_are_removed(cache_dir, monkeypatch):
+    folder = cache_dir / "kernels"
+    folder.mkdir(parents=True)
+    stale, fresh = folder / ".tmp-stale", folder / ".tmp-fresh"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    old = stale.stat().st_mtime - 2 * files.STALE_SECONDS
+    os.utime(stale, (old, old))
+    monkeypatch.setattr(files, "_swept", set())
+    kernelcache.store("ab" * 32, {"spirv": b"\3\2\x23\7", "n": 1})
+    assert not stale.exists() and fresh.exists()   # a write may be in progress
+    assert kernelcache.load("ab" * 32) == {"spirv": b"\3\2\x23\7", "n": 1}
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_module_the_driver_refuses_falls_back(shipped, kernel_module, search, monkeypatch,
+                                                 rng, strict):
+    """What spirv-val and the checks miss, the driver may refuse: never a crash."""
+    from numba_vulkan import dispatcher as dispatcher_module
+    shipped_modules = {p.read_bytes() for p in (shipped / "aot" / "spirv").iterdir()}
+    real = dispatcher_module.Pipeline
+
+    def refusing(device, spirv, *args, **kwargs):
+        if spirv in shipped_modules:
+            raise nv.DriverError("vkCreateComputePipelines failed: VK_ERROR_UNKNOWN", -13)
+        return real(device, spirv, *args, **kwargs)
+    monkeypatch.setattr(dispatcher_module, "Pipeline", refusing)
+    search(shipped / "aot", strict=strict)
+    dispatcher = VulkanDispatcher(kernel_module.axpy.py_func)
+    if strict:
+        with pytest.raises(nv.AOTError, match="the driver refused"):
+            run_axpy(dispatcher, rng)
+        return
+    with pytest.warns(AOTWarning, match="the driver refused"):
+        y, want = run_axpy(dispatcher, rng)
+    np.testing.assert_array_equal(y, want)

@@ -2,10 +2,12 @@
 
 Commands::
 
-    build MANIFEST [-o DIR] [-j N] [--quiet | --json]
-    verify DIR
+    build MANIFEST [-o DIR] [-j N] [--sign PRIVATE] [--quiet | --json]
+    verify DIR [--public-key PUBLIC]
+    keygen PRIVATE PUBLIC
     list DIR
     inspect DIR KERNEL [--signature S]
+    explain DIR module:kernel --signature S [--threads X[,Y[,Z]]]
     record -o MANIFEST -- COMMAND...
 
 Exit status: 0 on success, 1 when a kernel fails to build or a directory
@@ -19,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 
 from numba_vulkan import config
 from numba_vulkan.errors import AOTError, ManifestError
@@ -75,7 +78,7 @@ def build_command(args):
     if not (args.quiet or args.json):
         bar = _Progress(sys.stderr) if sys.stderr.isatty() else _Lines(sys.stderr)
     try:
-        result = build.build(args.manifest, args.output, args.jobs, bar)
+        result = build.build(args.manifest, args.output, args.jobs, bar, args.sign)
     finally:
         if bar:
             bar.finish()
@@ -100,15 +103,24 @@ def _directory(path):
 
 def verify_command(args):
     from numba_vulkan.aot import build
-    count, problems = build.verify(_directory(args.directory))
+    count, problems = build.verify(_directory(args.directory), args.public_key)
     for problem in problems:
         _error(problem)
     if problems:
         print(f"{args.directory}: {len(problems)} problem(s) in {count} entries",
               file=sys.stderr)
         return EXIT_FAILED
+    signed = ", the index is signed by the public key" if args.public_key else ""
     print(f"{args.directory}: {count} entries, every module matches its digest and "
-          "passes spirv-val")
+          f"passes spirv-val{signed}")
+    return EXIT_OK
+
+
+def keygen_command(args):
+    from numba_vulkan.aot import signing
+    fingerprint = signing.keygen(args.private, args.public)
+    print(f"wrote the private key {args.private} (keep it secret) and the public key "
+          f"{args.public} (ship it with the app), fingerprint {fingerprint}")
     return EXIT_OK
 
 
@@ -164,6 +176,41 @@ def inspect_command(args):
     return EXIT_OK
 
 
+def explain_command(args):
+    """Look a kernel up in one directory as a strict launch would, and say why it misses."""
+    from numba_vulkan.aot import index, lookup, manifest
+    from numba_vulkan.target import TargetDescription
+    directory = os.path.abspath(_directory(args.directory))
+    module_name, _, qualname = args.kernel.partition(":")
+    if not module_name or not qualname:
+        raise ManifestError(f"{args.kernel}: name the kernel as module:qualname")
+    where = types.SimpleNamespace(directory=os.getcwd(), path=None)
+    spec = types.SimpleNamespace(function=args.kernel, line=None)
+    dispatcher = manifest._import(where, spec)
+    sig = manifest._signature(where, spec, dispatcher, args.signature, None)
+    try:
+        threads = (tuple(int(t) for t in args.threads.split(",")) + (1, 1))[:3]
+    except ValueError:
+        raise ManifestError(f"--threads {args.threads}: expected X, X,Y or X,Y,Z") from None
+    entries = [e for e in _entries(directory) if e["kernel"] == args.kernel]
+    target = (index.target_of(entries[0]) if entries else TargetDescription())
+    saved = {k: os.environ.get(k) for k in ("NUMBA_VULKAN_AOT_PATH", "NUMBA_VULKAN_AOT_STRICT")}
+    os.environ.update(NUMBA_VULKAN_AOT_PATH=directory, NUMBA_VULKAN_AOT_STRICT="1")
+    try:
+        lookup.find(dispatcher, sig, threads, target)
+    except AOTError as exc:
+        print(str(exc))
+        return EXIT_FAILED
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    print(f"{args.kernel} {args.signature} threads {threads} is in {args.directory}")
+    return EXIT_OK
+
+
 def record_command(args):
     from numba_vulkan.aot import manifest
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -215,13 +262,21 @@ def parser():
     b.add_argument("manifest")
     b.add_argument("-o", "--output", help="output directory (default: the manifest's)")
     b.add_argument("-j", "--jobs", type=int, default=1, help="modules to compile at once")
+    b.add_argument("--sign", metavar="PRIVATE",
+                   help="sign the index with this Ed25519 private key (PEM, from keygen)")
     quiet = b.add_mutually_exclusive_group()
     quiet.add_argument("--quiet", action="store_true", help="print only errors")
     quiet.add_argument("--json", action="store_true", help="print the summary as JSON")
     b.set_defaults(run=build_command)
     v = sub.add_parser("verify", help="recheck digests, format version and spirv-val")
     v.add_argument("directory")
+    v.add_argument("--public-key", metavar="PUBLIC",
+                   help="also check that this Ed25519 public key (PEM) signed the index")
     v.set_defaults(run=verify_command)
+    k = sub.add_parser("keygen", help="write an Ed25519 key pair for signing directories")
+    k.add_argument("private", help="the private key's file (PEM, created 0600)")
+    k.add_argument("public", help="the public key's file (PEM)")
+    k.set_defaults(run=keygen_command)
     ls = sub.add_parser("list", help="list the entries of a directory")
     ls.add_argument("directory")
     ls.set_defaults(run=list_command)
@@ -230,6 +285,13 @@ def parser():
     i.add_argument("kernel", help="module:name, or the name alone")
     i.add_argument("--signature", help="only this signature (as in the manifest)")
     i.set_defaults(run=inspect_command)
+    e = sub.add_parser("explain", help="say why a kernel's launch misses a directory")
+    e.add_argument("directory")
+    e.add_argument("kernel", help="module:qualname")
+    e.add_argument("--signature", required=True, help="as in the manifest")
+    e.add_argument("--threads", default="256", help="the workgroup size, X[,Y[,Z]] "
+                                                    "(default 256)")
+    e.set_defaults(run=explain_command)
     r = sub.add_parser("record", help="run a program and add the kernels it compiled "
                                       "to a manifest")
     r.add_argument("-o", "--output", required=True, help="the manifest to write or extend")

@@ -39,7 +39,7 @@ except ImportError:  # not on Windows: builds of one output are not serialised t
     fcntl = None
 
 from numba_vulkan import abi, files, modulecheck, spirv
-from numba_vulkan.aot import codekey, index, manifest as manifests
+from numba_vulkan.aot import codekey, index, manifest as manifests, signing
 from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
 #: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
@@ -215,7 +215,7 @@ def _ours(output):
                 return found, path + "/"
         for name in sorted(names):
             path = os.path.normpath(os.path.join(relative, name)).replace(os.sep, "/")
-            if path == index.INDEX:
+            if path in (index.INDEX, signing.SIGNATURE):
                 found.append(path)
                 continue
             digest = name[:-len(".spv")] if name.endswith(".spv") else ""
@@ -263,7 +263,7 @@ def _check_output(m, output, output_line):
                             "writable", path, line)
 
 
-def build(manifest_path, output=None, jobs=1, progress=None):
+def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
     """Build a manifest into its output directory.
 
     Args:
@@ -271,15 +271,23 @@ def build(manifest_path, output=None, jobs=1, progress=None):
         output: The output directory, instead of the manifest's.
         jobs: Worker processes compiling at once.
         progress: Called as ``progress(done, total, label)`` after each module.
+        sign: An Ed25519 private key (a PEM file's path or the PEM text) to
+            sign the index with (:mod:`numba_vulkan.aot.signing`), or None.
 
     Returns:
         A :class:`Result`. The output is replaced only if no module failed.
 
     Raises:
         ManifestError: The manifest is malformed, a kernel cannot be found,
-            or the output cannot be written.
+            the output cannot be written, or the private key is unusable.
     """
     start = time.perf_counter()
+    signer = None
+    if sign is not None:
+        try:
+            signer = signing.signer(sign)
+        except AOTError as exc:
+            raise ManifestError(str(exc)) from None
     m = manifests.load(manifest_path)
     output = resolve_output(output or m.output)
     _check_output(m, output, m.output_line)
@@ -288,7 +296,7 @@ def build(manifest_path, output=None, jobs=1, progress=None):
     keys = {}
     for name, dispatcher in dispatchers.items():
         try:
-            keys[name] = codekey.kernel_key(dispatcher)
+            keys[name] = codekey.kernel_key_parts(dispatcher)
         except AOTError as exc:
             keys[name] = exc
     fingerprint = _fingerprint()
@@ -299,6 +307,7 @@ def build(manifest_path, output=None, jobs=1, progress=None):
         if isinstance(key, AOTError):
             result.failures.append(Failure(task, str(key)))
             continue
+        key = key[0]
         build_key = _build_key(key, task, fingerprint)
         if build_key in previous:
             entry, data = previous[build_key]
@@ -332,7 +341,7 @@ def build(manifest_path, output=None, jobs=1, progress=None):
             entries.append(entry)
             modules[entry["spirv"]] = data
         result.bytes = sum(len(d) for d in modules.values())
-        _write(m, output, entries, modules)
+        _write(m, output, entries, modules, signer)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -378,8 +387,9 @@ def _run(pending, m, jobs):
 def _entry(task, key, data, meta, fingerprint, build_key):
     target = task.profile.target()
     sha = hashlib.sha256(data).hexdigest()
+    key, parts = key
     return {
-        "kernel": task.kernel, "key": key, "build_key": build_key,
+        "kernel": task.kernel, "key": key, "key_parts": parts, "build_key": build_key,
         "signature": list(task.signature), "numba_signature": task.numba_signature,
         "threads": list(task.threads), "profile": task.profile.name,
         "target": target.key(), "vulkan": "{}.{}".format(*target.vulkan),
@@ -439,7 +449,7 @@ def _leftovers(parent, name):
             and not os.path.islink(os.path.join(parent, e))]
 
 
-def _write(m, output, entries, modules):
+def _write(m, output, entries, modules, signer=None):
     """Write the directory under a temporary name, then swap it in.
 
     On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``: at every moment
@@ -472,9 +482,14 @@ def _write(m, output, entries, modules):
                 with open(os.path.join(temporary, relative), "wb") as f:
                     f.write(blob)
                 _point("module written")
+            text = index.dumps(data)
             with open(os.path.join(temporary, index.INDEX), "wb") as f:
-                f.write(index.dumps(data))
+                f.write(text)
             _point("index written")
+            if signer is not None:
+                with open(os.path.join(temporary, signing.SIGNATURE), "wb") as f:
+                    f.write(signer(text))
+                _point("signature written")
             if os.path.isdir(output):
                 _, stranger = _ours(output)
                 if stranger is not None:
@@ -506,17 +521,36 @@ def _write(m, output, entries, modules):
             os.close(lock)
 
 
-def verify(directory):
+def verify(directory, public_key=None):
     """Recheck an AOT directory: format version, every digest, spirv-val.
+
+    Args:
+        directory: The directory.
+        public_key: An Ed25519 public key (path or PEM text) that must have
+            signed the index, or None.
 
     Returns:
         ``(entries, problems)``: the number of entries and a list of
         messages, empty when the directory is sound.
+
+    Raises:
+        AOTError: ``public_key`` is not an Ed25519 public key.
     """
     from numba_vulkan.codegen import validate
+    key = signing.PublicKey(public_key) if public_key is not None else None
     try:
-        parsed = index.parse(files.read_regular(os.path.join(directory, index.INDEX),
-                                                index.INDEX_LIMIT), directory)
+        data = files.read_regular(os.path.join(directory, index.INDEX), index.INDEX_LIMIT)
+        if key is not None:
+            try:
+                signature = files.read_regular(os.path.join(directory, signing.SIGNATURE),
+                                               1 << 10, inside=directory)
+            except FileNotFoundError:
+                signature = None
+            except OSError as exc:
+                return 0, [f"{directory}/{signing.SIGNATURE} cannot be read: "
+                           f"{exc.strerror or exc}"]
+            key.check(data, signature, directory)
+        parsed = index.parse(data, directory)
     except OSError as exc:
         return 0, [f"{directory}/{index.INDEX} cannot be read: {exc.strerror or exc}"]
     except AOTError as exc:

@@ -43,6 +43,7 @@ import types
 
 import numpy as np
 
+from numba_vulkan import jitoptions
 from numba_vulkan.errors import AOTError
 
 #: Version of the key's definition; part of every key.
@@ -65,9 +66,7 @@ def _jitted_function(value):
         return value.py_func, value.options
     py_func = getattr(value, "py_func", None)
     if isinstance(py_func, types.FunctionType) and type(value).__module__.startswith("numba."):
-        options = getattr(value, "targetoptions", {})
-        return py_func, {k: options[k] for k in ("fastmath", "error_model", "boundscheck",
-                                                  "inline") if k in options}
+        return py_func, jitoptions.code_options(getattr(value, "targetoptions", {}))
     return None
 
 
@@ -79,7 +78,7 @@ def _options_text(options):
         if isinstance(value, (bool, int, float, str)) or value is None:
             return value
         return f"{type(value).__module__}.{type(value).__qualname__}:{value}"
-    return json.dumps({k: plain(v) for k, v in options.items() if k != "cache"},
+    return json.dumps({k: plain(v) for k, v in jitoptions.code_options(options).items()},
                       sort_keys=True)
 
 
@@ -90,11 +89,22 @@ class _Key:
         self.hash = hashlib.sha256()
         self.kernel_name = kernel_name
         self.active = []
+        #: Hashes of the parts of the key (:func:`kernel_key_parts`), and
+        #: the part that what is put now belongs to.
+        self.parts = {}
+        self.part = None
 
     def put(self, tag, data=b""):
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogatepass")
-        self.hash.update(tag.encode() + struct.pack("<Q", len(data)) + data)
+        chunk = tag.encode() + struct.pack("<Q", len(data)) + data
+        self.hash.update(chunk)
+        if self.part is not None:
+            self.parts.setdefault(self.part, hashlib.sha256()).update(chunk)
+
+    def _top(self):
+        """Whether what is put now is the kernel's own (not a callee's)."""
+        return len(self.active) == 1
 
     def function(self, func, options):
         if func in self.active:
@@ -103,7 +113,11 @@ class _Key:
             return
         self.active.append(func)
         self.put("function", func.__qualname__)
+        if self._top():
+            self.part = "options"
         self.put("options", _options_text(options))
+        if self._top():
+            self.part = "code"
         self.code(func.__code__, func)
         for value in func.__defaults__ or ():
             self.value(value, f"a default argument of {func.__qualname__}")
@@ -111,6 +125,8 @@ class _Key:
             self.put("kwdefault", name)
             self.value(value, f"a default argument of {func.__qualname__}")
         for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+            if self._top():
+                self.part = f"closure {name}"
             self.put("freevar", name)
             try:
                 value = cell.cell_contents
@@ -148,8 +164,15 @@ class _Key:
                     break
                 value = getattr(value, follow.argval, _MISSING)
                 chain.append(follow.argval)
+            if self._top():
+                kind = "callee" if _jitted_function(value) is not None else "global"
+                part = f"{kind} {'.'.join(chain)}"
+                # A global read twice is one part: the count is the code's.
+                self.part = None if part in self.parts else part
             self.put("global", ".".join(chain))
             self.value(value, f"global {'.'.join(chain)!r} read by {func.__qualname__}")
+            if self._top():
+                self.part = "code"
 
     def value(self, value, where):
         if value is _MISSING:
@@ -215,8 +238,28 @@ def kernel_key(dispatcher):
     Raises:
         AOTError: The kernel reads a global whose value has no stable key.
     """
+    return kernel_key_parts(dispatcher)[0]
+
+
+def kernel_key_parts(dispatcher):
+    """The content key of a kernel and the digests of its parts.
+
+    The parts say what a key that differs from a shipped entry's differs
+    in: ``code`` (the kernel's own bytecode, constants, names and
+    defaults), ``options``, ``callee NAME`` (an ``nv.jit`` function it
+    calls, with everything that one reads), ``global NAME`` (a global value
+    it reads, ``np.pi`` as ``global np.pi``) and ``closure NAME``.
+
+    Returns:
+        ``(key, parts)``: the key as :func:`kernel_key` gives it, and a dict
+        of part names to the first 16 hex digits of their SHA-256.
+
+    Raises:
+        AOTError: The kernel reads a global whose value has no stable key.
+    """
     key = _Key(dispatcher.__qualname__)
     key.put("version", str(KEY_VERSION))
     key.put("python", sys.implementation.cache_tag or sys.version)
     key.function(dispatcher.py_func, dispatcher.options)
-    return key.hash.hexdigest()
+    parts = {name: h.hexdigest()[:16] for name, h in sorted(key.parts.items())}
+    return key.hash.hexdigest(), parts

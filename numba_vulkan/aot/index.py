@@ -1,8 +1,9 @@
 """The AOT directory format: the index, its entries, and reading their modules.
 
 An AOT directory holds ``index.json`` and the SPIR-V modules it lists under
-``spirv/``, each named by its SHA-256. Nothing else: no code, no pickle, no
-absolute path, no timestamp. The index::
+``spirv/``, each named by its SHA-256, and, if it was signed, the index's
+signature (:mod:`numba_vulkan.aot.signing`). Nothing else: no code, no
+pickle, no absolute path, no timestamp. The index::
 
     {"format": 1, "abi_version": 2,
      "profiles": [{"name": "full", "narrow": false, "target_env": "vulkan1.2"}, ...],

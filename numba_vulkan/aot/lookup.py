@@ -26,7 +26,7 @@ import warnings
 import weakref
 
 from numba_vulkan import config, files, modulecheck
-from numba_vulkan.aot import codekey, index
+from numba_vulkan.aot import codekey, index, signing
 from numba_vulkan.errors import AOTError, AOTWarning
 
 _lock = threading.RLock()
@@ -35,6 +35,7 @@ _env_directories = {}
 _warned = set()
 _keys = weakref.WeakKeyDictionary()
 _stats = {"hits": 0, "misses": 0, "rejected": 0, "fallbacks": 0}
+_environment_keys = {}
 
 
 class Directory:
@@ -44,9 +45,12 @@ class Directory:
         label: The directory as the user named it, for messages.
     """
 
-    def __init__(self, label, root):
+    def __init__(self, label, root, public_key=None):
         self.label = label
         self.root = root
+        #: The :class:`~numba_vulkan.aot.signing.PublicKey` that must have
+        #: signed the index, or None for ``NUMBA_VULKAN_AOT_PUBLIC_KEY``'s.
+        self.public_key = public_key
         self.problem = None
         self._load_lock = threading.Lock()
         self._loaded = False
@@ -69,9 +73,32 @@ class Directory:
             raise files.FileProblem(f"{relative} is larger than {limit} bytes")
         return data
 
+    def _signature(self):
+        try:
+            return self._read_file(signing.SIGNATURE, 1 << 10)
+        except FileNotFoundError:
+            return None
+
+    def _signed_index(self):
+        """The index's bytes, checked against the signature if a key is set."""
+        key = self.public_key or _environment_key()
+        data = self._read_file(index.INDEX, index.INDEX_LIMIT)
+        if key is None:
+            return data
+        for _ in range(_RELOADS):
+            signature = self._signature()
+            # A build swaps the directory in one step, but between reading the
+            # index and its signature: read the index again to pair them.
+            again = self._read_file(index.INDEX, index.INDEX_LIMIT)
+            if again == data:
+                break
+            data = again
+        key.check(data, signature, self.label)
+        return data
+
     def _read_index(self):
         try:
-            data = self._read_file(index.INDEX, index.INDEX_LIMIT)
+            data = self._signed_index()
             parsed = index.parse(data, self.label)
         except FileNotFoundError:
             self.problem = (f"AOT directory {self.label} holds no {index.INDEX} (build it "
@@ -86,6 +113,14 @@ class Directory:
         for entry in parsed["entries"]:
             self._by_key.setdefault(entry["key"], []).append(entry)
             self._by_kernel.setdefault(entry["kernel"], []).append(entry)
+
+    def require(self, key):
+        """Require ``key``'s signature from now on (the index is read again)."""
+        with self._load_lock:
+            self.public_key = key
+            self.problem = None
+            self._by_key, self._by_kernel = {}, {}
+            self._loaded = False
 
     def reload(self):
         """Read the index again (a build replaced the directory since)."""
@@ -128,7 +163,26 @@ class _Vanished(AOTError):
     """A module the index names is gone: a build swapped the directory in between."""
 
 
-def register(location):
+def _environment_key():
+    """The key ``NUMBA_VULKAN_AOT_PUBLIC_KEY`` names, or None; AOTError if unusable."""
+    path = config.aot_public_key()
+    if path is None:
+        return None
+    with _lock:
+        key = _environment_keys.get(path)
+    if key is None:
+        try:
+            key = signing.PublicKey(path)
+        except AOTError as exc:
+            key = AOTError(f"{exc} (from NUMBA_VULKAN_AOT_PUBLIC_KEY)")
+        with _lock:
+            _environment_keys[path] = key
+    if isinstance(key, AOTError):
+        raise key
+    return key
+
+
+def register(location, public_key=None):
     """Add an AOT directory to the lookup path.
 
     Args:
@@ -136,6 +190,10 @@ def register(location):
             its dotted name) that carries one as package data: the package's
             own directory if it holds ``index.json``, else its ``aot``
             subdirectory. Packages are read with :mod:`importlib.resources`.
+        public_key: An Ed25519 public key (a PEM file's path, or the PEM
+            text) that must have signed the directory's index; an unsigned
+            or differently signed directory is then refused like a damaged
+            one. Without it, ``NUMBA_VULKAN_AOT_PUBLIC_KEY``'s key, if set.
 
     Returns:
         The label under which the directory appears in messages and
@@ -145,8 +203,10 @@ def register(location):
     warning, when a kernel is looked up.
 
     Raises:
-        AOTError: ``location`` is neither a directory nor an importable package.
+        AOTError: ``location`` is neither a directory nor an importable package,
+            or ``public_key`` is not an Ed25519 public key.
     """
+    key = signing.PublicKey(public_key) if public_key is not None else None
     directory = None
     if isinstance(location, (str, os.PathLike)) and os.path.isdir(location):
         directory = Directory(os.fspath(location), pathlib.Path(os.path.abspath(location)))
@@ -156,9 +216,14 @@ def register(location):
             directory = None
     if directory is None:
         directory = _package_directory(location)
+    directory.public_key = key
     with _lock:
         for known in _registered:
             if str(known.root) == str(directory.root):
+                # A key given again (or for the first time) applies: the
+                # directory registered earlier must not bypass it.
+                if key is not None:
+                    known.require(key)
                 return known.label
         _registered.append(directory)
     return directory.label
@@ -238,12 +303,12 @@ def kernel_name(dispatcher):
 
 
 def _key(dispatcher):
-    """The content key of a kernel, computed once per kernel object."""
+    """The content key of a kernel and its parts, computed once per kernel object."""
     with _lock:
         key = _keys.get(dispatcher)
         if key is None:
             try:
-                key = codekey.kernel_key(dispatcher)
+                key = codekey.kernel_key_parts(dispatcher)
             except AOTError as exc:
                 key = exc
             _keys[dispatcher] = key
@@ -336,7 +401,7 @@ def find(dispatcher, sig, threads, target):
         return None
     reasons = []
     try:
-        key = _key(dispatcher)
+        key, parts = _key(dispatcher)
     except AOTError as exc:
         key = None
         reasons.append(str(exc))
@@ -348,11 +413,74 @@ def find(dispatcher, sig, threads, target):
                 return kernel
             if directory.problem:
                 reasons.append(f"{directory.problem}, so the directory was skipped")
-            elif not ranked and directory.entries_named(name) and not directory.entries(key):
-                reasons.append(f"{directory.label} has {name} built from other code: the "
-                               "kernel, a function it calls or a global it reads changed "
-                               "since the build; rebuild the directory")
+            elif not ranked and directory.entries(key):
+                reasons.append(f"{directory.label} has {name} built from this code, but "
+                               + _nearest_launch(directory.entries(key), sig, threads,
+                                                 target))
+            elif not ranked and directory.entries_named(name):
+                reasons.append(f"{directory.label} has {name} built from other code: "
+                               + _changed_parts(directory.entries_named(name), parts)
+                               + "; rebuild the directory")
     return _miss(name, sig, threads, target, search, strict, reasons)
+
+
+def _describe_part(part):
+    if part == "code":
+        return "the kernel's own code"
+    if part == "options":
+        return "its nv.jit options"
+    kind, _, what = part.partition(" ")
+    return f"{kind} {what}" if kind in ("callee", "global") else f"closure variable {what}"
+
+
+def _changed_parts(entries, parts):
+    """What differs between a kernel's key and the nearest shipped entry's."""
+    best = None
+    for entry in entries:
+        shipped = entry.get("key_parts")
+        if not isinstance(shipped, dict):
+            continue
+        changed = sorted(p for p in set(parts) | set(shipped) if parts.get(p) != shipped.get(p))
+        if best is None or len(changed) < len(best[0]):
+            best = changed, shipped
+    if best is None or not best[0]:
+        return ("the kernel, a function it calls or a global it reads changed since the "
+                "build")
+    words = []
+    for part in best[0]:
+        if part not in best[1]:
+            words.append(f"{_describe_part(part)} is new")
+        elif part not in parts:
+            words.append(f"{_describe_part(part)} is no longer read")
+        else:
+            words.append(f"{_describe_part(part)} changed")
+    return ", ".join(words) + " since the build"
+
+
+def _nearest_launch(entries, sig, threads, target):
+    """What differs between a launch and the nearest entry built from its code."""
+    profile = index.profile_for(target)
+
+    def differences(entry):
+        out = []
+        if index.signature_distance(tuple(sig), tuple(entry["signature"])) is None:
+            out.append(f"argument types ({', '.join(entry['signature'])})")
+        if tuple(entry["threads"]) != tuple(threads):
+            out.append(f"threads {tuple(entry['threads'])}")
+        try:
+            built = index.profile_for(index.target_of(entry))
+        except ValueError:
+            built = "?"
+        if built != profile:
+            out.append(f"profile {built}")
+        if not out:
+            out.append(f"needs Vulkan {entry['vulkan']} and features "
+                       f"{', '.join(entry['features']) or 'none'}, ABI "
+                       f"{entry['abi_version']}, push constants {entry['push_size']} bytes")
+        return out
+
+    nearest = min((differences(e) for e in entries), key=len)
+    return "the nearest entry differs: it was built for " + ", ".join(nearest)
 
 
 #: Times a lookup reads a directory's index again when a build replaced the
@@ -392,6 +520,24 @@ def _search(directory, key, sig, threads, target, features, reasons):
             return None, ranked
         directory.reload()
     return None, ranked
+
+
+def refused_by_driver(kernel, error):
+    """A shipped kernel whose pipeline the driver would not create.
+
+    Raises:
+        AOTError: In strict mode. Otherwise warns once; the caller compiles.
+    """
+    aot = kernel.metadata.get("aot", {})
+    message = (f"the driver refused the AOT module {aot.get('sha256', '?')[:16]} of "
+               f"{aot.get('kernel', kernel.name)} ({error}); rebuild the directory")
+    with _lock:
+        _stats["rejected"] += 1
+    if config.aot_strict():
+        raise AOTError(message + " (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)")
+    with _lock:
+        _stats["fallbacks"] += 1
+    _warn_once(("driver", aot.get("sha256")), message + "; compiling it now")
 
 
 def _miss(name, sig, threads, target, search, strict, reasons):

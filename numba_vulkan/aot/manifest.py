@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from numba_vulkan import jitoptions
 from numba_vulkan.aot import index
 from numba_vulkan.errors import ManifestError
 from numba_vulkan.target import TargetDescription
@@ -46,8 +47,7 @@ _TOP = ("version", "output", "target_env", "profiles", "kernels")
 _PROFILE = ("name", "narrow", "target_env", "loop_limit")
 _KERNEL = ("function", "signatures", "threads", "options", "profiles")
 #: Options a manifest may set, and the values each takes.
-_OPTIONS = {"fastmath": (bool,), "error_model": ("numpy", "python"), "boundscheck": (bool,),
-            "inline": ("never", "always")}
+_OPTIONS = {name: jitoptions.OPTIONS[name].values for name in jitoptions.CODE_OPTIONS}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _FUNCTION = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -357,9 +357,9 @@ def _options(reader, node, where):
     for name, value_node in fields.items():
         value = reader.plain(value_node)
         allowed = _OPTIONS[name]
-        ok = (isinstance(value, bool) if allowed == (bool,) else value in allowed)
+        ok = (isinstance(value, bool) if allowed is bool else value in allowed)
         if not ok:
-            expected = "true or false" if allowed == (bool,) else " or ".join(map(repr, allowed))
+            expected = "true or false" if allowed is bool else " or ".join(map(repr, allowed))
             raise reader.error(value_node, f"{where}.{name} must be {expected}, not {value!r}")
         out[name] = value
     return out

@@ -22,6 +22,8 @@ Each repair undoes one known defect of LLVM 22's SPIR-V backend for Vulkan:
   orders no memory in Vulkan's model. The barrier gets the semantics of
   ``numba.cuda.syncthreads``: acquire-release on workgroup and storage
   buffer memory.
+* An LLVM ``fence`` becomes an ``OpMemoryBarrier`` whose semantics name no
+  storage class either, which Vulkan rejects; it gets the same semantics.
 """
 
 import struct
@@ -35,6 +37,7 @@ _OP_CONSTANT_NULL = 46
 _OP_COMPOSITE_INSERT = 82
 _OP_COPY_OBJECT = 83
 _OP_CONTROL_BARRIER = 224
+_OP_MEMORY_BARRIER = 225
 _OP_NAME = 5
 _OP_DECORATE = 71
 _OP_CAPABILITY = 17
@@ -80,6 +83,9 @@ def repair(binary):
         elif opcode == _OP_CONTROL_BARRIER:
             ty = constants[inst[3]][0]
             inst = inst[:3] + [_constant(header, constants, inserted, ty, BARRIER_SEMANTICS)]
+        elif opcode == _OP_MEMORY_BARRIER:
+            ty = constants[inst[1]][0]
+            inst = inst[:2] + [_constant(header, constants, inserted, ty, BARRIER_SEMANTICS)]
         out.append(inst)
     if inserted:
         # New constants go right after the last type or constant declaration.

@@ -24,26 +24,14 @@ import re
 import struct
 
 from numba_vulkan.codegen import ir
-from numba_vulkan.codegen.logical import split_top
 
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
-
-_FCMP = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = fcmp (?:[a-z]+ )*(?P<pred>ord|uno) "
-                   r"(?P<ty>half|float|double) (?P<a>[^,]+), (?P<b>\S+)\s*$")
-_SELECT = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = select (?:[a-z]+ )*i1 (?P<cond>[^,]+), "
-                     r"(?P<ty>float|double) (?P<a>[-+0-9.eEx][^,]*), (?P=ty) (?P<b>[-+0-9.eEx]\S*)"
-                     r"\s*$")
-_CALL = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = (?:tail |notail |musttail )?call "
-                   r"(?:[a-z]+(?:\([^)]*\))? )*(?P<ret>\S+) @llvm\.(?P<op>ctlz|cttz|ctpop|"
-                   r"copysign|maximumnum|minimumnum|fma|fmuladd|sadd\.sat|ssub\.sat|uadd\.sat|"
-                   r"usub\.sat|fshl|fshr)\.(?P<suffix>[\w.]+)\((?P<args>.*)\)[^)]*$")
 
 
 class _Emitter:
     """Builds the replacement lines of one instruction with fresh names."""
 
-    def __init__(self, indent, stem):
-        self.indent = indent
+    def __init__(self, stem):
         self.stem = stem
         self.counter = 0
         self.lines = []
@@ -52,7 +40,7 @@ class _Emitter:
         if name is None:
             self.counter += 1
             name = f"{self.stem}.{self.counter}"
-        self.lines.append(f"{self.indent}{name} = {expression}")
+        self.lines.append(f"{name} = {expression}")
         return name
 
     # Bit counts ------------------------------------------------------------
@@ -100,11 +88,6 @@ class _Emitter:
         return self(f"{op} i32 {value32} to i{bits}", result)
 
 
-def _int_bits(ty):
-    m = re.fullmatch(r"i(\d+)", ty)
-    return int(m.group(1)) if m else None
-
-
 def _is_nan_constant(operand):
     """Whether a constant operand is a NaN (LLVM prints NaNs in hex)."""
     if not operand.startswith("0x"):
@@ -116,14 +99,14 @@ def _is_nan_constant(operand):
     return (bits >> 52) & 0x7FF == 0x7FF and bits & ((1 << 52) - 1) != 0
 
 
-def _expand_fcmp(m, stem):
+def _expand_fcmp(inst, stem):
     # Constant operands are decided here: the backend cannot select a
     # comparison of two constants.
-    emit = _Emitter(m.group("indent"), stem)
-    ty, result = m.group("ty"), m.group("result")
-    ordered = m.group("pred") == "ord"
+    emit = _Emitter(stem)
+    ty, result = inst.operands[0].type, inst.name
+    ordered = inst.flags[-1] == "ord"
     tests, known_nan = [], False
-    for operand in (m.group("a").strip(), m.group("b").strip()):
+    for operand in (str(o.value) for o in inst.operands):
         if operand.startswith("%"):
             tests.append(emit(f"fcmp {'oeq' if ordered else 'une'} {ty} {operand}, {operand}"))
         else:
@@ -138,11 +121,24 @@ def _expand_fcmp(m, stem):
     return emit.lines
 
 
-def _expand_call(m, stem):
-    op, ret, result = m.group("op"), m.group("ret"), m.group("result")
-    args = [arg.rsplit(None, 1)[-1] for arg in split_top(m.group("args"))]
-    emit = _Emitter(m.group("indent"), stem)
-    bits = _int_bits(ret)
+#: The intrinsics :func:`_expand_call` rewrites, by the name after ``llvm.``.
+_CALLS = ("ctlz", "cttz", "ctpop", "copysign", "maximumnum", "minimumnum", "fma", "fmuladd",
+          "sadd.sat", "ssub.sat", "uadd.sat", "usub.sat", "fshl", "fshr")
+
+
+def _intrinsic(inst):
+    """Which of :data:`_CALLS` ``inst`` calls, or None."""
+    if inst.opcode != "call" or inst.name is None or not inst.callee.startswith("@llvm."):
+        return None
+    name = inst.callee[len("@llvm."):]
+    return next((op for op in _CALLS if name.startswith(op + ".")), None)
+
+
+def _expand_call(inst, op, stem):
+    ret, result = inst.type, inst.name
+    args = [str(o.value) for o in inst.operands]
+    emit = _Emitter(stem)
+    bits = _width(ret)
     if op in ("fshl", "fshr") and bits is not None:
         return _expand_funnel_shift(emit, op, bits, args, result)
     if op.endswith(".sat") and bits is not None:
@@ -188,48 +184,47 @@ def _expand_call(m, stem):
     return emit.lines
 
 
-_ELEMENT_POINTER = re.compile(
-    r"^\s*(%\S+) = (?:tail )?(?:call ptr addrspace\(11\) @llvm\.spv\.resource\.getpointer\."
-    r"p11\.tspirv\.VulkanBuffer_a0(\w+?)_|getelementptr inbounds \[(?:\d+ x )+(\w+)\]+, )")
 _MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f16": "half",
             "f32": "float", "f64": "double"}
-_LOAD = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = load (?P<vol>volatile )?(?P<ty>[^,]+), "
-                   r"(?P<pty>ptr addrspace\(\d+\)) (?P<ptr>%[^,\s]+)(?P<rest>.*)$")
-_STORE = re.compile(r"^(?P<indent>\s*)store (?P<vol>volatile )?(?P<ty>\S+) (?P<value>[^,]+), "
-                    r"(?P<pty>ptr addrspace\(\d+\)) (?P<ptr>%[^,\s]+)(?P<rest>.*)$")
+_GETPOINTER = re.compile(r"@llvm\.spv\.resource\.getpointer\.p11\.tspirv\.VulkanBuffer_a0(\w+?)_")
+_NESTED_ARRAY = re.compile(r"(?:\[\d+ x )+(\w+)\]+")
 
 
-def _element_types(text):
+def _element_types(function):
     """The element type of each pointer made from a buffer handle or a global
     array element, by value name."""
     found = {}
-    for line in text.splitlines():
-        m = _ELEMENT_POINTER.match(line)
-        if m:
-            found[m.group(1)] = _MANGLED.get(m.group(2)) if m.group(2) else m.group(3)
+    for inst in function.instructions():
+        if inst.name is None:
+            continue
+        if inst.opcode == "call":
+            m = _GETPOINTER.match(inst.callee)
+            if m and m.group(1) in _MANGLED:
+                found[inst.name] = _MANGLED[m.group(1)]
+        elif inst.opcode == "getelementptr" and "inbounds" in inst.flags:
+            m = _NESTED_ARRAY.fullmatch(inst.type or "")
+            if m:
+                found[inst.name] = m.group(1)
     return found
 
 
-def _retype_access(line, elements, stem):
+def _retype_access(inst, elements, stem):
     """A load or store of another type than its element's, as an access of the
     element type and a bitcast (the backend cannot cast the pointer)."""
-    for pattern in (_LOAD, _STORE):
-        m = pattern.match(line)
-        if not m:
-            continue
-        elem = elements.get(m.group("ptr"))
-        ty = m.group("ty").strip()
-        if elem is None or elem == ty:
-            return None
-        vol = m.group("vol") or ""
-        indent = m.group("indent")
-        where = f"{m.group('pty')} {m.group('ptr')}{m.group('rest')}"
-        if pattern is _LOAD:
-            return [f"{indent}{stem} = load {vol}{elem}, {where}",
-                    f"{indent}{m.group('result')} = bitcast {elem} {stem} to {ty}"]
-        return [f"{indent}{stem} = bitcast {ty} {m.group('value')} to {elem}",
-                f"{indent}store {vol}{elem} {stem}, {where}"]
-    return None
+    if inst.opcode not in ("load", "store") or "atomic" in inst.flags:
+        return None
+    pointer = inst.operands[-1]
+    elem = elements.get(pointer.value)
+    ty = inst.type if inst.opcode == "load" else inst.operands[0].type
+    if elem is None or elem == ty:
+        return None
+    vol = "volatile " if "volatile" in inst.flags else ""
+    where = f"{pointer}{inst.tail}"
+    if inst.opcode == "load":
+        return [f"{stem} = load {vol}{elem}, {where}",
+                f"{inst.name} = bitcast {elem} {stem} to {ty}"]
+    return [f"{stem} = bitcast {ty} {inst.operands[0].value} to {elem}",
+            f"store {vol}{elem} {stem}, {where}"]
 
 
 def _hex(value):
@@ -343,43 +338,85 @@ def _float_bits(ty, literal):
     return struct.unpack("<q", struct.pack("<d", value))[0]
 
 
-def _expand_select(m, stem):
+def _is_float_constant(value):
+    return isinstance(value, str) and value[:1] in "-+0123456789.eEx"
+
+
+def _constant_select(inst):
+    """Whether ``inst`` selects between two float constants."""
+    return (inst.opcode == "select" and inst.name is not None and len(inst.operands) == 3
+            and inst.operands[0].type == "i1" and inst.operands[1].type in ("float", "double")
+            and all(_is_float_constant(o.value) for o in inst.operands[1:]))
+
+
+def _expand_select(inst, stem):
     # The backend's combiner rewrites a select between K and -K into
     # something its pre-legalizer then trips over; an integer select of the
     # bit patterns sidesteps every float combine.
-    emit = _Emitter(m.group("indent"), stem)
-    ty = m.group("ty")
+    emit = _Emitter(stem)
+    ty = inst.operands[1].type
     ity = "i32" if ty == "float" else "i64"
-    a, b = (_float_bits(ty, m.group(k).strip()) for k in ("a", "b"))
-    bits = emit(f"select i1 {m.group('cond').strip()}, {ity} {a}, {ity} {b}")
-    emit(f"bitcast {ity} {bits} to {ty}", m.group("result"))
+    a, b = (_float_bits(ty, o.value) for o in inst.operands[1:])
+    bits = emit(f"select i1 {inst.operands[0].value}, {ity} {a}, {ity} {b}")
+    emit(f"bitcast {ity} {bits} to {ty}", inst.name)
     return emit.lines
 
 
-_COMPARE = re.compile(r"^\s*(%\S+) = fcmp (?:[a-z]+ )*[a-z]+ (?:float|double) ([^,]+), (\S+)\s*$")
-_PICK = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = select (?:[a-z]+ )*i1 (?P<cond>%\S+), "
-                   r"(?P<ty>float|double) (?P<a>%[^,]+), (?P=ty) (?P<b>%\S+)\s*$")
+def _compared(function):
+    """The two operands of each float comparison, by its name."""
+    return {inst.name: {str(o.value) for o in inst.operands}
+            for inst in function.instructions()
+            if inst.opcode == "fcmp" and inst.name is not None
+            and inst.operands[0].type in ("float", "double")}
 
 
-def _expand_pick(m, stem):
+def _pick(inst, compared):
+    """Whether ``inst`` selects one of two floats by a comparison of the two."""
+    if inst.opcode != "select" or inst.name is None or len(inst.operands) != 3:
+        return False
+    cond, a, b = inst.operands
+    return (cond.type == "i1" and a.type in ("float", "double") and b.type == a.type
+            and all(isinstance(o.value, str) and o.value.startswith("%") for o in inst.operands)
+            and compared.get(cond.value) == {a.value, b.value})
+
+
+def _expand_pick(inst, stem):
     # ``c ? x : y`` with c comparing x and y is Python's max or min: a
     # driver may turn it into its min/max instruction, which returns the
     # other operand of a NaN and orders -0 below +0 (NVIDIA does). Selecting
     # the bits keeps the operand Python picks.
-    emit = _Emitter(m.group("indent"), stem)
-    ty = m.group("ty")
-    ity = "i32" if ty == "float" else "i64"
-    a = emit(f"bitcast {ty} {m.group('a')} to {ity}")
-    b = emit(f"bitcast {ty} {m.group('b')} to {ity}")
-    bits = emit(f"select i1 {m.group('cond')}, {ity} {a}, {ity} {b}")
-    emit(f"bitcast {ity} {bits} to {ty}", m.group("result"))
+    emit = _Emitter(stem)
+    cond, x, y = inst.operands
+    ity = "i32" if x.type == "float" else "i64"
+    a = emit(f"bitcast {x.type} {x.value} to {ity}")
+    b = emit(f"bitcast {x.type} {y.value} to {ity}")
+    bits = emit(f"select i1 {cond.value}, {ity} {a}, {ity} {b}")
+    emit(f"bitcast {ity} {bits} to {x.type}", inst.name)
     return emit.lines
 
 
-_FDIV = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = fdiv (?:[a-z]+ )*float (?P<a>[^,]+), "
-                   r"(?P<b>\S+)\s*$")
-_SQRT = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = (?:tail )?call (?:[a-z]+ )*float "
-                   r"@llvm\.sqrt\.f32\(float (?P<a>[^)]+)\)\s*$")
+def _splice(module, rewrite):
+    """Replace each instruction of ``module``'s functions for which
+    ``rewrite(inst, function)`` gives lines of IR by those lines; return
+    whether any was replaced."""
+    changed = False
+    for function in module.functions:
+        for block in function.blocks or ():
+            out = []
+            for inst in block.instructions:
+                lines = rewrite(inst, function)
+                if lines is None:
+                    out.append(inst)
+                else:
+                    out.extend(ir.instruction(line) for line in lines)
+                    changed = True
+            block.instructions = out
+    return changed
+
+
+def _declare(module, name, declaration):
+    if not any(f.name == name for f in module.functions):
+        module.items.append(ir.parse(declaration).items[0])
 
 
 def exact_float32(text):
@@ -392,25 +429,29 @@ def exact_float32(text):
     53 >= 2 * 24 + 2 bits). For targets that have float64 and kernels
     without ``fastmath``.
     """
-    out, counter = [], 0
-    for line in text.splitlines():
-        m = _FDIV.match(line) or _SQRT.match(line)
-        if not m:
-            out.append(line)
-            continue
+    module = ir.parse(text)
+    counter = 0
+
+    def rewrite(inst, function):
+        nonlocal counter
+        sqrt = inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32"
+        if inst.name is None or not (sqrt or inst.opcode == "fdiv") or \
+                (inst.type if sqrt else inst.operands[0].type) != "float":
+            return None
         counter += 1
-        emit = _Emitter(m.group("indent"), f"%nv.exact.{counter}")
-        a = emit(f"fpext float {m.group('a').strip()} to double")
-        if "b" in m.groupdict():
-            b = emit(f"fpext float {m.group('b').strip()} to double")
-            wide = emit(f"fdiv double {a}, {b}")
+        emit = _Emitter(f"%nv.exact.{counter}")
+        wide = [emit(f"fpext float {o.value} to double") for o in inst.operands]
+        if sqrt:
+            wide = emit(f"call double @llvm.sqrt.f64(double {wide[0]})")
         else:
-            wide = emit(f"call double @llvm.sqrt.f64(double {a})")
-        emit(f"fptrunc double {wide} to float", m.group("result"))
-        out.extend(emit.lines)
-    if counter and not re.search(r"^declare double @llvm\.sqrt\.f64\(", text, re.M):
-        out.append("declare double @llvm.sqrt.f64(double)")
-    return "\n".join(out) + "\n"
+            wide = emit(f"fdiv double {wide[0]}, {wide[1]}")
+        emit(f"fptrunc double {wide} to float", inst.name)
+        return emit.lines
+
+    if not _splice(module, rewrite):
+        return text
+    _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
+    return str(module)
 
 
 _BINARY = frozenset("add sub mul udiv sdiv urem srem shl lshr ashr and or xor".split())
@@ -524,43 +565,36 @@ def fold_constants(text):
 
 def legalize(text):
     """Rewrite the instructions of ``text`` that the backend cannot lower for Vulkan."""
-    out, counter, need_ctpop = [], 0, False
-    elements = _element_types(text)
-    compared = {}
-    for line in text.splitlines():
-        m = _COMPARE.match(line)
-        if m:
-            compared[m.group(1)] = {m.group(2).strip(), m.group(3).strip()}
-    for line in text.splitlines():
-        m = _PICK.match(line) if compared and " select " in line else None
-        if m and compared.get(m.group("cond")) == {m.group("a").strip(), m.group("b").strip()}:
-            counter += 1
-            out.extend(_expand_pick(m, f"%nv.legal.{counter}"))
-            continue
-        if elements and (" load " in line or "store " in line):
-            counter += 1
-            retyped = _retype_access(line, elements, f"%nv.legal.{counter}")
-            if retyped is not None:
-                out.extend(retyped)
-                continue
-        expanded = None
-        m = _FCMP.match(line)
-        if m:
-            counter += 1
-            expanded = _expand_fcmp(m, f"%nv.legal.{counter}")
-        elif line.lstrip().startswith("%") and " select " in line and _SELECT.match(line):
-            counter += 1
-            expanded = _expand_select(_SELECT.match(line), f"%nv.legal.{counter}")
+    module = ir.parse(text)
+    counter = 0
+    found = {}
+
+    def rewrite(inst, function):
+        nonlocal counter
+        if function.name not in found:
+            found[function.name] = (_compared(function), _element_types(function))
+        compared, elements = found[function.name]
+        stem = f"%nv.legal.{counter + 1}"
+        if _pick(inst, compared):
+            lines = _expand_pick(inst, stem)
+        elif inst.opcode in ("load", "store"):
+            lines = _retype_access(inst, elements, stem)
+        elif inst.opcode == "fcmp" and inst.name is not None and \
+                inst.flags[-1:] in (["ord"], ["uno"]) and inst.operands[0].type in _FLOAT_BITS:
+            lines = _expand_fcmp(inst, stem)
+        elif _constant_select(inst):
+            lines = _expand_select(inst, stem)
+        elif _intrinsic(inst) is not None:
+            lines = _expand_call(inst, _intrinsic(inst), stem)
         else:
-            m = _CALL.match(line)
-            if m:
-                counter += 1
-                expanded = _expand_call(m, f"%nv.legal.{counter}")
-        if expanded is None:
-            out.append(line)
-        else:
-            out.extend(expanded)
-            need_ctpop = need_ctpop or any("@llvm.ctpop.i32" in e for e in expanded)
-    if need_ctpop and not re.search(r"^declare i32 @llvm\.ctpop\.i32\(", text, re.M):
-        out.append("declare i32 @llvm.ctpop.i32(i32)")
-    return "\n".join(out) + "\n"
+            lines = None
+        if lines is not None:
+            counter += 1
+        return lines
+
+    if not _splice(module, rewrite):
+        return text
+    if any(inst.opcode == "call" and inst.callee == "@llvm.ctpop.i32"
+           for function in module.functions for inst in function.instructions()):
+        _declare(module, "@llvm.ctpop.i32", "declare i32 @llvm.ctpop.i32(i32)")
+    return str(module)

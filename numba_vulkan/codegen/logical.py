@@ -143,10 +143,10 @@ class _Object:
         elem: The LLVM scalar type of its elements.
         definition: Its :class:`ir.Global` or ``alloca`` instruction.
         retype: Whether its definition must be rewritten to ``shape`` and
-            ``elem`` (its elements were aggregates, such as complex numbers,
-            or its bytes are read as another type).
-        bytes: Whether it is a constant byte array (how Numba stores a
-            global NumPy array) that accesses may read as another type.
+            ``elem`` (its elements were aggregates, such as complex numbers).
+        copies: For a constant byte array (how Numba stores a global NumPy
+            array), which accesses may read as another type: the copy of it
+            typed so, by type.
     """
 
     name: str
@@ -155,7 +155,7 @@ class _Object:
     elem: str
     definition: object
     retype: bool = False
-    bytes: bool = False
+    copies: object = None
 
     @property
     def count(self):
@@ -266,7 +266,7 @@ class _Rewriter:
         is_bytes = (getattr(definition, "kind", "") == "constant" and leaves[0] == "i8"
                     and str(init).startswith('c"') and len(shape) == 1)
         found[name] = _Object(name, space, tuple(shape), leaves[0], definition, retype,
-                              is_bytes)
+                              {} if is_bytes else None)
 
     def _retype(self, obj):
         view = self.views.get(obj)
@@ -277,14 +277,25 @@ class _Rewriter:
             raise UnsupportedError(f"atomics on initialised array {obj.name}")
         definition.type = obj.array_type(view)
 
-    def _reinterpret(self, obj, access_type, inst):
-        """Read the constant byte array ``obj`` as an array of ``access_type``."""
-        size = _SCALAR_SIZES.get(access_type)
-        if size is None or access_type == "ptr" or obj.count % size:
-            raise UnsupportedError(f"an access of {access_type} into an array of i8: {inst}")
-        data = _c_string(obj.definition.init)
-        obj.definition.init = _constant_array(data, access_type)
-        obj.shape, obj.elem, obj.bytes, obj.retype = (obj.count // size,), access_type, False, True
+    def _typed_copy(self, obj, access_type, inst):
+        """The constant byte array ``obj`` as an array of ``access_type``: a
+        copy of it with its bytes re-encoded (Numba may store two global
+        NumPy arrays of equal bytes as one, read as two types)."""
+        if access_type == obj.elem:
+            return obj
+        if access_type not in obj.copies:
+            size = _SCALAR_SIZES.get(access_type)
+            if size is None or access_type == "ptr" or obj.count % size:
+                raise UnsupportedError(
+                    f"an access of {access_type} into an array of i8: {inst}")
+            copy = _Object(f"{obj.name}.as.{access_type}", obj.addrspace,
+                           (obj.count // size,), access_type, None)
+            init = _constant_array(_c_string(obj.definition.init), access_type)
+            copy.definition = self.module.add(
+                f"{copy.name} = internal unnamed_addr constant {copy.array_type()} {init}, "
+                f"align {size}")
+            self.objects[copy.name] = obj.copies[access_type] = copy
+        return obj.copies[access_type]
 
     # Constant expressions --------------------------------------------------
 
@@ -293,15 +304,19 @@ class _Rewriter:
         workgroup array, an offset into it) instructions, which the rest of
         this pass tracks like any other pointer. A phi's become instructions
         at the end of the incoming block."""
-        at_end = {}
+        at_end, made = {}, {}
         for block in self.main.blocks:
             out = []
             for inst in block.instructions:
                 if inst.opcode == "phi":
                     for operand, label in zip(inst.operands, inst.labels):
                         if self._mentions_object(operand.value):
-                            operand.value = self._as_instructions(
-                                operand.value, at_end.setdefault(label, []))
+                            # A block that branches here twice gives one value.
+                            key = (label, str(operand.value))
+                            if key not in made:
+                                made[key] = self._as_instructions(
+                                    operand.value, at_end.setdefault(label, []))
+                            operand.value = made[key]
                 else:
                     for operand in inst.operands:
                         if self._mentions_object(operand.value):
@@ -657,8 +672,8 @@ class _Rewriter:
     def object_element_pointer(self, obj, offset, access_type, inst, out):
         """A pointer to the element at byte ``offset`` of an object: one
         index per dimension, as SPIR-V's OpAccessChain needs."""
-        if obj.bytes and access_type != obj.elem:
-            self._reinterpret(obj, access_type, inst)
+        if obj.copies is not None:
+            obj = self._typed_copy(obj, access_type, inst)
         elem = self.elem_of(obj)
         size = _SCALAR_SIZES[elem]
         if access_type != elem:
@@ -766,7 +781,10 @@ def _c_string(init):
     """The bytes of an LLVM ``c"..."`` constant."""
     text, out, i = init[2:-1], bytearray(), 0
     while i < len(text):
-        if text[i] == "\\":
+        if text[i:i + 2] == "\\\\":
+            out.append(ord("\\"))
+            i += 2
+        elif text[i] == "\\":
             out.append(int(text[i + 1:i + 3], 16))
             i += 3
         else:

@@ -33,9 +33,10 @@ UNROLL = 16
 _METADATA_ID = re.compile(r"^!(\d+) = ")
 
 
-def _innermost_latches(function):
-    """The latch blocks of each innermost loop of ``function`` (an
-    :class:`~numba_vulkan.codegen.ir.Function`)."""
+def _loop_latches(function, innermost):
+    """The latch blocks of each loop of ``function`` (an
+    :class:`~numba_vulkan.codegen.ir.Function`), of innermost loops only if
+    ``innermost``; loops that already carry loop metadata are left out."""
     blocks = {block.label: block for block in function.blocks}
     succs = {label: [op.value.lstrip("%") for op in block.terminator.operands
                      if op.type == "label"]
@@ -72,36 +73,68 @@ def _innermost_latches(function):
                 work.extend(preds[n])
         bodies[header] = inside
     return [[blocks[latch] for latch in back[header]] for header, inside in bodies.items()
-            if not any(other != header and other in inside for other in bodies)]
+            if not (innermost and any(other != header and other in inside for other in bodies))
+            and not any("!llvm.loop" in blocks[latch].terminator.tail
+                        for latch in back[header])]
+
+
+def _mark(module, loops, prop):
+    """Give each loop (its latch blocks) a loop ID with the property ``prop``."""
+    ids = [int(m.group(1)) for item in module.items if isinstance(item, str)
+           for m in [_METADATA_ID.match(item)] if m]
+    first = max(ids, default=-1) + 1
+    module.items.append(f"!{first} = !{{{prop}}}")
+    for k, latches in enumerate(loops, start=1):
+        loop_id = first + k
+        module.items.append(f"!{loop_id} = distinct !{{!{loop_id}, !{first}}}")
+        for latch in latches:
+            latch.terminator.tail += f", !llvm.loop !{loop_id}"
 
 
 def hint_unrolling(text, entry="main", count=UNROLL):
     """Mark every innermost loop of ``entry`` for LLVM's loop unroller to
     unroll ``count`` times (``llvm.loop.unroll.count``); loops that already
-    carry loop metadata keep it and are left alone."""
+    carry loop metadata (see :func:`keep_library_loops`) are left alone."""
     if count < 2:
         return text
     module = ir.parse(text)
-    try:
-        function = module.function(f"@{entry}")
-    except StopIteration:
+    function = next((f for f in module.functions if f.name == f"@{entry}"), None)
+    if function is None or function.blocks is None:
         return text
-    if function.blocks is None:
-        return text
-    loops = [latches for latches in _innermost_latches(function)
-             if not any("!llvm.loop" in latch.terminator.tail for latch in latches)]
+    loops = _loop_latches(function, innermost=True)
     if not loops:
         return text
-    ids = [int(m.group(1)) for item in module.items if isinstance(item, str)
-           for m in [_METADATA_ID.match(item)] if m]
-    prop = max(ids, default=-1) + 1
-    module.items.append(f'!{prop} = !{{!"llvm.loop.unroll.count", i32 {count}}}')
-    for k, latches in enumerate(loops, start=1):
-        loop_id = prop + k
-        module.items.append(f"!{loop_id} = distinct !{{!{loop_id}, !{prop}}}")
-        for latch in latches:
-            latch.terminator.tail += f", !llvm.loop !{loop_id}"
+    _mark(module, loops, f'!"llvm.loop.unroll.count", i32 {count}')
     return str(module)
+
+
+def _definitions(text):
+    """Names of the functions ``text`` defines, read from their headers alone."""
+    return {ir.Function(line.removesuffix("{").rstrip()).name
+            for line in text.splitlines() if line.startswith("define ")}
+
+
+def keep_library_loops(texts, own):
+    """Mark the loops of the functions in ``texts`` that the kernel's own
+    modules ``own`` do not define (libclc's), so that :func:`hint_unrolling`
+    leaves them as they are: their trips are few, and unrolled they would
+    double the code of a kernel that calls a few math functions. The mark is
+    ``llvm.loop.mustprogress``, true of every library loop."""
+    defined = {name for text in own for name in _definitions(text)}
+    out = []
+    for text in texts:
+        if _definitions(text) <= defined:
+            out.append(text)
+            continue
+        module = ir.parse(text)
+        loops = [latches for f in module.functions
+                 if f.blocks is not None and f.name not in defined
+                 for latches in _loop_latches(f, innermost=False)]
+        if loops:
+            _mark(module, loops, '!"llvm.loop.mustprogress"')
+            text = str(module)
+        out.append(text)
+    return out
 
 
 _STATUS_TYPE = 'target("spirv.VulkanBuffer", [0 x i32], 12, 1)'

@@ -31,9 +31,14 @@ def _machine(job):
 
 def link(job):
     """``job.sources`` (narrowed first) and the libclc functions they call,
-    linked into ``job.module``."""
+    linked into ``job.module`` (on a target with a loop limit, the library's
+    loops marked to stay rolled)."""
     narrowed = narrow.sources(job.sources, job.target.narrowed)
-    job.module = optimize.link(libclc_link.link(narrowed), job.target.triple, DATA_LAYOUT)
+    kernel = optimize.link(narrowed, job.target.triple, DATA_LAYOUT)
+    texts = libclc_link.link(str(kernel))
+    if job.target.loop_limit:
+        texts = looplimit.keep_library_loops(texts, texts[-1:])
+    job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
     return str(job.module)
 
 
@@ -108,9 +113,11 @@ def driver_workarounds(job):
 
 def legalise(job):
     """``job.llvm_ir``: ``job.text`` in the forms the backend can express, with
-    float64 rounding computed on bits (:mod:`numba_vulkan.codegen.rounding`);
-    the IR handed to the backend."""
-    final = rounding.exact_rounding(legalize.legalize(job.text))
+    float64 rounding computed on 64-bit integers where the target has them
+    (:mod:`numba_vulkan.codegen.rounding`); the IR handed to the backend."""
+    final = legalize.legalize(job.text)
+    if "int64" not in job.target.narrowed:
+        final = rounding.exact_rounding(final)
     if "float64" not in job.target.narrowed and not exact.contraction_allowed(job.sources):
         final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)

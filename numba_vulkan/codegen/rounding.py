@@ -14,7 +14,9 @@ the value's bits, which every device computes alike, and exact float
 additions of 0 or 1.
 
 It runs on the final IR, after :mod:`numba_vulkan.codegen.legalize`, whose
-rewrites of float selects must not see these expansions.
+rewrites of float selects must not see these expansions, and only for
+targets with int64: a device with float64 but without int64 (not lavapipe)
+keeps its own rounding instructions.
 """
 
 import re

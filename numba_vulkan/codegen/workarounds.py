@@ -3,9 +3,7 @@
 They run after the last optimisation, so LLVM cannot fold them back.
 """
 
-import re
-
-_SREM = re.compile(r"^(\s*)(%\S+) = srem (i\d+) (\S+), (\S+)\s*$")
+from numba_vulkan.codegen import ir
 
 
 def signed_remainder(text):
@@ -16,25 +14,29 @@ def signed_remainder(text):
     next to a division of the same operands. Unsigned remainders of the
     magnitudes with the dividend's sign applied are correct everywhere.
     """
-    out, counter = [], 0
-    for line in text.splitlines():
-        m = _SREM.match(line)
-        if not m:
-            out.append(line)
-            continue
-        indent, result, ty, a, b = m.groups()
-        top = int(ty[1:]) - 1
-        counter += 1
-        t = f"%nv.srem.{counter}"
-        out += [
-            f"{indent}{t}.sa = ashr {ty} {a}, {top}",
-            f"{indent}{t}.xa = xor {ty} {a}, {t}.sa",
-            f"{indent}{t}.ma = sub {ty} {t}.xa, {t}.sa",
-            f"{indent}{t}.sb = ashr {ty} {b}, {top}",
-            f"{indent}{t}.xb = xor {ty} {b}, {t}.sb",
-            f"{indent}{t}.mb = sub {ty} {t}.xb, {t}.sb",
-            f"{indent}{t}.ur = urem {ty} {t}.ma, {t}.mb",
-            f"{indent}{t}.xr = xor {ty} {t}.ur, {t}.sa",
-            f"{indent}{result} = sub {ty} {t}.xr, {t}.sa",
-        ]
-    return "\n".join(out) + "\n"
+    module = ir.parse(text)
+    counter = 0
+    for fn in module.functions:
+        for block in fn.blocks or ():
+            out = []
+            for inst in block.instructions:
+                ty = inst.operands[0].type if inst.opcode == "srem" else ""
+                if not (ty.startswith("i") and ty[1:].isdigit()):
+                    out.append(inst)
+                    continue
+                a, b = (str(o.value) for o in inst.operands)
+                top = int(ty[1:]) - 1
+                counter += 1
+                t = f"%nv.srem.{counter}"
+                out += [ir.instruction(line) for line in (
+                    f"{t}.sa = ashr {ty} {a}, {top}",
+                    f"{t}.xa = xor {ty} {a}, {t}.sa",
+                    f"{t}.ma = sub {ty} {t}.xa, {t}.sa",
+                    f"{t}.sb = ashr {ty} {b}, {top}",
+                    f"{t}.xb = xor {ty} {b}, {t}.sb",
+                    f"{t}.mb = sub {ty} {t}.xb, {t}.sb",
+                    f"{t}.ur = urem {ty} {t}.ma, {t}.mb",
+                    f"{t}.xr = xor {ty} {t}.ur, {t}.sa",
+                    f"{inst.name} = sub {ty} {t}.xr, {t}.sa")]
+            block.instructions = out
+    return str(module) if counter else text

@@ -23,43 +23,47 @@ CUDA_NAMES = {
     "blockIdx": ("nv.group_id(axis)", "blockIdx.x is nv.group_id(0)"),
     "blockDim": ("nv.local_size(axis)", "blockDim.x is nv.local_size(0)"),
     "gridDim": ("nv.num_groups(axis)", "gridDim.x is nv.num_groups(0)"),
-    "grid": ("nv.global_id(axis)", "cuda.grid(1) is nv.global_id(0); cuda.grid(2) is "
+    "grid": ("nv.grid(ndim)", "cuda.grid(1) is nv.global_id(0); cuda.grid(2) is "
              "(nv.global_id(0), nv.global_id(1))"),
-    "gridsize": ("nv.global_size(axis)", "cuda.gridsize(1) is nv.global_size(0)"),
+    "gridsize": ("nv.gridsize(ndim)", "cuda.gridsize(1) is nv.global_size(0)"),
     "syncthreads": ("nv.barrier()", "it also makes workgroup memory writes visible"),
     "syncwarp": ("nv.barrier()", "numba_vulkan has no warp-level barrier; a workgroup "
                  "barrier is stronger"),
-    "threadfence_block": ("nv.barrier()", "every invocation of the workgroup must reach it"),
-    "threadfence": (None, "there is no device-wide memory fence; a launch boundary orders "
-                    "memory between workgroups"),
-    "threadfence_system": (None, "there is no system-wide memory fence"),
-    "syncthreads_count": (None, "count with nv.atomic.add on a nv.shared.array, then "
-                          "nv.barrier()"),
-    "syncthreads_and": (None, "combine with nv.atomic.and_ on a nv.shared.array, then "
-                        "nv.barrier()"),
-    "syncthreads_or": (None, "combine with nv.atomic.or_ on a nv.shared.array, then "
-                       "nv.barrier()"),
+    "threadfence_block": ("nv.workgroup_fence()", "a fence, not a barrier"),
+    "threadfence": ("nv.fence()", "device-wide"),
+    "threadfence_system": ("nv.fence()", "device-wide: kernels have no wider scope"),
+    "syncthreads_count": ("nv.barrier_count(predicate)", "a barrier that counts"),
+    "syncthreads_and": ("nv.barrier_and(predicate)", "a barrier that combines"),
+    "syncthreads_or": ("nv.barrier_or(predicate)", "a barrier that combines"),
     "cg": (None, "there are no cooperative groups: a grid-wide synchronisation is the end "
            "of one launch and the start of the next"),
     "this_grid": (None, "there are no cooperative groups: a grid-wide synchronisation is "
                   "the end of one launch and the start of the next"),
     "shared": ("nv.shared.array(shape, dtype)", "workgroup memory"),
     "local": ("nv.local.array(shape, dtype)", "memory private to each invocation"),
-    "const": (None, "read a global NumPy array in the kernel: it becomes a constant array"),
+    "const": ("nv.const.array_like(arr)", "or read a global NumPy array in the kernel: it "
+              "becomes a constant array"),
     "atomic": ("nv.atomic", "add, sub, min, max, and_, or_, xor, exch and cas"),
-    "inc": (None, "nv.atomic has no wrapping increment; nv.atomic.add(array, index, 1) "
-            "adds without wrapping"),
-    "dec": (None, "nv.atomic has no wrapping decrement; nv.atomic.sub(array, index, 1) "
-            "subtracts without wrapping"),
-    "compare_and_swap": ("nv.atomic.cas(array, index, expected, value)", "returns the old "
-                         "value"),
-    "laneid": (None, "there are no subgroup (warp) intrinsics"),
-    "warpsize": (None, "there are no subgroup (warp) intrinsics"),
+    "inc": ("nv.atomic.inc(array, index, value)", "it wraps to 0 at value"),
+    "dec": ("nv.atomic.dec(array, index, value)", "it wraps to value at 0"),
+    "compare_and_swap": ("nv.atomic.compare_and_swap(array, expected, value)", "on array[0]; "
+                         "nv.atomic.cas(array, index, expected, value) takes an index"),
+    "laneid": ("nv.lane_id()", "the index in the subgroup, Vulkan's warp"),
+    "warpsize": ("nv.subgroup_size()", "the device's: 8 on lavapipe, 32 on NVIDIA GPUs"),
     "selp": ("a conditional expression", "a if condition else b"),
     "jit": ("nv.jit", "kernels call numba.njit functions as device functions"),
     "to_device": ("nv.to_device(array)", "on the host, not in a kernel"),
     "device_array": ("nv.device_array(shape, dtype)", "on the host, not in a kernel"),
+    "device_array_like": ("nv.device_array_like(array)", "on the host, not in a kernel"),
 }
+
+#: The names of CUDA_NAMES that ``numba_vulkan.cuda`` has, with numba.cuda's
+#: meaning (a test checks that it does).
+CUDA_MODULE_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gridsize",
+                     "syncthreads", "syncthreads_count", "syncthreads_and",
+                     "syncthreads_or", "threadfence", "threadfence_block",
+                     "threadfence_system", "shared", "local", "const", "atomic", "jit", "to_device",
+                     "device_array", "device_array_like", "laneid", "warpsize")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: "During: typing of call at /path/file.py (12)" and "File "file.py", line 12:".
@@ -111,7 +115,10 @@ def cuda_hint(name):
     equivalent, note = known
     if equivalent is None:
         return f"numba.cuda's {name} has no numba_vulkan equivalent: {note}"
-    return f"numba.cuda's {name} is {equivalent} in numba_vulkan ({note})"
+    text = f"numba.cuda's {name} is {equivalent} in numba_vulkan ({note})"
+    if name in CUDA_MODULE_NAMES:
+        text += f"; 'from numba_vulkan import cuda' has cuda.{name}"
+    return text
 
 
 def _reason(text):

@@ -14,6 +14,7 @@ from numba.core import dispatcher, types
 from numba.core.dispatcher import Dispatcher
 from numba.core.target_extension import jit_registry
 
+from numba_vulkan import jitoptions
 from numba_vulkan.compiler.target import Vulkan, vulkan_target
 
 
@@ -103,8 +104,7 @@ def device_function_type(value):
         variants = _retargeted.setdefault(value, {})
         device = variants.get(lowering_variant())
         if device is None:
-            options = {k: v for k, v in value.targetoptions.items()
-                       if k in ("fastmath", "error_model", "boundscheck", "inline")}
+            options = jitoptions.code_options(value.targetoptions)
             device = variants[lowering_variant()] = DeviceDispatcher(value.py_func,
                                                                      targetoptions=options)
         return types.Dispatcher(device)

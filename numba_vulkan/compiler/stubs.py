@@ -2,11 +2,15 @@
 
 import math
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
+from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.core.imputils import Registry as LoweringRegistry
-from numba.core.typing.templates import AbstractTemplate, CallableTemplate, Registry, signature
+from numba.core.typing.templates import (AbstractTemplate, AttributeTemplate, CallableTemplate,
+                                         Registry, signature)
+from numba.core.typing.typeof import typeof_impl
 from numba.np.arrayobj import populate_array
 
 from numba_vulkan import intrinsics
@@ -14,6 +18,8 @@ from numba_vulkan.codegen import markers
 
 typing_registry = Registry()
 lowering_registry = LoweringRegistry("numba_vulkan")
+lower_constant = lowering_registry.lower_constant
+lower_getattr = lowering_registry.lower_getattr
 
 _i32 = ir.IntType(32)
 _i64 = ir.IntType(64)
@@ -68,13 +74,147 @@ def _register_axis_lowering(func, emit):
         return builder.zext(emit(builder, axis), _i64)
 
 
-for _func, _name in _BUILTIN_INTRINSICS.items():
-    _register_axis_lowering(_func, lambda builder, axis, _name=_name: _intrinsic(builder, _name, axis))
-_register_axis_lowering(intrinsics.local_size, markers.local_size)
-_register_axis_lowering(intrinsics.num_groups, _num_groups)
-_register_axis_lowering(
-    intrinsics.global_size,
-    lambda builder, axis: builder.mul(_num_groups(builder, axis), markers.local_size(builder, axis)))
+#: How each per-axis function reads its value along an axis, as an i32.
+_AXIS_EMITTERS = {
+    **{func: lambda builder, axis, _name=name: _intrinsic(builder, _name, axis)
+       for func, name in _BUILTIN_INTRINSICS.items()},
+    intrinsics.local_size: markers.local_size,
+    intrinsics.num_groups: _num_groups,
+    intrinsics.global_size: lambda builder, axis: builder.mul(
+        _num_groups(builder, axis), markers.local_size(builder, axis)),
+}
+
+for _func, _emit in _AXIS_EMITTERS.items():
+    _register_axis_lowering(_func, _emit)
+
+
+# grid and gridsize: all axes at once ---------------------------------------
+
+def _ndim_template(func, name):
+    class NdimTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if kws or len(args) != 1:
+                raise TypingError(f"nv.{name}(ndim) takes one argument")
+            ndim = args[0]
+            if not (isinstance(ndim, types.IntegerLiteral) and ndim.literal_value in (1, 2, 3)):
+                raise TypingError(f"nv.{name}(ndim): ndim must be 1, 2 or 3 known at compile "
+                                  f"time, not {ndim}")
+            n = ndim.literal_value
+            return signature(types.int64 if n == 1 else types.UniTuple(types.int64, n), ndim)
+
+    NdimTemplate.__name__ = f"{name}_template"
+    typing_registry.register_global(func, types.Function(NdimTemplate))
+
+
+def _register_ndim(func, name, axis_func):
+    _ndim_template(func, name)
+    emit = _AXIS_EMITTERS[axis_func]
+
+    @lowering_registry.lower(func, types.IntegerLiteral)
+    def lower(context, builder, sig, args):
+        n = sig.args[0].literal_value
+        values = [builder.zext(emit(builder, axis), _i64) for axis in range(n)]
+        if n == 1:
+            return values[0]
+        return context.make_tuple(builder, sig.return_type, values)
+
+
+_register_ndim(intrinsics.grid, "grid", intrinsics.global_id)
+_register_ndim(intrinsics.gridsize, "gridsize", intrinsics.global_size)
+
+
+# Subgroups ----------------------------------------------------------------
+
+#: Functions of no arguments read through an LLVM SPIR-V intrinsic.
+_NULLARY_INTRINSICS = {
+    intrinsics.lane_id: "llvm.spv.subgroup.local.invocation.id",
+    intrinsics.subgroup_size: "llvm.spv.subgroup.size",
+}
+
+
+def _read_nullary(builder, func):
+    name = _NULLARY_INTRINSICS[func]
+    try:
+        fn = builder.module.get_global(name)
+    except KeyError:
+        fn = ir.Function(builder.module, ir.FunctionType(_i32, []), name)
+    return builder.zext(builder.call(fn, []), _i64)
+
+
+def _nullary_template(func):
+    class NullaryTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if args or kws:
+                raise TypingError(f"nv.{func.__name__}() takes no arguments")
+            return signature(types.int64)
+
+    typing_registry.register_global(func, types.Function(NullaryTemplate))
+
+    @lowering_registry.lower(func)
+    def lower(context, builder, sig, args):
+        return _read_nullary(builder, func)
+
+
+for _func in _NULLARY_INTRINSICS:
+    _nullary_template(_func)
+
+
+@typeof_impl.register(intrinsics.KernelValue)
+def _typeof_kernel_value(value, c):
+    return types.int64
+
+
+def kernel_value(builder, value):
+    """Read a :class:`~numba_vulkan.intrinsics.KernelValue` (numba.cuda's
+    ``laneid``, ``warpsize``) where a kernel names it."""
+    return _read_nullary(builder, value.func)
+
+
+# numba.cuda's threadIdx, blockIdx, blockDim, gridDim ----------------------
+
+class Dim3Type(types.Type):
+    """The Numba type of one :class:`~numba_vulkan.intrinsics.Dim3` object."""
+
+    def __init__(self, dim3):
+        self.dim3 = dim3
+        super().__init__(name=f"Dim3({dim3.name})")
+
+    @property
+    def key(self):
+        return self.dim3.name
+
+
+register_default(Dim3Type)(models.OpaqueModel)
+
+
+@typeof_impl.register(intrinsics.Dim3)
+def _typeof_dim3(value, c):
+    return Dim3Type(value)
+
+
+@lower_constant(Dim3Type)
+def _lower_dim3_constant(context, builder, ty, value):
+    return context.get_dummy_value()
+
+
+@typing_registry.register_attr
+class _Dim3Attributes(AttributeTemplate):
+    key = Dim3Type
+
+    def generic_resolve(self, ty, attr):
+        if attr in ("x", "y", "z"):
+            return types.int64
+        return None
+
+
+for _attr, _axis in (("x", 0), ("y", 1), ("z", 2)):
+    @lower_getattr(Dim3Type, _attr)
+    def _lower_dim3_axis(context, builder, ty, value, _axis=_axis):
+        return builder.zext(_AXIS_EMITTERS[ty.dim3.axis_of](builder, _axis), _i64)
 
 
 # Workgroup and private arrays --------------------------------------------
@@ -90,6 +230,13 @@ def _literal_shape(ty):
 def _dtype(ty):
     if isinstance(ty, (types.NumberClass, types.DType)):
         return ty.dtype
+    if isinstance(ty, types.StringLiteral):
+        # numba.cuda also takes the dtype's name: "float32".
+        from numba.np.numpy_support import from_dtype
+        try:
+            return from_dtype(np.dtype(ty.literal_value))
+        except (TypeError, NotImplementedError):
+            return None
     return None
 
 
@@ -104,7 +251,8 @@ def _array_template(func, what):
                 if dims is None or _dtype(dtype) is None:
                     raise TypingError(
                         f"{what}(shape, dtype): shape must be an int or a tuple of ints known "
-                        f"at compile time and dtype a NumPy scalar type; got {shape}, {dtype}")
+                        f"at compile time and dtype a NumPy scalar type or its name; got "
+                        f"{shape}, {dtype}")
                 if any(d < 1 for d in dims):
                     raise TypingError(f"{what}: every extent must be positive, not {dims}")
                 return types.Array(_dtype(dtype), len(dims), "C")
@@ -194,6 +342,11 @@ typing_registry.register_global(intrinsics.barrier, types.Function(_BarrierTempl
 
 @lowering_registry.lower(intrinsics.barrier)
 def _lower_barrier(context, builder, sig, args):
+    _emit_barrier(builder)
+    return context.get_dummy_value()
+
+
+def _emit_barrier(builder):
     name = "llvm.spv.group.memory.barrier.with.group.sync"
     try:
         fn = builder.module.get_global(name)
@@ -204,7 +357,86 @@ def _lower_barrier(context, builder, sig, args):
         fn.attributes.add("convergent")
         fn.attributes.add("nounwind")
     builder.call(fn, [])
-    return context.get_dummy_value()
+
+
+#: LLVM synchronisation scope of each fence; codegen's fixups give the
+#: resulting OpMemoryBarrier the storage classes it orders.
+_FENCES = {intrinsics.fence: "device", intrinsics.workgroup_fence: "workgroup"}
+
+
+def _fence(func, scope):
+    class FenceTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if args or kws:
+                raise TypingError(f"nv.{func.__name__}() takes no arguments")
+            return signature(types.none)
+
+    typing_registry.register_global(func, types.Function(FenceTemplate))
+
+    @lowering_registry.lower(func)
+    def lower(context, builder, sig, args):
+        builder.fence("acq_rel", scope)
+        return context.get_dummy_value()
+
+
+for _func, _scope in _FENCES.items():
+    _fence(_func, _scope)
+
+
+#: Counted barriers: the value the workgroup's word starts at and the
+#: atomic that folds each invocation's predicate (0 or 1) into it.
+_COUNTED_BARRIERS = {
+    intrinsics.barrier_count: (0, "add"),
+    intrinsics.barrier_and: (1, "and"),
+    intrinsics.barrier_or: (0, "or"),
+}
+
+
+def _counted_barrier(func, start, op):
+    class CountedBarrierTemplate(AbstractTemplate):
+        key = func
+
+        def generic(self, args, kws):
+            if kws or len(args) != 1 or not isinstance(args[0], (types.Boolean, types.Integer)):
+                raise TypingError(f"nv.{func.__name__}(predicate) takes one bool or int")
+            return signature(types.int64, args[0])
+
+    typing_registry.register_global(func, types.Function(CountedBarrierTemplate))
+
+    @lowering_registry.lower(func, types.Any)
+    def lower(context, builder, sig, args):
+        # One word of workgroup memory per call: the first invocation sets
+        # it between two barriers, every invocation folds its predicate in,
+        # all read it after a third, and a fourth keeps the next call's
+        # reset from overtaking a slow reader.
+        var = ir.GlobalVariable(builder.module, _i32,
+                                builder.module.get_unique_name("nv.counted"),
+                                addrspace=WORKGROUP)
+        var.linkage = "internal"
+        var.initializer = ir.Constant(_i32, ir.Undefined)
+        var.align = 4
+        word = builder.addrspacecast(var, ir.PointerType(_i32))
+        lid = _AXIS_EMITTERS[intrinsics.local_id]
+        zero = ir.Constant(_i32, 0)
+        first = builder.and_(builder.and_(builder.icmp_unsigned("==", lid(builder, 0), zero),
+                                          builder.icmp_unsigned("==", lid(builder, 1), zero)),
+                             builder.icmp_unsigned("==", lid(builder, 2), zero))
+        _emit_barrier(builder)
+        with builder.if_then(first):
+            builder.store(ir.Constant(_i32, start), word)
+        _emit_barrier(builder)
+        truth = context.cast(builder, args[0], sig.args[0], types.boolean)
+        builder.atomic_rmw(op, word, builder.zext(truth, _i32), "monotonic")
+        _emit_barrier(builder)
+        result = builder.load(word)
+        _emit_barrier(builder)
+        return builder.zext(result, _i64)
+
+
+for _func, (_start, _op) in _COUNTED_BARRIERS.items():
+    _counted_barrier(_func, _start, _op)
 
 
 # Atomics -----------------------------------------------------------------
@@ -216,7 +448,10 @@ _INT_RMW = {
     "min": ("min", "umin"), "max": ("max", "umax"),
 }
 #: Operations on floats, done with a compare-and-swap loop on their bits.
-_FLOAT_OPS = ("add", "sub", "min", "max", "exch")
+_FLOAT_OPS = ("add", "sub", "min", "max", "exch", "nanmin", "nanmax")
+#: Operations on integers done with a compare-and-swap loop: numba.cuda's
+#: wrapping increment and decrement.
+_INT_CAS_OPS = ("inc", "dec")
 #: Element types atomics support.
 _ATOMIC_DTYPES = (types.int32, types.uint32, types.int64, types.uint64, types.float32,
                   types.float64)
@@ -236,7 +471,7 @@ def _check_atomic(name, ary, idx, values):
     if ary.dtype not in _ATOMIC_DTYPES:
         raise TypingError(f"{what}: arrays of {ary.dtype} are not supported; atomics work "
                           "on int32, uint32, int64, uint64, float32 and float64 arrays")
-    if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas",):
+    if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas", "compare_and_swap"):
         raise TypingError(f"{what} is not defined for float arrays")
     if not _atomic_index(ary, idx):
         raise TypingError(f"{what}: the index must be an int or a tuple of {ary.ndim} ints "
@@ -286,14 +521,31 @@ def _float_update(builder, name, old, value):
     if name == "exch":
         return value
     # Python's min and max: keep the old value unless the new one wins.
-    wins = builder.fcmp_ordered("<" if name == "min" else ">", value, old)
+    wins = builder.fcmp_ordered("<" if name in ("min", "nanmin") else ">", value, old)
+    if name in ("nanmin", "nanmax"):
+        # NaN is ignored: a NaN old value loses to any value.
+        wins = builder.or_(wins, builder.fcmp_unordered("uno", old, old))
     return builder.select(wins, value, old)
 
 
-def _cas_loop(builder, ptr, floatty, update):
-    """Replace the float at ``ptr`` by ``update(old)`` with a compare-and-swap
+def _int_update(builder, name, old, value, signed):
+    compare = builder.icmp_signed if signed else builder.icmp_unsigned
+    one = ir.Constant(old.type, 1)
+    if name == "inc":
+        # numba.cuda's: 0 once the old value reaches ``value``, else old + 1.
+        return builder.select(compare(">=", old, value), ir.Constant(old.type, 0),
+                              builder.add(old, one))
+    # dec: ``value`` when the old value is 0 or above it, else old - 1.
+    reset = builder.or_(builder.icmp_unsigned("==", old, ir.Constant(old.type, 0)),
+                        compare(">", old, value))
+    return builder.select(reset, value, builder.sub(old, one))
+
+
+def _cas_loop(builder, ptr, valuety, update):
+    """Replace the value at ``ptr`` by ``update(old)`` with a compare-and-swap
     loop on its bits; return the old value."""
-    bits = ir.IntType(64 if isinstance(floatty, ir.DoubleType) else 32)
+    bits = valuety if isinstance(valuety, ir.IntType) else ir.IntType(
+        64 if isinstance(valuety, ir.DoubleType) else 32)
     start = builder.load(ptr, typ=bits)
     entry = builder.block
     loop = builder.append_basic_block("nv.cas.loop")
@@ -302,14 +554,68 @@ def _cas_loop(builder, ptr, floatty, update):
     builder.position_at_end(loop)
     current = builder.phi(bits)
     current.add_incoming(start, entry)
-    old = builder.bitcast(current, floatty)
-    new = builder.bitcast(update(old), bits)
+    old = current if bits is valuety else builder.bitcast(current, valuety)
+    new = update(old)
+    if bits is not valuety:
+        new = builder.bitcast(new, bits)
     pair = builder.cmpxchg(ptr, current, new, "monotonic", "monotonic")
     seen = builder.extract_value(pair, 0)
     current.add_incoming(seen, loop)
     builder.cbranch(builder.extract_value(pair, 1), done, loop)
     builder.position_at_end(done)
     return old
+
+
+def _cmpxchg(context, builder, dtype, ptr, expected, expty, value, valty):
+    expected = context.cast(builder, expected, expty, dtype)
+    value = context.cast(builder, value, valty, dtype)
+    if isinstance(dtype, types.Float):
+        bits = ir.IntType(dtype.bitwidth)
+        expected = builder.bitcast(expected, bits)
+        value = builder.bitcast(value, bits)
+    pair = builder.cmpxchg(ptr, expected, value, "monotonic", "monotonic")
+    old = builder.extract_value(pair, 0)
+    if isinstance(dtype, types.Float):
+        return builder.bitcast(old, context.get_value_type(dtype))
+    return old
+
+
+class _CompareAndSwapTemplate(CallableTemplate):
+    """Both arities: numba.cuda's ``(array, expected, value)`` on ``array[0]``
+    and our ``(array, index, expected, value)``."""
+
+    key = intrinsics.atomic.compare_and_swap
+
+    def generic(self):
+        def typer(ary, a, b, c=None):
+            if c is None:
+                if isinstance(ary, types.Array) and ary.ndim != 1:
+                    raise TypingError("nv.atomic.compare_and_swap(array, expected, value) "
+                                      "works on array[0] of a 1-d array; pass an index "
+                                      "for a multi-dimensional one")
+                return _check_atomic("compare_and_swap", ary, types.intp, (a, b))
+            return _check_atomic("compare_and_swap", ary, a, (b, c))
+        return typer
+
+
+typing_registry.register_global(intrinsics.atomic.compare_and_swap,
+                                types.Function(_CompareAndSwapTemplate))
+
+
+@lowering_registry.lower(intrinsics.atomic.compare_and_swap, types.Array, types.Any, types.Any)
+def _lower_compare_and_swap3(context, builder, sig, args):
+    aryty, expty, valty = sig.args
+    ptr = _atomic_pointer(context, builder, aryty, args[0], types.intp,
+                          context.get_constant(types.intp, 0))
+    return _cmpxchg(context, builder, aryty.dtype, ptr, args[1], expty, args[2], valty)
+
+
+@lowering_registry.lower(intrinsics.atomic.compare_and_swap, types.Array, types.Any,
+                         types.Any, types.Any)
+def _lower_compare_and_swap4(context, builder, sig, args):
+    aryty, idxty, expty, valty = sig.args
+    ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
+    return _cmpxchg(context, builder, aryty.dtype, ptr, args[2], expty, args[3], valty)
 
 
 def _register_atomic(name):
@@ -320,18 +626,8 @@ def _register_atomic(name):
         @lowering_registry.lower(func, types.Array, types.Any, types.Any, types.Any)
         def lower_cas(context, builder, sig, args):
             aryty, idxty, expty, valty = sig.args
-            dtype = aryty.dtype
             ptr = _atomic_pointer(context, builder, aryty, args[0], idxty, args[1])
-            expected = context.cast(builder, args[2], expty, dtype)
-            value = context.cast(builder, args[3], valty, dtype)
-            floatty = context.get_value_type(dtype)
-            if isinstance(dtype, types.Float):
-                bits = ir.IntType(dtype.bitwidth)
-                expected = builder.bitcast(expected, bits)
-                value = builder.bitcast(value, bits)
-            pair = builder.cmpxchg(ptr, expected, value, "monotonic", "monotonic")
-            old = builder.extract_value(pair, 0)
-            return builder.bitcast(old, floatty) if isinstance(dtype, types.Float) else old
+            return _cmpxchg(context, builder, aryty.dtype, ptr, args[2], expty, args[3], valty)
         return
 
     @lowering_registry.lower(func, types.Array, types.Any, types.Any)
@@ -348,9 +644,13 @@ def _register_atomic(name):
         if isinstance(dtype, types.Float):
             return _cas_loop(builder, ptr, context.get_value_type(dtype),
                              lambda old: _float_update(builder, name, old, value))
-        op = _INT_RMW[name][0 if dtype.signed else 1]
+        if name in _INT_CAS_OPS:
+            return _cas_loop(builder, ptr, context.get_value_type(dtype),
+                             lambda old: _int_update(builder, name, old, value, dtype.signed))
+        op = _INT_RMW[name.replace("nan", "")][0 if dtype.signed else 1]
         return builder.atomic_rmw(op, ptr, value, "monotonic")
 
 
-for _name in ("add", "sub", "and_", "or_", "xor", "exch", "min", "max", "cas"):
+for _name in ("add", "sub", "and_", "or_", "xor", "exch", "min", "max", "cas", "inc", "dec",
+              "nanmin", "nanmax"):
     _register_atomic(_name)

@@ -187,6 +187,11 @@ class VulkanTargetContext(BaseContext):
         # lowering would embed the object's address, which a GPU cannot use.
         if isinstance(ty, (types.Dispatcher, types.Function)):
             return self.get_dummy_value()
+        from numba_vulkan import intrinsics
+        if isinstance(val, intrinsics.KernelValue):
+            # Typed as an int, read from the device each time it is named.
+            from numba_vulkan.compiler import stubs
+            return stubs.kernel_value(builder, val)
         return super().get_constant_generic(builder, ty, val)
 
     def get_executable(self, func, fndesc, env):

@@ -6,7 +6,7 @@ import weakref
 import numpy as np
 
 from numba_vulkan import abi
-from numba_vulkan.errors import DriverError, LaunchError
+from numba_vulkan.errors import DriverError, LaunchError, UnsupportedError
 from numba_vulkan.runtime import transfer, vk
 
 #: Vulkan rejects zero-sized buffers; empty arrays get this many bytes.
@@ -213,10 +213,11 @@ class DeviceArray:
                                                strides)
         return lo, raw, view
 
-    def copy_to_host(self, ary=None):
+    def copy_to_host(self, ary=None, stream=0):
         """Copy to a NumPy array (a new one, or ``ary``) and return it.
 
-        Waits for every launch submitted before it.
+        Waits for every launch submitted before it. ``stream`` is accepted
+        for numba.cuda's signature; copies are ordered on the device's queue.
         """
         if ary is not None and (ary.shape != self.shape or ary.dtype != self.dtype):
             raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
@@ -234,8 +235,9 @@ class DeviceArray:
         ary[...] = view
         return ary
 
-    def copy_to_device(self, ary):
-        """Copy a NumPy array of the same shape and dtype into this array."""
+    def copy_to_device(self, ary, stream=0):
+        """Copy a NumPy array of the same shape into this array (converted to
+        its dtype); ``stream`` as for :meth:`copy_to_host`."""
         ary = np.asarray(ary)
         if ary.shape != self.shape:
             raise LaunchError(f"shape mismatch: {ary.shape} into {self.shape}")
@@ -247,8 +249,92 @@ class DeviceArray:
         view[...] = ary
         self.buffer.write(raw, self.offset * self.storage.itemsize + lo)
 
+    def __array__(self, dtype=None, copy=None):
+        """A host copy, so that ``np.asarray(d)`` and NumPy functions see the
+        contents (waits for every launch submitted before it)."""
+        host = self.copy_to_host()
+        return host if dtype is None else host.astype(dtype, copy=False)
+
+    def __iter__(self):
+        """The elements (as host scalars) of a 1-d array, the rows (as device
+        views) of an N-d one, as ``self[i]`` gives them."""
+        for i in range(len(self)):
+            yield self[i]
+
     def __getitem__(self, index):
-        """A view (basic indexing: integers and slices) sharing this memory."""
+        """A view (basic indexing: integers and slices) sharing this memory;
+        indexing down to one element copies it to the host, as a NumPy scalar."""
+        view = self._view(index)
+        return view.copy_to_host()[()] if view.ndim == 0 else view
+
+    def __setitem__(self, index, value):
+        """Write ``value`` (a scalar, or an array broadcast to the indexed
+        view's shape) into the elements ``index`` selects."""
+        view = self._view(index)
+        view.copy_to_device(np.broadcast_to(np.asarray(value, dtype=self.dtype), view.shape))
+
+    def _like(self, shape, strides=None, offset=None, dtype=None, storage=None):
+        """Another view of this array's buffer."""
+        return DeviceArray(shape, self.dtype if dtype is None else dtype, self.buffer, strides,
+                           self.offset if offset is None else offset,
+                           storage=self.storage if storage is None else storage)
+
+    def reshape(self, *shape, order="C"):
+        """The same elements in another shape, sharing this memory (a
+        C-contiguous array only; one extent may be -1)."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        if order != "C":
+            raise UnsupportedError("reshape: only order='C' is supported")
+        if not self.is_c_contiguous():
+            raise UnsupportedError("reshape of a device array that is not C-contiguous would "
+                                   "copy it; copy_to_host() and reshape on the host")
+        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if shape.count(-1) == 1 and known and self.size % known == 0:
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != self.size:
+            raise ValueError(f"cannot reshape a device array of size {self.size} into shape "
+                             f"{shape}")
+        return self._like(shape)
+
+    def ravel(self, order="C"):
+        """The elements as a 1-d array sharing this memory (C-contiguous only)."""
+        return self.reshape(self.size, order=order)
+
+    def transpose(self, axes=None):
+        """The array with its axes reversed (or permuted by ``axes``), sharing
+        this memory."""
+        axes = tuple(reversed(range(self.ndim))) if axes is None else tuple(axes)
+        if sorted(axes) != list(range(self.ndim)):
+            raise ValueError(f"transpose: {axes} is not a permutation of the axes")
+        return self._like(tuple(self.shape[a] for a in axes),
+                          tuple(self.strides[a] for a in axes))
+
+    @property
+    def T(self):
+        """:meth:`transpose`."""
+        return self.transpose()
+
+    def view(self, dtype):
+        """This memory seen as another dtype: the same itemsize, or a
+        C-contiguous array whose last extent scales with the itemsize."""
+        dtype = np.dtype(dtype)
+        if self.storage != self.dtype:
+            raise UnsupportedError(f"view: this device narrows {self.dtype} to "
+                                   f"{self.storage}, whose bits are not {self.dtype}'s")
+        old, new = self.dtype.itemsize, dtype.itemsize
+        if old == new:
+            return self._like(self.shape, self.strides, dtype=dtype, storage=dtype)
+        nbytes = self.shape[-1] * old if self.shape else 0
+        if (not self.is_c_contiguous() or not self.shape or nbytes % new
+                or self.offset * old % new):
+            raise ValueError(f"cannot view this {self.dtype}{list(self.shape)} device array "
+                             f"as {dtype}")
+        return DeviceArray(self.shape[:-1] + (nbytes // new,), dtype, self.buffer, None,
+                           self.offset * old // new, storage=dtype)
+
+    def _view(self, index):
         template = np.lib.stride_tricks.as_strided(
             np.zeros(1, dtype=self.dtype), self.shape, self.strides, writeable=False)
         if not isinstance(index, tuple):
@@ -256,13 +342,13 @@ class DeviceArray:
         if any(not isinstance(i, (int, np.integer, slice)) and i is not Ellipsis
                for i in index):
             raise IndexError("device arrays support integer and slice indexing only")
+        if not any(i is Ellipsis for i in index):
+            # A trailing ... keeps a full index a 0-d view, not a scalar copy.
+            index += (Ellipsis,)
         view = template[index]
         base = template.__array_interface__["data"][0]
         first = view.__array_interface__["data"][0]
         shift = (first - base) // self.dtype.itemsize
-        if view.ndim == 0:
-            raise IndexError("indexing a device array down to one element is not supported; "
-                             "slice it and copy_to_host()")
         return DeviceArray(view.shape, self.dtype, self.buffer, view.strides,
                            self.offset + shift, storage=self.storage)
 
@@ -300,6 +386,12 @@ def device_array(shape, dtype=np.float64, device=None):
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     return DeviceArray(shape, dtype, device=device)
+
+
+def device_array_like(ary, device=None):
+    """A new uninitialised C-contiguous :class:`DeviceArray` of ``ary``'s shape
+    and dtype (``ary`` a NumPy or device array)."""
+    return DeviceArray(ary.shape, ary.dtype, device=device)
 
 
 def staged_host_array(ary, device, write_back=True):

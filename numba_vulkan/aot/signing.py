@@ -1,0 +1,177 @@
+"""Signed AOT directories: an Ed25519 signature of the index, beside it.
+
+The index names every module by its SHA-256, and the loader checks each
+module against it, so a signature of the index bytes covers the whole
+directory: with a public key configured, whoever can write the directory
+still cannot make the app run SPIR-V the key's holder did not build.
+
+The signature (``index.json.sig``) is the 64 raw bytes of an Ed25519
+signature of :data:`CONTEXT` followed by the index's bytes; the context
+keeps a signature made for anything else from passing as one of an index.
+
+Keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public), written
+by ``python -m numba_vulkan.aot keygen``. The ``cryptography`` package is
+imported only here, and only when a key is used.
+"""
+
+import hashlib
+import os
+
+from numba_vulkan import files
+from numba_vulkan.errors import AOTError
+
+#: The signature's file, beside the index.
+SIGNATURE = "index.json.sig"
+
+#: Bytes signed before the index's: what the signature is for.
+CONTEXT = b"numba_vulkan AOT index signature 1\n"
+
+_SIGNATURE_SIZE = 64
+_KEY_LIMIT = 64 << 10
+_PEM = b"-----BEGIN"
+
+
+def _crypto():
+    """The ``cryptography`` modules signing needs; AOTError if not installed."""
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError as exc:
+        raise AOTError(f"signed AOT directories need the cryptography package ({exc}); "
+                       "install it with pip install cryptography") from None
+    return serialization, ed25519, InvalidSignature
+
+
+def _is_pem(source):
+    if isinstance(source, str):
+        return source.lstrip().startswith(_PEM.decode())
+    return isinstance(source, bytes) and source.lstrip().startswith(_PEM)
+
+
+def _pem(source, what):
+    """PEM bytes from PEM text (``str`` or ``bytes``) or a path to a PEM file."""
+    if _is_pem(source):
+        return source.encode("ascii", "replace") if isinstance(source, str) else source
+    if not isinstance(source, (str, bytes, os.PathLike)):
+        raise AOTError(f"the {what} must be a path or PEM text, not "
+                       f"{type(source).__name__}")
+    try:
+        return files.read_regular(source, _KEY_LIMIT)
+    except OSError as exc:
+        raise AOTError(f"the {what} {os.fsdecode(source)} cannot be read: "
+                       f"{exc.strerror or exc}") from None
+
+
+def _named(source):
+    if _is_pem(source):
+        return "given as PEM text"
+    try:
+        return os.fsdecode(source)
+    except TypeError:
+        return repr(source)
+
+
+class PublicKey:
+    """An Ed25519 public key that checks index signatures.
+
+    Attributes:
+        label: Where the key came from, for messages.
+        fingerprint: The first 16 hex digits of the SHA-256 of its raw bytes.
+    """
+
+    def __init__(self, source):
+        """Load a key from a PEM file's path or PEM text; raises AOTError."""
+        serialization, ed25519, _ = _crypto()
+        self.label = _named(source)
+        data = _pem(source, "public key")
+        try:
+            key = serialization.load_pem_public_key(data)
+        except (ValueError, TypeError) as exc:
+            raise AOTError(f"the public key {self.label} is not a PEM public key: "
+                           f"{exc}") from None
+        if not isinstance(key, ed25519.Ed25519PublicKey):
+            raise AOTError(f"the public key {self.label} is a {type(key).__name__}, not an "
+                           "Ed25519 key (make one with python -m numba_vulkan.aot keygen)")
+        self._key = key
+        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        self.fingerprint = hashlib.sha256(raw).hexdigest()[:16]
+
+    def check(self, index_bytes, signature, where):
+        """Raise AOTError unless ``signature`` signs ``index_bytes`` with this key.
+
+        Args:
+            index_bytes: The index as read.
+            signature: The signature file's bytes, or None if there is none.
+            where: The directory, for messages.
+        """
+        if signature is None:
+            raise AOTError(f"AOT directory {where} is not signed (it has no {SIGNATURE}), "
+                           f"and a public key ({self.label}) is required; build it with "
+                           "python -m numba_vulkan.aot build MANIFEST --sign PRIVATE_KEY")
+        _, _, invalid = _crypto()
+        try:
+            if len(signature) != _SIGNATURE_SIZE:
+                raise invalid()
+            self._key.verify(signature, CONTEXT + index_bytes)
+        except invalid:
+            raise AOTError(f"AOT directory {where} is not signed by the public key "
+                           f"{self.label} (fingerprint {self.fingerprint}): its index was "
+                           "changed after signing, or another key signed it") from None
+
+
+def signer(private_key):
+    """A function signing an index's bytes with a private key.
+
+    Args:
+        private_key: An unencrypted Ed25519 private key: a PEM file's path
+            or the PEM text.
+
+    Raises:
+        AOTError: The key cannot be read or is not an Ed25519 private key.
+    """
+    serialization, ed25519, _ = _crypto()
+    label = _named(private_key)
+    data = _pem(private_key, "private key")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise AOTError(f"the private key {label} is not an unencrypted PEM private key: "
+                       f"{exc}") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise AOTError(f"the private key {label} is a {type(key).__name__}, not an Ed25519 "
+                       "key (make one with python -m numba_vulkan.aot keygen)")
+    return lambda index_bytes: key.sign(CONTEXT + index_bytes)
+
+
+def keygen(private_path, public_path):
+    """Write a new Ed25519 key pair as PEM files.
+
+    The private key is created readable by its owner only and never
+    overwrites a file; the public one is meant to ship with the app.
+
+    Raises:
+        AOTError: A file exists already or cannot be written.
+    """
+    serialization, ed25519, _ = _crypto()
+    key = ed25519.Ed25519PrivateKey.generate()
+    private = key.private_bytes(serialization.Encoding.PEM,
+                                serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    for path in (private_path, public_path):
+        if os.path.lexists(path):
+            raise AOTError(f"{path} exists; keygen never overwrites a key")
+    written = []
+    try:
+        for path, data, mode in ((private_path, private, 0o600), (public_path, public, 0o644)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            written.append(path)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+    except OSError as exc:
+        for path in written:
+            os.unlink(path)
+        raise AOTError(f"cannot write the key pair: {exc.strerror or exc}") from None
+    return PublicKey(public).fingerprint

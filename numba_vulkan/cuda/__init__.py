@@ -1,0 +1,368 @@
+"""numba.cuda's API on numba_vulkan: port a numba.cuda program by replacing
+``from numba import cuda`` with ``from numba_vulkan import cuda``.
+
+Every name here is numba.cuda's, with its arguments and meaning, mapped onto
+numba_vulkan's own API (``docs/cuda.md`` has the table and what differs);
+nothing is implemented twice. Unlike ``import numba_vulkan``, importing this
+module imports Numba, for the Numba types numba.cuda re-exports
+(``cuda.float32``, ...).
+"""
+
+import contextlib
+import sys
+import time
+
+import numpy as np
+from numba.core.types import (boolean, bool_, complex64, complex128, float32, float64, int8,
+                              int16, int32, int64, intp, uint8, uint16, uint32, uint64, uintp,
+                              void)
+
+from numba_vulkan import dispatcher as _dispatcher
+from numba_vulkan import intrinsics as _intrinsics
+from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
+from numba_vulkan.runtime import device as _device
+from numba_vulkan.runtime import memory as _memory
+
+__all__ = [
+    "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
+    "local", "const", "atomic", "syncthreads", "syncthreads_count", "syncthreads_and",
+    "syncthreads_or", "threadfence", "threadfence_block", "threadfence_system", "laneid",
+    "warpsize", "to_device", "device_array", "device_array_like", "synchronize", "stream",
+    "default_stream", "legacy_default_stream", "per_thread_default_stream", "Stream", "Event",
+    "event", "event_elapsed_time", "pinned_array", "mapped_array", "pinned", "is_available",
+    "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
+    "complex64", "complex128", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
+    "uint8", "uint16", "uint32", "uint64", "uintp", "void",
+]
+
+# Kernel side: the native markers themselves, so both spellings compile alike.
+grid = _intrinsics.grid
+gridsize = _intrinsics.gridsize
+threadIdx = _intrinsics.Dim3("threadIdx", _intrinsics.local_id)
+blockIdx = _intrinsics.Dim3("blockIdx", _intrinsics.group_id)
+blockDim = _intrinsics.Dim3("blockDim", _intrinsics.local_size)
+gridDim = _intrinsics.Dim3("gridDim", _intrinsics.num_groups)
+shared = _intrinsics.shared
+local = _intrinsics.local
+const = _intrinsics.const
+atomic = _intrinsics.atomic
+syncthreads = _intrinsics.barrier
+threadfence = _intrinsics.fence
+threadfence_block = _intrinsics.workgroup_fence
+# Vulkan kernels have no scope beyond the device: host reads wait for the
+# launch anyway.
+threadfence_system = _intrinsics.fence
+syncthreads_count = _intrinsics.barrier_count
+syncthreads_and = _intrinsics.barrier_and
+syncthreads_or = _intrinsics.barrier_or
+laneid = _intrinsics.KernelValue("laneid", _intrinsics.lane_id)
+warpsize = _intrinsics.KernelValue("warpsize", _intrinsics.subgroup_size)
+
+#: numba.cuda.jit options that only tune numba.cuda's own code generation.
+_IGNORED_OPTIONS = ("debug", "opt", "lineinfo", "max_registers", "link")
+
+
+def jit(func_or_sig=None, device=False, **options):
+    """numba.cuda's ``@cuda.jit``: a kernel, or with ``device=True`` a device
+    function that kernels call.
+
+    ``func_or_sig`` is the function, or a signature string or list of them
+    (such as ``"void(float32[:], float32[:])"``): then each is compiled when
+    the decorator runs, so that typing errors show at once. ``fastmath``,
+    ``cache``, ``boundscheck`` and ``inline`` are :func:`numba_vulkan.jit`'s;
+    ``debug``, ``opt``, ``lineinfo``, ``max_registers`` and ``link`` are
+    accepted and have no effect.
+    """
+    for name in _IGNORED_OPTIONS:
+        options.pop(name, None)
+    signatures = None
+    if isinstance(func_or_sig, (str, list, tuple)):
+        signatures = [func_or_sig] if isinstance(func_or_sig, str) else list(func_or_sig)
+        func_or_sig = None
+
+    unknown = set(options) - set(_dispatcher.OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown cuda.jit option(s): {', '.join(sorted(unknown))}; known: "
+                        f"{', '.join((*_dispatcher.OPTIONS, *_IGNORED_OPTIONS))}")
+
+    def wrap(func):
+        kernel = _Kernel(func, options)
+        if not device:
+            for sig in signatures or ():
+                kernel.compile(sig)
+        return kernel
+
+    return wrap(func_or_sig) if func_or_sig is not None else wrap
+
+
+class _Kernel(_dispatcher.VulkanDispatcher):
+    """A kernel that also takes numba.cuda's launch forms
+    ``kernel[blocks, threads, stream]`` and
+    ``kernel[blocks, threads, stream, shared_bytes]`` (``shared_bytes`` 0)."""
+
+    def __getitem__(self, config):
+        if isinstance(config, tuple) and len(config) in (3, 4):
+            _check_stream(config[2])
+            if len(config) == 4 and config[3] != 0:
+                raise UnsupportedError(
+                    f"{self.__qualname__}[blocks, threads, stream, {config[3]!r}]: dynamic "
+                    "shared memory is not supported; give cuda.shared.array a shape known "
+                    "at compile time and launch with shared_bytes 0")
+            config = config[:2]
+        return super().__getitem__(config)
+
+    def forall(self, ntasks, tpb=0, stream=0, sharedmem=0, threads=None):
+        """A launch covering ``ntasks`` invocations, ``tpb`` per block (the
+        device's choice for 0), as numba.cuda's ``forall``."""
+        _check_stream(stream)
+        if sharedmem:
+            raise UnsupportedError(f"{self.__qualname__}.forall(sharedmem={sharedmem!r}): "
+                                   "dynamic shared memory is not supported")
+        return super().forall(ntasks, threads or tpb or None)
+
+    @property
+    def overloads(self):
+        """The compiled kernels (:class:`~numba_vulkan.compiled.CompiledKernel`),
+        by argument types in text form."""
+        return {key[0]: kernel for key, kernel in self._compiled.items()}
+
+    def inspect_llvm(self, signature=None):
+        """The LLVM IR of the kernel for ``signature``, or a dict of it for
+        every compiled signature."""
+        if signature is not None:
+            return self.compile(signature).llvm_ir
+        return {sig: kernel.llvm_ir for sig, kernel in self.overloads.items()}
+
+    def inspect_asm(self, signature=None):
+        """The SPIR-V of the kernel as text (numba.cuda's is PTX), for
+        ``signature`` or as a dict for every compiled signature."""
+        if signature is not None:
+            return self.compile(signature).disassemble()
+        return {sig: kernel.disassemble() for sig, kernel in self.overloads.items()}
+
+
+# Host side -------------------------------------------------------------------
+
+class Stream:
+    """numba.cuda's stream: here the device's one queue, so work submitted on
+    any stream runs in submission order, and :meth:`synchronize` waits for
+    all of it."""
+
+    def synchronize(self):
+        """Wait for every launch and copy submitted so far."""
+        _dispatcher.synchronize()
+
+    @contextlib.contextmanager
+    def auto_synchronize(self):
+        """A context that synchronizes the stream when it exits."""
+        yield self
+        self.synchronize()
+
+    def __repr__(self):
+        return "<numba_vulkan.cuda.Stream: the device's queue>"
+
+
+_DEFAULT_STREAM = Stream()
+
+
+def stream():
+    """A new :class:`Stream`."""
+    return Stream()
+
+
+def default_stream():
+    """The default :class:`Stream`."""
+    return _DEFAULT_STREAM
+
+
+legacy_default_stream = per_thread_default_stream = default_stream
+
+
+def _check_stream(value):
+    if not (value is None or isinstance(value, Stream)
+            or (isinstance(value, (int, np.integer)) and value == 0)):
+        raise TypeError(f"a stream must be a cuda.stream(), 0 or None, not {value!r}")
+
+
+class Event:
+    """numba.cuda's event. :meth:`record` waits for the work submitted before
+    it and reads the host's clock, so an elapsed time is the wall time of
+    what ran between two records, launch overhead included (device time
+    alone: :class:`numba_vulkan.runtime.timing.KernelTimer`)."""
+
+    def __init__(self, timing=True):
+        self.timing = timing
+        self._time = None
+
+    def record(self, stream=0):
+        """Mark the point after everything submitted so far."""
+        _check_stream(stream)
+        _dispatcher.synchronize()
+        self._time = time.perf_counter()
+
+    def synchronize(self):
+        """Wait for the work before the record (done when it was recorded)."""
+
+    def wait(self, stream=0):
+        """Make ``stream`` wait for this event: the one queue already does."""
+        _check_stream(stream)
+
+    def query(self):
+        """Whether the work before the record is done: always, once recorded."""
+        return self._time is not None
+
+    def elapsed_time(self, end):
+        """Milliseconds from this event's record to ``end``'s."""
+        for which, ev in (("start", self), ("end", end)):
+            if ev._time is None:
+                raise LaunchError(f"elapsed_time: the {which} event was not recorded")
+            if not ev.timing:
+                raise LaunchError(f"elapsed_time: the {which} event was made with "
+                                  "timing=False")
+        return (end._time - self._time) * 1000.0
+
+
+def event(timing=True):
+    """A new :class:`Event`."""
+    return Event(timing)
+
+
+def event_elapsed_time(evtstart, evtend):
+    """Milliseconds between two recorded events."""
+    return evtstart.elapsed_time(evtend)
+
+
+def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
+    """A host array to copy to and from: an ordinary NumPy array (copies are
+    staged by the device, so page-locking would gain nothing here)."""
+    if strides is not None:
+        raise UnsupportedError("pinned_array: strides are not supported")
+    return np.empty(shape, dtype, order=order)
+
+
+def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
+                 wc=False):
+    """A host array kernels read and write: an ordinary NumPy array, which a
+    launch copies to the device and back (numba.cuda maps it instead)."""
+    return pinned_array(shape, dtype, strides, order)
+
+
+@contextlib.contextmanager
+def pinned(*arrays):
+    """numba.cuda's page-locking context: nothing to do here."""
+    yield
+
+
+def to_device(obj, stream=0, copy=True, to=None):
+    """Copy a NumPy array to a new device array, or into ``to``; return it.
+
+    ``stream`` is accepted for numba.cuda's signature: copies are ordered on
+    the device's one queue.
+    """
+    if to is not None:
+        to.copy_to_device(obj)
+        return to
+    return _memory.to_device(obj)
+
+
+def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
+    """A new uninitialised C-contiguous device array."""
+    if order != "C" or strides is not None:
+        raise UnsupportedError("device_array: only C-contiguous arrays (order='C', no "
+                               "strides) are supported")
+    return _memory.device_array(shape, dtype)
+
+
+def device_array_like(ary, stream=0):
+    """A new uninitialised device array of ``ary``'s shape and dtype."""
+    return _memory.device_array_like(ary)
+
+
+synchronize = _dispatcher.synchronize
+
+
+def is_available():
+    """Whether a Vulkan device can run kernels."""
+    try:
+        return bool(_device.list_devices())
+    except VulkanError:
+        return False
+
+
+def detect(file=None):
+    """Print the Vulkan devices found; return whether there is one."""
+    out = file or sys.stdout
+    try:
+        devices = _device.list_devices()
+    except VulkanError as exc:
+        print(f"No Vulkan devices: {exc}", file=out)
+        return False
+    print(f"Found {len(devices)} Vulkan device(s)", file=out)
+    for info in devices:
+        print(f"id {info.index:>2} {info.name!r:>40} {info.device_type}, subgroup size "
+              f"{info.subgroup_size}", file=out)
+    return bool(devices)
+
+
+def select_device(device_id):
+    """Make Vulkan device ``device_id`` (an index, or part of its name) current."""
+    return _device.select_device(device_id)
+
+
+def get_current_device():
+    """The current device (opened on first use)."""
+    return _device.current_device()
+
+
+def close():
+    """Wait for all work on the current device. Unlike numba.cuda's, the
+    device stays open: its arrays stay valid."""
+    if _device.opened_device() is not None:
+        _dispatcher.synchronize()
+
+
+class _Gpu:
+    """One Vulkan device as an entry of :data:`gpus`; ``with gpus[i]:``
+    makes it current inside the block."""
+
+    def __init__(self, info):
+        self.id = info.index
+        self.name = info.name
+        self._previous = []
+
+    def __enter__(self):
+        self._previous.append(_device.opened_device())
+        return _device.select_device(self.id)
+
+    def __exit__(self, *exc):
+        previous = self._previous.pop()
+        if previous is not None:
+            _device.select_device(previous.info.index)
+
+    def __repr__(self):
+        return f"<numba_vulkan.cuda gpu {self.id}: {self.name}>"
+
+
+class _Gpus:
+    """numba.cuda's ``gpus``: the Vulkan devices, by index."""
+
+    def _all(self):
+        return [_Gpu(info) for info in _device.list_devices()]
+
+    def __getitem__(self, index):
+        return self._all()[index]
+
+    def __len__(self):
+        return len(_device.list_devices())
+
+    def __iter__(self):
+        return iter(self._all())
+
+    @property
+    def current(self):
+        """The current device."""
+        return _device.current_device()
+
+
+gpus = _Gpus()
+

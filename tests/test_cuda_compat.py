@@ -1,0 +1,664 @@
+"""numba.cuda programs on numba_vulkan through ``from numba_vulkan import cuda``.
+
+The kernels are written as numba.cuda code is (numba.cuda names only),
+checked against NumPy; then the host API, launch configuration checks and
+device arrays behaving like numba.cuda's.
+"""
+
+import io
+import math
+
+import numpy as np
+import pytest
+
+import numba_vulkan as nv
+from numba_vulkan import cuda
+
+RNG = np.random.default_rng(12)
+TPB = 16
+
+
+# numba.cuda programs -----------------------------------------------------------
+
+@cuda.jit
+def vector_add(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+def test_vector_add_with_device_arrays():
+    n = 100
+    a = RNG.random(n).astype(np.float32)
+    b = RNG.random(n).astype(np.float32)
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    d_out = cuda.device_array_like(a)
+    blocks = (n + TPB - 1) // TPB
+    vector_add[blocks, TPB](d_a, d_b, d_out)
+    cuda.synchronize()
+    np.testing.assert_array_equal(d_out.copy_to_host(), a + b)
+
+
+@cuda.jit
+def scaled_index(out):
+    # A grid-stride loop over a 2-d array: grid(2) and gridsize(2) are tuples.
+    x0, y0 = cuda.grid(2)
+    sx, sy = cuda.gridsize(2)
+    for x in range(x0, out.shape[0], sx):
+        for y in range(y0, out.shape[1], sy):
+            out[x, y] = 1000 * x + y
+
+
+def test_grid_2d_is_a_tuple_of_x_and_y():
+    out = np.zeros((13, 9), np.int64)
+    scaled_index[(2, 1), (4, 4)](out)
+    expected = 1000 * np.arange(13)[:, None] + np.arange(9)[None, :]
+    np.testing.assert_array_equal(out, expected)
+
+
+@cuda.jit
+def block_sums(x, total, per_block):
+    tile = cuda.shared.array(shape=TPB, dtype=cuda.float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    tile[t] = x[i] if i < x.size else 0
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            tile[t] += tile[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        per_block[cuda.blockIdx.x] = tile[0]
+        cuda.atomic.add(total, 0, tile[0])
+
+
+def test_shared_tile_reduction():
+    # Small integers as floats: every order of summation is exact.
+    x = RNG.integers(0, 10, 70).astype(np.float32)
+    blocks = math.ceil(x.size / TPB)
+    total = np.zeros(1, np.float32)
+    per_block = np.zeros(blocks, np.float32)
+    block_sums[blocks, TPB](x, total, per_block)
+    padded = np.zeros(blocks * TPB, np.float32)
+    padded[:x.size] = x
+    np.testing.assert_array_equal(per_block, padded.reshape(blocks, TPB).sum(axis=1))
+    assert total[0] == x.sum()
+
+
+def test_thread_and_block_indices_along_every_axis():
+    @cuda.jit
+    def where(out):
+        x, y, z = cuda.grid(3)
+        sx, sy, sz = cuda.gridsize(3)
+        k = (z * sy + y) * sx + x
+        out[k, 0] = cuda.threadIdx.x + 10 * cuda.threadIdx.y + 100 * cuda.threadIdx.z
+        out[k, 1] = cuda.blockIdx.x + 10 * cuda.blockIdx.y + 100 * cuda.blockIdx.z
+        out[k, 2] = cuda.blockDim.x + 10 * cuda.blockDim.y + 100 * cuda.blockDim.z
+        out[k, 3] = cuda.gridDim.x + 10 * cuda.gridDim.y + 100 * cuda.gridDim.z
+
+    groups, threads = (2, 3, 1), (2, 1, 2)
+    out = np.full((24, 4), -1, np.int64)
+    where[groups, threads](out)
+    gx, gy, gz = (g * t for g, t in zip(groups, threads))
+    z, y, x = np.meshgrid(np.arange(gz), np.arange(gy), np.arange(gx), indexing="ij")
+    x, y, z = x.ravel(), y.ravel(), z.ravel()
+    np.testing.assert_array_equal(out[:, 0], x % 2 + 10 * (y % 1) + 100 * (z % 2))
+    np.testing.assert_array_equal(out[:, 1], x // 2 + 10 * (y // 1) + 100 * (z // 2))
+    assert (out[:, 2] == 2 + 10 + 200).all()
+    assert (out[:, 3] == 2 + 30 + 100).all()
+
+
+def test_native_grid_and_gridsize():
+    @nv.jit
+    def native(out):
+        i = nv.grid(1)
+        if i < out.shape[0]:
+            out[i] = i * nv.gridsize(1)
+
+    out = np.zeros(10, np.int64)
+    native[3, 4](out)
+    np.testing.assert_array_equal(out, np.arange(10) * 12)
+
+
+@cuda.jit(device=True)
+def clamp(v, lo, hi):
+    return min(max(v, lo), hi)
+
+
+@cuda.jit("void(float32[::1], float32[::1])", fastmath=False, debug=False, opt=True)
+def clamped(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = clamp(x[i], np.float32(0.25), np.float32(0.75))
+
+
+def test_signature_compiles_eagerly_and_device_functions_are_called():
+    # The signature was compiled when the decorator ran.
+    assert len(clamped._compiled) == 1
+    x = RNG.random(40).astype(np.float32)
+    out = np.zeros_like(x)
+    clamped.forall(x.size)(x, out)
+    np.testing.assert_array_equal(out, np.clip(x, np.float32(0.25), np.float32(0.75)))
+
+
+def test_eager_compile_reports_typing_errors_at_decoration():
+    with pytest.raises(nv.CompilerError):
+        @cuda.jit("void(float32[::1])")
+        def bad(x):
+            x[0] = undefined_name  # noqa: F821
+
+
+TABLE = np.array([3, 1, 4, 1, 5, 9, 2, 6], np.int32)
+
+
+@cuda.jit
+def atomics(values, out, counters):
+    i = cuda.grid(1)
+    if i < values.size:
+        v = values[i]
+        cuda.atomic.add(out, 0, v)
+        cuda.atomic.sub(out, 1, v)
+        cuda.atomic.max(out, 2, v)
+        cuda.atomic.min(out, 3, v)
+        cuda.atomic.or_(out, 4, v)
+        cuda.atomic.and_(out, 5, v)
+        cuda.atomic.xor(out, 6, v)
+        table = cuda.const.array_like(TABLE)
+        scratch = cuda.local.array(2, cuda.int32)
+        scratch[0] = table[i % 8]
+        scratch[1] = scratch[0] * 2
+        cuda.atomic.add(out, 7, scratch[1])
+        # Only the first invocation to arrive finds 0 and stores its index + 1.
+        cuda.atomic.compare_and_swap(counters, 0, i + 1)
+        cuda.atomic.cas(counters, 1, 0, i + 1)
+        cuda.atomic.exch(counters, 2, 7)
+
+
+def test_atomics_local_and_const_arrays():
+    values = RNG.integers(1, 1000, 50).astype(np.int32)
+    out = np.array([0, 0, 0, 2**30, 0, -1, 0, 0], np.int32)
+    counters = np.zeros(3, np.int32)
+    atomics.forall(values.size)(values, out, counters)
+    assert out[0] == values.sum()
+    assert out[1] == -values.sum()
+    assert out[2] == values.max()
+    assert out[3] == values.min()
+    assert out[4] == np.bitwise_or.reduce(values)
+    assert out[5] == np.bitwise_and.reduce(values)
+    assert out[6] == np.bitwise_xor.reduce(values)
+    assert out[7] == 2 * TABLE[np.arange(values.size) % 8].sum()
+    assert 1 <= counters[0] <= values.size and 1 <= counters[1] <= values.size
+    assert counters[2] == 7
+
+
+def test_numba_types_are_numbas():
+    from numba.core import types
+    assert cuda.float32 is types.float32 and cuda.int64 is types.int64
+    assert cuda.void is types.void
+
+
+# Host API ---------------------------------------------------------------------
+
+def test_device_queries():
+    assert cuda.is_available()
+    text = io.StringIO()
+    assert cuda.detect(file=text)
+    device = cuda.get_current_device()
+    assert device.info.name in text.getvalue()
+    assert cuda.select_device(device.info.index) is device
+
+
+def test_to_device_into_an_existing_array_and_device_array():
+    d = cuda.device_array(5, dtype=np.int32)
+    assert d.shape == (5,) and d.dtype == np.int32
+    host = np.arange(5, dtype=np.int32)
+    assert cuda.to_device(host, to=d) is d
+    np.testing.assert_array_equal(d.copy_to_host(), host)
+    with pytest.raises(nv.UnsupportedError):
+        cuda.device_array((2, 2), order="F")
+
+
+# Launch configuration ----------------------------------------------------------------
+
+@cuda.jit
+def fill_everything(out):
+    # No bounds check, on purpose: a launch of n == 0 must not run at all.
+    out[cuda.grid(1) % out.size] = 1
+
+
+def test_forall_zero_launches_nothing():
+    out = np.zeros(4, np.int32)
+    fill_everything.forall(0)(out)
+    np.testing.assert_array_equal(out, 0)
+    fill_everything.forall(1)(out)
+    assert out.sum() >= 1
+
+
+def test_forall_negative_is_a_value_error():
+    with pytest.raises(ValueError, match="-1"):
+        fill_everything.forall(-1)
+
+
+@pytest.mark.parametrize("config, bad", [(((10.9,), 64), "10.9"), ((2.5, 64), "2.5"),
+                                         ((4, (8, 1.5)), "1.5")])
+def test_float_launch_sizes_are_type_errors(config, bad):
+    with pytest.raises(TypeError, match=bad):
+        fill_everything[config]
+
+
+# Device arrays ----------------------------------------------------------------
+
+def test_device_arrays_read_like_host_arrays():
+    host = np.arange(12, dtype=np.float64).reshape(3, 4)
+    d = cuda.to_device(host)
+    np.testing.assert_array_equal(np.asarray(d), host)
+    assert np.asarray(d, dtype=np.float32).dtype == np.float32
+    assert d[1, 2] == 6.0 and isinstance(d[1, 2], np.float64)
+    flat = cuda.to_device(host.ravel())
+    assert list(flat) == list(host.ravel())
+    assert sum(flat) == host.sum()
+    rows = list(d)
+    assert len(rows) == 3
+    np.testing.assert_array_equal(rows[2].copy_to_host(), host[2])
+    assert d.nbytes == host.nbytes and d.strides == host.strides
+    assert d.is_c_contiguous() and not d[:, 1].is_c_contiguous()
+
+
+def test_device_arrays_write_by_index_and_slice():
+    d = cuda.to_device(np.zeros(10, np.int32))
+    d[2:5] = np.array([7, 8, 9], np.int32)
+    d[7] = 3
+    d[8:] = -1
+    np.testing.assert_array_equal(d.copy_to_host(), [0, 0, 7, 8, 9, 0, 0, 3, -1, -1])
+    m = cuda.to_device(np.zeros((3, 4), np.float32))
+    m[:, 1] = np.arange(3, dtype=np.float32)
+    expected = np.zeros((3, 4), np.float32)
+    expected[:, 1] = np.arange(3)
+    np.testing.assert_array_equal(np.asarray(m), expected)
+
+
+def test_copy_to_host_into_a_given_array():
+    d = cuda.to_device(np.arange(6, dtype=np.int64))
+    out = np.zeros(6, np.int64)
+    assert d.copy_to_host(out) is out
+    np.testing.assert_array_equal(out, np.arange(6))
+    with pytest.raises(nv.LaunchError):
+        d.copy_to_host(np.zeros(5, np.int64))
+
+
+def test_error_hints_name_what_the_cuda_module_has():
+    from numba_vulkan.compiler import diagnostics
+    for name in diagnostics.CUDA_MODULE_NAMES:
+        assert name in cuda.__all__, name
+        assert "from numba_vulkan import cuda" in diagnostics.cuda_hint(name)
+    assert "from numba_vulkan import cuda" not in diagnostics.cuda_hint("syncwarp")
+
+
+def test_a_missing_cuda_name_is_a_compile_error_with_a_hint():
+    def warp_sync(out):
+        cuda.syncwarp()
+        out[0] = 1
+
+    with pytest.raises(nv.CompilerError, match="numba.cuda's syncwarp is nv.barrier()"):
+        cuda.jit(warp_sync).compile("void(int32[::1])")
+
+
+@cuda.jit
+def lanes(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i, 0] = cuda.laneid
+        out[i, 1] = cuda.warpsize
+
+
+def test_laneid_and_warpsize_are_the_subgroups():
+    out = np.full((64, 2), -1, np.int64)
+    lanes[2, 32](out)
+    size = cuda.get_current_device().info.subgroup_size
+    assert (out[:, 1] == size).all()
+    # Which invocations share a subgroup is the driver's choice; the lanes of
+    # each workgroup of 32 are those of full subgroups (or of one partial).
+    for group in out[:, 0].reshape(2, 32):
+        np.testing.assert_array_equal(np.sort(group), np.sort(np.arange(32) % size))
+
+
+def test_native_lane_id_and_subgroup_size():
+    from numba_vulkan.cuda import warpsize
+
+    @nv.jit
+    def native(out):
+        i = nv.global_id(0)
+        if i < out.shape[0]:
+            out[i] = nv.lane_id() * 1000 + nv.subgroup_size() + warpsize * 0
+
+    out = np.zeros(16, np.int64)
+    native[1, 16](out)
+    size = cuda.get_current_device().info.subgroup_size
+    assert (out % 1000 == size).all()
+    np.testing.assert_array_equal(np.sort(out // 1000), np.sort(np.arange(16) % size))
+
+
+def test_launches_on_a_stream_and_with_zero_shared_bytes():
+    stream = cuda.stream()
+    a = np.arange(20, dtype=np.float32)
+    b = np.full(20, 0.5, np.float32)
+    d_a = cuda.to_device(a, stream=stream)
+    d_b = cuda.to_device(b, stream=stream)
+    d_out = cuda.device_array(20, np.float32, stream=stream)
+    with stream.auto_synchronize():
+        vector_add[2, TPB, stream](d_a, d_b, d_out)
+    np.testing.assert_array_equal(d_out.copy_to_host(stream=stream), a + b)
+    out = cuda.mapped_array(20, np.float32)
+    vector_add[2, TPB, cuda.default_stream(), 0](a, a, out)
+    cuda.default_stream().synchronize()
+    np.testing.assert_array_equal(out, 2 * a)
+    with pytest.raises(nv.UnsupportedError, match="dynamic shared memory"):
+        vector_add[2, TPB, stream, 1024]
+    with pytest.raises(TypeError, match="stream"):
+        vector_add[2, TPB, "s"]
+
+
+def test_pinned_arrays_are_host_arrays():
+    with cuda.pinned():
+        host = cuda.pinned_array((3, 2), dtype=np.int32)
+    assert host.shape == (3, 2) and host.dtype == np.int32
+    host[...] = 4
+    np.testing.assert_array_equal(cuda.to_device(host).copy_to_host(), host)
+
+
+def test_unknown_jit_options_are_type_errors():
+    with pytest.raises(TypeError, match="max_threads"):
+        cuda.jit(max_threads=3)
+
+
+@cuda.jit
+def add_index(m):
+    x, y = cuda.grid(2)
+    if x < m.shape[0] and y < m.shape[1]:
+        m[x, y] += 10 * x + y
+
+
+def test_reshape_ravel_transpose_and_view_share_memory():
+    host = np.arange(24, dtype=np.float32)
+    d = cuda.to_device(host)
+    m = d.reshape(4, -1)
+    assert m.shape == (4, 6)
+    np.testing.assert_array_equal(m.copy_to_host(), host.reshape(4, 6))
+    t = m.T
+    assert t.shape == (6, 4) and t.strides == host.reshape(4, 6).T.strides
+    np.testing.assert_array_equal(np.asarray(t), host.reshape(4, 6).T)
+    # A kernel writing through the transposed view writes the shared memory.
+    add_index[(2, 1), (4, 4)](t)
+    expected = (host.reshape(4, 6).T + 10 * np.arange(6)[:, None]
+                + np.arange(4)[None, :]).astype(np.float32)
+    np.testing.assert_array_equal(d.copy_to_host(), expected.T.ravel())
+    np.testing.assert_array_equal(m.ravel().copy_to_host(), expected.T.ravel())
+    bits = d.view(np.uint32)
+    np.testing.assert_array_equal(bits.copy_to_host(), expected.T.ravel().view(np.uint32))
+    halves = d[2:].view(np.uint16)
+    np.testing.assert_array_equal(halves.copy_to_host(),
+                                  expected.T.ravel()[2:].view(np.uint16))
+    with pytest.raises(ValueError):
+        d.reshape(5, 5)
+    with pytest.raises(nv.UnsupportedError):
+        t.ravel()
+
+
+# cuda.random ---------------------------------------------------------------------
+
+from numba_vulkan.cuda.random import (create_xoroshiro128p_states,  # noqa: E402
+                                      xoroshiro128p_normal_float32,
+                                      xoroshiro128p_uniform_float32,
+                                      xoroshiro128p_uniform_float64)
+
+DRAWS = 3
+
+
+@cuda.jit
+def draw(states, u32, u64, normal):
+    i = cuda.grid(1)
+    if i < u32.shape[0]:
+        for k in range(DRAWS):
+            u32[i, k] = xoroshiro128p_uniform_float32(states, i)
+            u64[i, k] = xoroshiro128p_uniform_float64(states, i)
+            normal[i, k] = xoroshiro128p_normal_float32(states, i)
+
+
+def _numba_cuda_draws(n, seed):
+    """The same draws from numba.cuda's own functions, run on the CPU."""
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    out = [np.zeros((n, DRAWS), t) for t in (np.float32, np.float64, np.float32)]
+    for i in range(n):
+        for k in range(DRAWS):
+            out[0][i, k] = random.xoroshiro128p_uniform_float32(states, i)
+            out[1][i, k] = random.xoroshiro128p_uniform_float64(states, i)
+            out[2][i, k] = random.xoroshiro128p_normal_float32(states, i)
+    return states, out
+
+
+def test_xoroshiro128p_gives_numba_cudas_sequences():
+    n, seed = 20, 1234
+    states = create_xoroshiro128p_states(n, seed)
+    expected_states, expected = _numba_cuda_draws(n, seed)
+    # Seeding is exact: the state of every generator after its jumps.
+    seeded = states.copy_to_host()
+    s0, s1 = _seeded(n, seed)
+    np.testing.assert_array_equal(seeded[:, 0], s0)
+    np.testing.assert_array_equal(seeded[:, 1], s1)
+    u32 = np.zeros((n, DRAWS), np.float32)
+    u64 = np.zeros((n, DRAWS), np.float64)
+    normal = np.zeros((n, DRAWS), np.float32)
+    draw.forall(n)(states, u32, u64, normal)
+    # Uniform draws are integer arithmetic and one exact conversion: bit for bit.
+    np.testing.assert_array_equal(u32, expected[0])
+    np.testing.assert_array_equal(u64, expected[1])
+    # Normal draws go through the device's log and cos.
+    np.testing.assert_allclose(normal, expected[2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(states.copy_to_host()[:, 0], expected_states["s0"])
+    np.testing.assert_array_equal(states.copy_to_host()[:, 1], expected_states["s1"])
+
+
+def _seeded(n, seed):
+    random = pytest.importorskip("numba.cuda.random")
+    states = np.zeros(n, random.xoroshiro128p_dtype)
+    random.init_xoroshiro128p_states_cpu(states, seed, 0)
+    return states["s0"], states["s1"]
+
+
+@cuda.jit
+def pi_hits(states, hits, samples):
+    i = cuda.grid(1)
+    if i < hits.shape[0]:
+        inside = 0
+        for _ in range(samples):
+            x = xoroshiro128p_uniform_float32(states, i)
+            y = xoroshiro128p_uniform_float32(states, i)
+            if x * x + y * y <= np.float32(1.0):
+                inside += 1
+        hits[i] = inside
+
+
+def test_monte_carlo_pi():
+    n, samples = 64, 64
+    states = create_xoroshiro128p_states(n, seed=7)
+    hits = cuda.device_array(n, np.int64)
+    pi_hits.forall(n)(states, hits, samples)
+    estimate = 4.0 * hits.copy_to_host().sum() / (n * samples)
+    assert abs(estimate - math.pi) < 0.1
+
+
+@cuda.jit
+def wrapping_atomics(counters, old):
+    i = cuda.grid(1)
+    if i < old.shape[0]:
+        old[i, 0] = cuda.atomic.inc(counters, 0, np.uint32(4))
+        old[i, 1] = cuda.atomic.dec(counters, 1, np.uint32(4))
+
+
+def test_atomic_inc_and_dec_wrap_as_numba_cudas():
+    n = 11
+    counters = np.array([0, 2], np.uint32)
+    old = np.zeros((n, 2), np.uint32)
+    wrapping_atomics.forall(n)(counters, old)
+    # inc: 0, 1, 2, 3, 4, then back to 0; dec: 2, 1, 0, then 4, 3, ... 0, 4.
+    inc_seq = [k % 5 for k in range(n)]
+    dec_seq = [(2 - k) % 5 for k in range(n)]
+    assert sorted(old[:, 0]) == sorted(inc_seq) and counters[0] == n % 5
+    assert sorted(old[:, 1]) == sorted(dec_seq) and counters[1] == (2 - n) % 5
+
+
+@cuda.jit
+def nan_extremes(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.nanmin(out, 0, x[i])
+        cuda.atomic.nanmax(out, 1, x[i])
+        cuda.atomic.max(out, 2, x[i])
+
+
+def test_atomic_nanmin_and_nanmax_ignore_nan():
+    x = RNG.random(30)
+    x[[3, 17]] = np.nan
+    out = np.array([np.nan, np.nan, 0.0])
+    nan_extremes.forall(x.size)(x, out)
+    assert out[0] == np.nanmin(x) and out[1] == np.nanmax(x)
+    ints = np.array([5, -3, 9], np.int64)
+    int_out = np.array([0, 0, 0], np.int64)
+    nan_extremes.forall(3)(ints, int_out)
+    assert list(int_out) == [-3, 9, 9]
+
+
+def test_events_time_a_kernel():
+    start, end = cuda.event(), cuda.event(timing=True)
+    x = cuda.to_device(np.ones(64, np.float32))
+    out = cuda.device_array_like(x)
+    start.record()
+    vector_add.forall(64, tpb=32)(x, x, out)
+    end.record()
+    end.synchronize()
+    assert end.query()
+    elapsed = cuda.event_elapsed_time(start, end)
+    assert 0 <= elapsed == start.elapsed_time(end)
+    np.testing.assert_array_equal(out.copy_to_host(), 2)
+    with pytest.raises(nv.LaunchError, match="not recorded"):
+        cuda.event().elapsed_time(end)
+    with pytest.raises(nv.LaunchError, match="timing=False"):
+        untimed = cuda.event(timing=False)
+        untimed.record()
+        start.elapsed_time(untimed)
+
+
+def test_inspect_llvm_and_asm():
+    sig = "void(float32[::1], float32[::1])"
+    assert "define" in clamped.inspect_llvm(sig)
+    assert "OpEntryPoint GLCompute" in clamped.inspect_asm(sig)
+    asm = clamped.inspect_asm()
+    assert len(asm) == len(clamped.overloads) >= 1
+    assert all("OpEntryPoint" in text for text in asm.values())
+
+
+@cuda.jit
+def vote(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0
+    count = cuda.syncthreads_count(v > 5)
+    every = cuda.syncthreads_and(v > 0)
+    some = cuda.syncthreads_or(v > 8)
+    # A second count in the same kernel starts afresh.
+    again = cuda.syncthreads_count(v % 2 == 1)
+    if i < x.size:
+        out[i, 0] = count
+        out[i, 1] = every
+        out[i, 2] = some
+        out[i, 3] = again
+
+
+def test_counting_barriers():
+    x = RNG.integers(0, 10, 3 * TPB).astype(np.int32)
+    x[TPB:2 * TPB] = np.clip(x[TPB:2 * TPB], 1, 8)
+    out = np.full((x.size, 4), -1, np.int64)
+    vote[3, TPB](x, out)
+    for b in range(3):
+        block = x[b * TPB:(b + 1) * TPB]
+        expected = [(block > 5).sum(), (block > 0).all(), (block > 8).any(),
+                    (block % 2 == 1).sum()]
+        np.testing.assert_array_equal(out[b * TPB:(b + 1) * TPB],
+                                      np.tile(np.array(expected, np.int64), (TPB, 1)))
+
+
+@cuda.jit
+def last_block_sum(x, partial, ticket, total):
+    # The classic threadfence pattern: each block publishes its sum, fences,
+    # takes a ticket; the block with the last ticket sums every block's.
+    t = cuda.threadIdx.x
+    b = cuda.blockIdx.x
+    tile = cuda.shared.array(TPB, cuda.int64)
+    i = cuda.grid(1)
+    tile[t] = x[i] if i < x.size else 0
+    cuda.syncthreads()
+    last = cuda.shared.array(1, cuda.int32)
+    if t == 0:
+        s = 0
+        for k in range(TPB):
+            s += tile[k]
+        partial[b] = s
+        cuda.threadfence()
+        last[0] = cuda.atomic.inc(ticket, 0, np.uint32(cuda.gridDim.x - 1)) == cuda.gridDim.x - 1
+    cuda.threadfence_block()
+    cuda.syncthreads()
+    if last[0] and t == 0:
+        s = 0
+        for k in range(cuda.gridDim.x):
+            s += partial[k]
+        total[0] = s
+
+
+def test_threadfence_publishes_before_a_ticket():
+    x = RNG.integers(0, 100, 5 * TPB - 3).astype(np.int64)
+    blocks = math.ceil(x.size / TPB)
+    partial = np.zeros(blocks, np.int64)
+    ticket = np.zeros(1, np.uint32)
+    total = np.zeros(1, np.int64)
+    last_block_sum[blocks, TPB](x, partial, ticket, total)
+    assert total[0] == x.sum()
+    # inc wrapped the ticket back to 0 for the next launch.
+    assert ticket[0] == 0
+    # One fence each, with the storage classes Vulkan needs (spirv-val checks).
+    fence_kernel = next(iter(last_block_sum.overloads.values())).disassemble()
+    assert fence_kernel.count("OpMemoryBarrier") == 2
+
+
+def test_gpus_select_a_device_inside_a_block():
+    assert len(cuda.gpus) == len(nv.list_devices()) >= 1
+    current = cuda.get_current_device()
+    last = cuda.gpus[len(cuda.gpus) - 1]
+    with last as device:
+        assert device.info.index == last.id and cuda.get_current_device() is device
+        d = cuda.to_device(np.arange(4))
+        np.testing.assert_array_equal(d.copy_to_host(), np.arange(4))
+    assert cuda.get_current_device() is current and cuda.gpus.current is current
+    assert [g.id for g in cuda.gpus] == [info.index for info in nv.list_devices()]
+    cuda.close()
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(4))
+
+
+@cuda.jit
+def named_dtypes(out):
+    i = cuda.grid(1)
+    scratch = cuda.local.array(shape=(2, 3), dtype="int32")
+    tile = cuda.shared.array(shape=4, dtype="float64")
+    scratch[1, 2] = i * 3
+    tile[cuda.threadIdx.x] = 0.5 * i
+    cuda.syncthreads()
+    if i < out.shape[0]:
+        out[i] = scratch[1, 2] + tile[cuda.threadIdx.x]
+
+
+def test_array_dtypes_by_name():
+    out = np.zeros(8)
+    named_dtypes[2, 4](out)
+    np.testing.assert_array_equal(out, 3.5 * np.arange(8))

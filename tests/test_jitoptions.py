@@ -1,0 +1,58 @@
+"""One table of ``nv.jit`` options, and the cache files it and the libclc cache write."""
+
+import os
+import stat
+
+import pytest
+
+import numba_vulkan as nv
+from numba_vulkan import dispatcher, files, jitoptions, kernelcache, libclc
+from numba_vulkan.aot import codekey, manifest
+
+
+def _kernel(x):
+    x[0] = 1
+
+
+def test_every_part_reads_the_one_table():
+    assert list(dispatcher.OPTIONS) == list(jitoptions.OPTIONS)
+    assert set(manifest._OPTIONS) == set(jitoptions.CODE_OPTIONS) == (
+        set(jitoptions.OPTIONS) - {"cache"})
+    options = {"cache": True, "fastmath": True, "boundscheck": False}
+    assert kernelcache._options(options) == {"boundscheck": False, "fastmath": True}
+    with pytest.raises(TypeError, match="known: fastmath, error_model, boundscheck, inline"):
+        nv.jit(fastmth=True)
+
+
+def _values(name):
+    values = jitoptions.OPTIONS[name].values
+    return (False, True) if values is bool else values
+
+
+@pytest.mark.parametrize("name", jitoptions.CODE_OPTIONS)
+def test_each_code_option_changes_the_content_key_and_cache_does_not(name):
+    first, second = _values(name)[:2]
+    key = codekey.kernel_key(nv.jit(**{name: first})(_kernel))
+    assert codekey.kernel_key(nv.jit(**{name: second})(_kernel)) != key
+    assert codekey.kernel_key(nv.jit(**{name: first}, cache=True)(_kernel)) == key
+
+
+def test_prepared_libclc_files_are_readable_by_the_cache_group(tmp_path, monkeypatch):
+    """The prepared library is written like every other cache file: with the
+    umask's permissions (was mkstemp's 0600), atomically, no temporary left."""
+    monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
+    monkeypatch.setattr(libclc, "_loaded", {})
+    monkeypatch.setattr(libclc, "prepare", lambda path: "; prepared\n")
+    files.forget_cache_roots()
+    old = os.umask(0o022)
+    try:
+        library = libclc.library()
+    finally:
+        os.umask(old)
+        files.forget_cache_roots()
+    written = sorted((tmp_path / "libclc").iterdir())
+    assert [p.suffix for p in written] == [".json", ".ll"]
+    for path in written:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    assert library is not None
