@@ -249,6 +249,38 @@ def test_floor_division_beside_np_floor():
     np.testing.assert_array_equal(out, x // 3.0 + np.floor(x))
 
 
+@numba.njit
+def _remainders_and_powers(x, y, out):
+    for i in range(x.shape[0]):
+        out[i, 0] = x[i] % y[i]
+        out[i, 1] = np.fmod(x[i], y[i])
+        out[i, 2] = math.floor(x[i]) + np.floor(y[i])
+        out[i, 3] = abs(x[i]) ** y[i] + math.pow(abs(y[i]), x[i])
+
+
+@nv.jit
+def remainders_and_powers(x, y, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        out[i, 0] = x[i] % y[i]
+        out[i, 1] = np.fmod(x[i], y[i])
+        out[i, 2] = math.floor(x[i]) + np.floor(y[i])
+        out[i, 3] = abs(x[i]) ** y[i] + math.pow(abs(y[i]), x[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+def test_library_functions_reached_two_ways_in_one_kernel(dtype):
+    # frem and np.fmod both become libclc's fmod, ** and math.pow its pow.
+    x = np.array([-7.5, -3.0, -0.25, 0.5, 2.0, 5.75, 9.0, 1e3], dtype)
+    y = np.array([2.0, -1.5, 0.75, 3.0, -2.5, 1.25, 4.0, 0.5], dtype)
+    out = np.zeros((x.size, 4))
+    remainders_and_powers.forall(x.size)(x, y, out)
+    expected = np.zeros_like(out)
+    _remainders_and_powers(x, y, expected)
+    np.testing.assert_array_equal(out[:, :3], expected[:, :3])
+    np.testing.assert_allclose(out[:, 3], expected[:, 3], rtol=4e-7 if dtype == np.float32 else 1e-15)
+
+
 # Private arrays filled and copied in loops ---------------------------------------
 
 @nv.jit

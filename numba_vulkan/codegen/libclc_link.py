@@ -4,8 +4,9 @@ Numba lowers ``math.sin`` and NumPy's ufuncs to calls of C library functions
 (``tanf``, ``atan2``, ``numba_ldexp``, ...) and of LLVM intrinsics
 (``llvm.sin.f32``, ``llvm.pow.f64``, ...). Vulkan has no C library, and
 LLVM's SPIR-V backend turns those intrinsics into GLSL.std.450 instructions,
-which drivers may implement with errors of thousands of ULP. So before
-linking, every such call is renamed to libclc's OpenCL function
+which drivers may implement with errors of thousands of ULP. So once
+Numba's modules are linked into one, every such call is renamed (on the IR
+model, :mod:`numba_vulkan.codegen.ir`) to libclc's OpenCL function
 (``_Z3sinf``, ``_Z3powdd``, ...) and the functions used are linked in from
 the prepared library (:mod:`numba_vulkan.libclc`). Floating-point ``frem``
 becomes libclc's ``fmod`` for the same reason: Vulkan only promises
@@ -20,6 +21,7 @@ stay exact. Numba's C helpers for complex powers are defined here in IR.
 import re
 
 from numba_vulkan import libclc
+from numba_vulkan.codegen import ir
 
 _CODES = {"float": "f", "double": "d"}
 
@@ -100,23 +102,35 @@ _HELPERS = {
     "numba_cpowf": _cpow("numba_cpowf", "float", "f"),
 }
 
-_DECLARE = re.compile(r'^declare (?P<ret>\S+) @(?P<name>"[^"]*"|[-\w.$]+)\((?P<params>.*)\)'
-                      r'(?P<attrs>[^)]*)$')
-_FREM = re.compile(r"^(?P<lhs>\s*%\S+) = frem (?P<flags>(?:[a-z]+ )*)(?P<ty>float|double) "
-                   r"(?P<a>[^,]+), (?P<b>\S+)\s*$")
+def _split(words):
+    """``words`` split at their commas."""
+    groups = [[]]
+    for word in words:
+        if word == ",":
+            groups.append([])
+        else:
+            groups[-1].append(word)
+    return [g for g in groups if g]
 
 
-def _parameter_types(params):
-    from numba_vulkan.codegen.logical import split_top
-    types = []
-    for param in split_top(params):
-        words = param.split()
-        # Drop the parameter's name and attributes; keep its type.
-        ty = words[0]
-        if words[1:2] == ["addrspace"] or (len(words) > 1 and words[1].startswith("addrspace(")):
-            ty += " " + words[1]
-        types.append(ty)
-    return types
+def _type(words):
+    """The type that ``words`` start with."""
+    if len(words) > 1 and words[1].startswith("addrspace("):
+        return f"{words[0]} {words[1]}"
+    return words[0]
+
+
+def _declaration(function):
+    """``(name, return type, parameter types)`` of a declared function."""
+    words = ir.tokens(function.header)
+    k = next(i for i, w in enumerate(words) if w.startswith("@"))
+    callee = words[k]
+    end = callee.index('"', 2) + 1 if callee.startswith('@"') else 1
+    start = callee.index("(", end)
+    ret = (f"{words[k - 2]} {words[k - 1]}" if words[k - 1].startswith("addrspace(")
+           else words[k - 1])
+    params = [_type(group) for group in _split(ir.tokens(callee[start + 1:-1]))]
+    return callee[1:start].strip('"'), ret, params
 
 
 def _target(name, ret, params):
@@ -147,86 +161,69 @@ def _target(name, ret, params):
     return libclc.mangled(opencl, *[code] * len(params))
 
 
-def _rename(text):
-    """Rename the math calls of one module.
-
-    Returns:
-        The module text, the libclc functions it calls, and the Numba C
-        helpers (of :data:`_HELPERS`) it declares.
-    """
-    renames, used, lines, declared, helpers = {}, set(), [], set(), set()
-    for line in text.splitlines():
-        m = _DECLARE.match(line)
-        if m:
-            name = m.group("name").strip('"')
-            if name in _HELPERS:
-                helpers.add(name)
-            params = _parameter_types(m.group("params"))
-            target = _target(name, m.group("ret"), params)
-            if (target or name) in declared:
-                # Numba declares an intrinsic that a renamed C call already
-                # declared (``x // 3.0`` and ``np.floor(x)``): once is enough.
-                if target is not None:
-                    renames[m.group("name")] = target
-                continue
-            if target is not None:
-                renames[m.group("name")] = target
-                if not target.startswith("llvm."):
-                    used.add(target)
-                line = f"declare {m.group('ret')} @{target}({', '.join(params)})"
-            declared.add(name if target is None else target)
-        lines.append(line)
-    out = "\n".join(lines) + "\n"
-    for old, new in renames.items():
-        out = re.sub(re.escape("@" + old) + r"(?=\()", "@" + new, out)
-    out, used = _replace_frem(out, used)
-    return out, used, helpers
-
-
-def _replace_frem(text, used):
-    if " frem " not in text:
-        return text, used
-    lines, declared = [], set()
-    for line in text.splitlines():
-        m = _FREM.match(line)
-        if m:
-            ty = m.group("ty")
-            fn = libclc.mangled("fmod", _CODES[ty], _CODES[ty])
-            declared.add((fn, ty))
-            line = f"{m.group('lhs')} = call {ty} @{fn}({ty} {m.group('a')}, {ty} {m.group('b')})"
-        lines.append(line)
-    for fn, ty in sorted(declared):
-        used.add(fn)
-        if not re.search(rf"^declare \S+ @{fn}\(", text, re.M):
-            lines.append(f"declare {ty} @{fn}({ty}, {ty})")
-    return "\n".join(lines) + "\n", used
-
-
-def link(sources):
-    """Point the math calls of a kernel's modules at libclc.
+def link(text):
+    """Point the math calls of a kernel's module at libclc.
 
     Args:
-        sources: IR text of the kernel's modules, the entry point's last.
+        text: The kernel's modules linked into one, as LLVM prints it.
 
     Returns:
-        The modules, rewritten, with a module of the libclc functions they
-        use (if any) inserted before the entry point's.
+        Module texts: Numba's C helpers and the libclc functions the kernel
+        uses (if any), then the kernel's, rewritten.
     """
-    out, used, helpers = [], set(), set()
-    for text in sources:
-        renamed, names, called = _rename(text)
-        out.append(renamed)
-        used |= names
-        helpers |= called
+    module = ir.parse(text)
+    renames, used, helpers = {}, set(), set()
+    declared = {f.name[1:].strip('"') for f in module.functions}
+    for function in module.functions:
+        if function.blocks is not None:
+            continue
+        name, ret, params = _declaration(function)
+        if name in _HELPERS:
+            helpers.add(name)
+        target = _target(name, ret, params)
+        if target is None:
+            continue
+        renames[function.name] = f"@{target}"
+        if not target.startswith("llvm."):
+            used.add(target)
+        if target in declared:
+            # Numba declares an intrinsic that a renamed C call already
+            # declared (``x // 3.0`` and ``np.floor(x)``): once is enough.
+            module.items.remove(function)
+        else:
+            function.header = f"declare {ret} @{target}({', '.join(params)})"
+            declared.add(target)
+    for function in module.functions:
+        for block in function.blocks or ():
+            block.instructions = [_call_of_library(inst, renames, used)
+                                  for inst in block.instructions]
+    for fn in sorted(used - declared):
+        if fn.startswith("_Z4fmod"):
+            ty = "float" if fn.endswith("f") else "double"
+            module.items.append(ir.parse(f"declare {ty} @{fn}({ty}, {ty})").items[0])
+    out = [str(module)]
     for name in sorted(helpers):
-        text, names = _HELPERS[name]
+        helper, names = _HELPERS[name]
         declarations = [f"declare {_signature(library_name)}" for library_name in sorted(names)]
-        out.insert(-1, text + "\n".join(declarations) + "\n")
+        out.insert(-1, helper + "\n".join(declarations) + "\n")
         used |= names
     if not used:
         return out
-    library = libclc.library()
-    return out[:-1] + [library.module(sorted(used))] + out[-1:]
+    return out[:-1] + [libclc.library().module(sorted(used))] + out[-1:]
+
+
+def _call_of_library(inst, renames, used):
+    """``inst`` calling the function it is renamed to; a float remainder as a
+    call of libclc's ``fmod``."""
+    if inst.opcode == "call" and inst.callee in renames:
+        inst.callee = renames[inst.callee]
+    if inst.opcode != "frem" or inst.operands[0].type not in _CODES:
+        return inst
+    ty = inst.operands[0].type
+    fn = libclc.mangled("fmod", _CODES[ty], _CODES[ty])
+    used.add(fn)
+    a, b = (o.value for o in inst.operands)
+    return ir.instruction(f"{inst.name} = call {ty} @{fn}({ty} {a}, {ty} {b})")
 
 
 def _signature(name):

@@ -35,9 +35,10 @@ def link(job):
     linked into ``job.module`` (on a target with a loop limit, the library's
     loops marked to stay rolled)."""
     narrowed = narrow.sources(job.sources, job.target.narrowed)
-    texts = libclc_link.link(narrowed)
+    kernel = optimize.link(narrowed, job.target.triple, DATA_LAYOUT)
+    texts = libclc_link.link(str(kernel))
     if job.target.loop_limit:
-        texts = looplimit.keep_library_loops(texts, narrowed)
+        texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
     return str(job.module)
 
