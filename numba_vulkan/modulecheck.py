@@ -281,6 +281,10 @@ def check_interface(binary, params, push_size, threads, vulkan=None):
     unknown = [c for c in found.capabilities if c not in CAPABILITIES.values()]
     if unknown:
         raise ValueError(f"the module declares unknown capabilities {unknown}")
+    if "Linkage" in found.capabilities:
+        # Import linkage passes spirv-val, and lavapipe crashes on it.
+        raise ValueError("the module imports functions (capability Linkage), which Vulkan "
+                         "cannot link")
     if found.problems:
         raise ValueError(f"the module declares {found.problems[0]}")
     if [(m, n) for m, _, n in found.entry_points] != [(_GL_COMPUTE, "main")]:

@@ -61,6 +61,28 @@ def capabilities(binary):
             if opcode(inst) == _OP_CAPABILITY]
 
 
+_OP_DECORATE = 71
+_LINKAGE_ATTRIBUTES = 41
+_IMPORT = 1
+
+
+def string(words):
+    """A literal string from the words that hold it (nul-terminated UTF-8)."""
+    data = struct.pack(f"<{len(words)}I", *words)
+    return data.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def imports(binary):
+    """Names of the functions a module imports: declared with Import
+    linkage, for a linker that Vulkan does not have. No driver can run such a
+    module, and lavapipe crashes the process creating its pipeline, although
+    spirv-val accepts it."""
+    _, instructions = parse(binary)
+    return [string(inst[3:-1]) for inst in instructions
+            if opcode(inst) == _OP_DECORATE and len(inst) >= 5
+            and inst[2] == _LINKAGE_ATTRIBUTES and inst[-1] == _IMPORT]
+
+
 _OP_SELECTION_MERGE = 247
 _OP_SWITCH = 251
 

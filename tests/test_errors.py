@@ -6,9 +6,13 @@ import textwrap
 
 import numpy as np
 import pytest
+from llvmlite import ir as llvm_ir
+from numba.core import types
+from numba.core.typing.templates import AbstractTemplate, signature
 
 import numba_vulkan as nv
 from numba_vulkan.codegen import backend
+from numba_vulkan.compiler import stubs
 from numba_vulkan.errors import ToolError
 
 
@@ -289,3 +293,35 @@ def test_a_construct_the_target_cannot_lower_names_its_line():
     assert message.startswith(f"cannot compile kernel _builds_a_list: {__file__}:{line}: "
                               "kernels cannot use this construct")
     assert "    values = [1.0, 2.0]" in message
+
+
+def _undefined_device_call():
+    """Stands for a function a lowering calls but nothing defines."""
+
+
+class _UndefinedCallTemplate(AbstractTemplate):
+    key = _undefined_device_call
+
+    def generic(self, args, kws):
+        return signature(types.int64)
+
+
+def test_a_call_nothing_defines_is_a_compile_error_not_a_module():
+    # The backend turns an undefined function into an import, which spirv-val
+    # accepts and lavapipe crashes the process on: it must never reach a driver.
+    stubs.typing_registry.register_global(_undefined_device_call,
+                                          types.Function(_UndefinedCallTemplate))
+
+    @stubs.lowering_registry.lower(_undefined_device_call)
+    def lower(context, builder, sig, args):
+        fn = llvm_ir.Function(builder.module, llvm_ir.FunctionType(llvm_ir.IntType(64), []),
+                              "nv_test_nowhere_defined")
+        return builder.call(fn, [])
+
+    @nv.jit
+    def calls_nowhere(out):
+        out[nv.global_id(0)] = _undefined_device_call()
+
+    with pytest.raises(nv.CompilerError, match="nv_test_nowhere_defined") as info:
+        calls_nowhere.compile("void(int64[:])")
+    assert info.value.kernel and "calls_nowhere" in str(info.value)

@@ -287,6 +287,7 @@ MODULE_LIES = {
     "float buffers of 64 bits": _edit_instruction(22, _with(2, 64)),
     "unknown capability": _edit_instruction(17, lambda i: i if i[1] == 1 else [i[0], 4437]),
     "capability dropped": _edit_instruction(17, lambda i: i if i[1] == 1 else [i[0], 1]),
+    "imports functions (Linkage)": _edit_instruction(17, lambda i: i if i[1] == 1 else [i[0], 5]),
     "workgroup size built-in": _edit_instruction(
         71, lambda i: i[:3] + [25] if i[2] == 11 else i),
     "storage class uniform": _edit_instruction(59, lambda i: i[:3] + [2] if i[3] == 12 else i),

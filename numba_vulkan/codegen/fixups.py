@@ -26,8 +26,6 @@ Each repair undoes one known defect of LLVM 22's SPIR-V backend for Vulkan:
   storage class either, which Vulkan rejects; it gets the same semantics.
 """
 
-import struct
-
 from numba_vulkan import spirv
 
 _OP_TYPE_INT = 21
@@ -95,16 +93,11 @@ def repair(binary):
     return spirv.assemble(header, out)
 
 
-def _string(words):
-    data = struct.pack(f"<{len(words)}I", *words)
-    return data.split(b"\0", 1)[0].decode()
-
-
 def _wide_atomics(instructions, header, constants, inserted):
     placeholders = {}
     for inst in instructions:
         if (inst[0] & 0xFFFF) == _OP_NAME:
-            name = _string(inst[2:])
+            name = spirv.string(inst[2:])
             if name.startswith(WIDE_ATOMIC):
                 op, scope = name[len(WIDE_ATOMIC):].rsplit(".", 1)
                 placeholders[inst[1]] = (_ATOMIC_OPCODES[op], int(scope))

@@ -11,7 +11,8 @@ context is not safe to use from two threads); the backend runs in a child
 process.
 """
 
-from numba_vulkan import config
+from numba_vulkan import config, spirv
+from numba_vulkan.errors import UnsupportedError
 from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
                                    logical, looplimit, narrow, optimize, rounding, strip,
                                    structurize, validate, workarounds)
@@ -151,6 +152,10 @@ def exact_floats(job):
 
 def check(job):
     """``job.spirv``, checked by spirv-val when validation is on."""
+    missing = spirv.imports(job.spirv)
+    if missing:
+        raise UnsupportedError(f"the kernel calls {', '.join(missing)}, which nothing defines "
+                               "for the Vulkan target")
     if config.validate():
         validate.validate(job.spirv, job.target.target_env)
     return job.spirv
