@@ -99,25 +99,14 @@ FEATURES = {
     "many_args": "argument lists of more than 128 bytes of push constants",
 }
 
-#: Features that failed when the fuzzer was written, with the issue item
-#: that fixes them; off unless switched on by name (``--enable``) or with
-#: ``--all``. Each item's focused reproducer passes on main since the
-#: fixes landed (2026-12-01 12:25); they stay off in CI until the CI seed
-#: has passed with them on.
-KNOWN_BROKEN = {
-    "shared_const_index": "issue 10 item 2: workgroup array read at a constant index",
-    "global_arrays": "issue 10 item 3: global NumPy arrays read in kernels",
-    "atomic_mod": "issue 10 item 4: atomic at an index computed with %",
-    "shared_complex": "issue 10 item 4: complex values in workgroup arrays",
-    "private_complex": "issue 10 item 4: complex values in private arrays",
-    "private_memset": "issue 10 item 4: a private array filled with one value in a loop "
-                      "(llvm.memset)",
-    "private_sort": "issue 10 item 5: insertion sort on a private array",
-    "private_2d": "issue 10 item 5: 2-d private arrays",
-    "many_args": "issue 10 item 6: more than 128 bytes of arguments",
-    "rint": "issue 10 item 1: np.rint/round on lavapipe on AMD CPUs",
-    "float_floordiv": "issue 10 items 1 and 4: float // and % (fmod; llvm.floor redefined)",
-}
+#: Features known to fail on main, with the issue item that fixes them;
+#: off unless switched on by name (``--enable``) or with ``--all``. Empty
+#: since issue 10's fixes landed: constant-index workgroup reads, global
+#: arrays, atomics at ``%`` indices, complex workgroup and private arrays,
+#: private memsets, sorts and 2-d arrays, more than 128 bytes of arguments,
+#: ``np.rint`` and float ``//`` all failed when the fuzzer was written and
+#: pass now (the CI seed's 300 cases with every feature on, 2026-12-01).
+KNOWN_BROKEN = {}
 
 DEFAULT_FEATURES = frozenset(FEATURES) - frozenset(KNOWN_BROKEN)
 
