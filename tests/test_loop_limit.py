@@ -149,8 +149,10 @@ def _checked_sum(out, x, n):
 
 def test_loop_limit_shares_the_status_of_error_checks():
     out = np.zeros(1, np.int64)
-    _checked_sum[1, 1](out, _ONES, 100000)
-    assert out[0] == 100000
+    # Bounds checks leave the loop early, so it is not unrolled: the driver's
+    # own limit holds for it.
+    _checked_sum[1, 1](out, _ONES, 60000)
+    assert out[0] == 60000
     with pytest.raises(IndexError):
         _checked_sum[1, 2](out, _ONES, 10)
     if not _limited():
@@ -293,3 +295,78 @@ def test_aot_lookup_prefers_entries_built_for_the_device_loop_limit():
                  for built in (plain, limited)}
         assert None not in ranks.values()
         assert min(ranks, key=ranks.get) == device
+
+
+def _while_true_nest(x, s):
+    acc = s
+    c0 = 0
+    while True:
+        c0 += 1
+        if c0 > 5:
+            break
+        c1 = 0
+        while True:
+            c1 += 1
+            if c1 > 1:
+                break
+            acc += 4
+            c2 = 0
+            while True:
+                c2 += 1
+                if c2 > 1:
+                    break
+                acc += 6
+                if acc > 25:
+                    return acc
+                acc += c2
+            if x[(c1 + acc) % 16] > 0.19:
+                break
+            acc += c1
+        acc += 5
+        if x[(c0 + acc) % 16] > 0.33:
+            break
+        if c0 % 2 == 0:
+            continue
+        acc += c0
+    return acc
+
+
+_while_true_cpu = numba.njit(_while_true_nest)
+_while_true_dev = numba.njit(_while_true_nest)
+
+
+@nv.jit
+def _while_true_kernel(x, starts, out):
+    i = nv.global_id(0)
+    if i < starts.shape[0]:
+        out[i] = _while_true_dev(x, starts[i])
+
+
+def test_nests_of_while_true_with_returns_match_njit():
+    """Unrolled 16 times, this nest's innermost loop (left by a break and a
+    return) gave zeros on lavapipe: loops with such exits stay rolled."""
+    x = np.random.default_rng(22).random(16)
+    starts = np.arange(8, dtype=np.int64)
+    out = np.zeros(8, np.int64)
+    _while_true_kernel.forall(8)(x, starts, out)
+    np.testing.assert_array_equal(out, [_while_true_cpu(x, s) for s in starts])
+
+
+@nv.jit
+def _search(out, x, n):
+    s = 0
+    for k in range(n):
+        if x[k & 7] < 0:
+            break
+        s += x[k & 7]
+    out[0] = s
+
+
+def test_loops_left_early_keep_the_drivers_limit():
+    out = np.zeros(1, np.int64)
+    _search[1, 1](out, _ONES, 60000)
+    assert out[0] == 60000
+    if not _limited():
+        pytest.skip("the device has no loop limit")
+    with pytest.raises(nv.LaunchError, match="loop limit"):
+        _search[1, 1](out, _ONES, 100000)

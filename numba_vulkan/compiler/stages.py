@@ -221,7 +221,8 @@ STAGES = (
     Stage("logical", _logical, "logical addressing: every load and store goes through a "
           "buffer handle and an element index instead of a byte address", llvm=True),
     Stage("unroll", _codegen("unroll_hints"), "on a target with a loop limit (lavapipe's), "
-          "innermost loops are marked to be unrolled 16 times"),
+          "innermost loops left only from their latch are marked to be "
+          "unrolled 16 times"),
     Stage("reoptimize", _codegen("reoptimise"), "optimised again, with what the rewrite "
           "exposed", llvm=True),
     Stage("structurize", _codegen("structure"), "structured control flow: one merge block per "
