@@ -58,6 +58,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.errors.AOTWarning")
 
 
+def _pythonpath(*folders):
+    """PYTHONPATH for a child: ``folders``, then the path already set (where
+    numba_vulkan's dependencies come from it, as on the GPU machine)."""
+    inherited = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([*map(str, folders), *([inherited] if inherited else [])])
+
+
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
     """A project with one kernel, built into ``aot/``; returns the project folder."""
@@ -67,7 +74,7 @@ def shipped(tmp_path_factory):
     (root / "kernels.yaml").write_text(MANIFEST)
     result = subprocess.run([sys.executable, "-m", "numba_vulkan.aot", "build", "kernels.yaml",
                              "--quiet"], cwd=root, capture_output=True, text=True,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, str(root)])))
+                            env=dict(os.environ, PYTHONPATH=_pythonpath(ROOT, root)))
     assert result.returncode == 0, result.stdout + result.stderr
     return root
 
@@ -330,7 +337,7 @@ def test_crashing_module_falls_back_in_a_fresh_process(shipped, tmp_path):
               "assert np.array_equal(y, 2 * x + 1), y\n"
               "print([str(w.message) for w in caught])\n")
     env = dict(os.environ, NUMBA_VULKAN_AOT_PATH=str(directory),
-               PYTHONPATH=os.pathsep.join([ROOT, str(shipped)]))
+               PYTHONPATH=_pythonpath(ROOT, shipped))
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -693,7 +700,7 @@ POINTS = ["temporary directory made", "module written", "index written", "swappe
 def test_a_build_killed_at_any_point_leaves_a_complete_directory(shipped, tmp_path):
     root = project_copy(shipped, tmp_path)
     before = (root / "aot" / index.INDEX).read_bytes()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, str(root)]))
+    env = dict(os.environ, PYTHONPATH=_pythonpath(ROOT, root))
     for point in POINTS:
         result = subprocess.run([sys.executable, "-c", _KILLED_BUILD, point], cwd=root,
                                 env=env, capture_output=True, text=True, timeout=300)
@@ -781,7 +788,7 @@ def test_readers_during_rebuilds_always_see_one_generation(shipped, kernel_modul
         stop.set()
         swapper.join()
     errors = [f for f in found if not isinstance(f, nv.CompiledKernel)]
-    assert not errors, errors[0]
+    assert not errors, str(errors[0])
 
 
 # The command line: our errors, never a traceback ----------------------------------
