@@ -18,6 +18,7 @@ fails a check, 2 for a usage or manifest error (printed as
 import argparse
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -194,19 +195,12 @@ def explain_command(args):
         raise ManifestError(f"--threads {args.threads}: expected X, X,Y or X,Y,Z") from None
     entries = [e for e in _entries(directory) if e["kernel"] == args.kernel]
     target = (index.target_of(entries[0]) if entries else TargetDescription())
-    saved = {k: os.environ.get(k) for k in ("NUMBA_VULKAN_AOT_PATH", "NUMBA_VULKAN_AOT_STRICT")}
-    os.environ.update(NUMBA_VULKAN_AOT_PATH=directory, NUMBA_VULKAN_AOT_STRICT="1")
+    search = [lookup.Directory(directory, pathlib.Path(directory))]
     try:
-        lookup.find(dispatcher, sig, threads, target)
+        lookup.find(dispatcher, sig, threads, target, search=search, strict=True)
     except AOTError as exc:
         print(str(exc))
         return EXIT_FAILED
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     print(f"{args.kernel} {args.signature} threads {threads} is in {args.directory}")
     return EXIT_OK
 

@@ -381,7 +381,7 @@ def _record(name, sig, threads):
         f.write(line + "\n")
 
 
-def find(dispatcher, sig, threads, target):
+def find(dispatcher, sig, threads, target, search=None, strict=None):
     """The shipped :class:`~numba_vulkan.compiled.CompiledKernel` for a launch, or None.
 
     Args:
@@ -389,12 +389,15 @@ def find(dispatcher, sig, threads, target):
         sig: Argument types in text form.
         threads: The workgroup size ``(x, y, z)``.
         target: The :class:`~numba_vulkan.target.TargetDescription` of the device.
+        search: The :class:`Directory` objects to search, instead of
+            :func:`directories`.
+        strict: Whether a miss raises, instead of ``NUMBA_VULKAN_AOT_STRICT``.
 
     Raises:
         AOTError: In strict mode, when no AOT directory has a usable entry.
     """
-    search = directories()
-    strict = config.aot_strict()
+    search = directories() if search is None else search
+    strict = config.aot_strict() if strict is None else strict
     name = kernel_name(dispatcher)
     if not search and not strict:
         _record(name, sig, threads)
