@@ -28,7 +28,7 @@ from numba_vulkan.codegen import ir
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
 
 
-class _Emitter:
+class Emitter:
     """Builds the replacement lines of one instruction with fresh names."""
 
     def __init__(self, stem):
@@ -102,7 +102,7 @@ def _is_nan_constant(operand):
 def _expand_fcmp(inst, stem):
     # Constant operands are decided here: the backend cannot select a
     # comparison of two constants.
-    emit = _Emitter(stem)
+    emit = Emitter(stem)
     ty, result = inst.operands[0].type, inst.name
     ordered = inst.flags[-1] == "ord"
     tests, known_nan = [], False
@@ -137,7 +137,7 @@ def _intrinsic(inst):
 def _expand_call(inst, op, stem):
     ret, result = inst.type, inst.name
     args = [str(o.value) for o in inst.operands]
-    emit = _Emitter(stem)
+    emit = Emitter(stem)
     bits = _width(ret)
     if op in ("fshl", "fshr") and bits is not None:
         return _expand_funnel_shift(emit, op, bits, args, result)
@@ -353,7 +353,7 @@ def _expand_select(inst, stem):
     # The backend's combiner rewrites a select between K and -K into
     # something its pre-legalizer then trips over; an integer select of the
     # bit patterns sidesteps every float combine.
-    emit = _Emitter(stem)
+    emit = Emitter(stem)
     ty = inst.operands[1].type
     ity = "i32" if ty == "float" else "i64"
     a, b = (_float_bits(ty, o.value) for o in inst.operands[1:])
@@ -385,7 +385,7 @@ def _expand_pick(inst, stem):
     # driver may turn it into its min/max instruction, which returns the
     # other operand of a NaN and orders -0 below +0 (NVIDIA does). Selecting
     # the bits keeps the operand Python picks.
-    emit = _Emitter(stem)
+    emit = Emitter(stem)
     cond, x, y = inst.operands
     ity = "i32" if x.type == "float" else "i64"
     a = emit(f"bitcast {x.type} {x.value} to {ity}")
@@ -395,7 +395,7 @@ def _expand_pick(inst, stem):
     return emit.lines
 
 
-def _splice(module, rewrite):
+def splice(module, rewrite):
     """Replace each instruction of ``module``'s functions for which
     ``rewrite(inst, function)`` gives lines of IR by those lines; return
     whether any was replaced."""
@@ -439,7 +439,7 @@ def exact_float32(text):
                 (inst.type if sqrt else inst.operands[0].type) != "float":
             return None
         counter += 1
-        emit = _Emitter(f"%nv.exact.{counter}")
+        emit = Emitter(f"%nv.exact.{counter}")
         wide = [emit(f"fpext float {o.value} to double") for o in inst.operands]
         if sqrt:
             wide = emit(f"call double @llvm.sqrt.f64(double {wide[0]})")
@@ -448,7 +448,7 @@ def exact_float32(text):
         emit(f"fptrunc double {wide} to float", inst.name)
         return emit.lines
 
-    if not _splice(module, rewrite):
+    if not splice(module, rewrite):
         return text
     _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
     return str(module)
@@ -592,7 +592,7 @@ def legalize(text):
             counter += 1
         return lines
 
-    if not _splice(module, rewrite):
+    if not splice(module, rewrite):
         return text
     if any(inst.opcode == "call" and inst.callee == "@llvm.ctpop.i32"
            for function in module.functions for inst in function.instructions()):

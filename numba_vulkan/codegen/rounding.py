@@ -19,12 +19,10 @@ targets with int64: a device with float64 but without int64 (not lavapipe)
 keeps its own rounding instructions.
 """
 
-import re
+from numba_vulkan.codegen import ir, legalize
 
 _OPS = ("floor", "ceil", "trunc", "rint", "nearbyint", "roundeven", "round")
-_CALL = re.compile(r"^(?P<indent>\s*)(?P<result>%\S+) = (?:tail |notail |musttail )?call "
-                   r"(?:[a-z]+ )*double @llvm\.(?P<op>" + "|".join(_OPS) + r")\.f64\("
-                   r"double (?P<x>[^,()]+)\)[^)]*$")
+_CALLEES = {f"@llvm.{op}.f64": op for op in _OPS}
 
 _SIGN = -(1 << 63)
 _MANTISSA = (1 << 52) - 1
@@ -32,20 +30,9 @@ _ONE = 0x3FF0000000000000
 _HALF = 0x3FE0000000000000
 
 
-def _expand(m, stem):
-    lines, counter = [], 0
-    indent = m.group("indent")
-
-    def emit(expression, name=None):
-        nonlocal counter
-        if name is None:
-            counter += 1
-            name = f"{stem}.{counter}"
-        lines.append(f"{indent}{name} = {expression}")
-        return name
-
-    op, result = m.group("op"), m.group("result")
-    bits = emit(f"bitcast double {m.group('x').strip()} to i64")
+def _expand(op, x, result, stem):
+    emit = legalize.Emitter(stem)
+    bits = emit(f"bitcast double {x} to i64")
     biased = emit(f"and i64 {emit(f'lshr i64 {bits}, 52')}, 2047")
     exponent = emit(f"sub i64 {biased}, 1023")
     below_one = emit(f"icmp slt i64 {exponent}, 0")
@@ -57,7 +44,7 @@ def _expand(m, stem):
     t_bits = emit(f"select i1 {below_one}, i64 {emit(f'and i64 {bits}, {_SIGN}')}, i64 {whole}")
     if op == "trunc":
         emit(f"bitcast i64 {t_bits} to double", result)
-        return lines
+        return emit.lines
     t = emit(f"bitcast i64 {t_bits} to double")
     inexact = emit(f"icmp ne i64 {t_bits}, {bits}")
     negative = emit(f"icmp slt i64 {bits}, 0")
@@ -66,7 +53,6 @@ def _expand(m, stem):
         step = emit(f"and i1 {inexact}, {moves}")
     else:
         # The part cut off, x - t, is exact; compare its magnitude with 1/2.
-        x = m.group("x").strip()
         cut = emit(f"bitcast double {emit(f'fsub double {x}, {t}')} to i64")
         cut = emit(f"and i64 {cut}, {-_SIGN - 1}")
         above = emit(f"icmp ugt i64 {cut}, {_HALF}")
@@ -90,19 +76,22 @@ def _expand(m, stem):
     zero = emit(f"select i1 {negative}, i64 {_SIGN}, i64 0")
     increment = emit(f"bitcast i64 {emit(f'select i1 {step}, i64 {one}, i64 {zero}')} to double")
     emit(f"fadd double {t}, {increment}", result)
-    return lines
+    return emit.lines
 
 
 def exact_rounding(text):
     """``text`` with every float64 rounding intrinsic call computed on bits."""
     if "double @llvm." not in text:
         return text
-    out, counter = [], 0
-    for line in text.splitlines():
-        m = _CALL.match(line) if " call " in line else None
-        if m is None:
-            out.append(line)
-            continue
+    module = ir.parse(text)
+    counter = 0
+
+    def rewrite(inst, function):
+        nonlocal counter
+        op = _CALLEES.get(inst.callee) if inst.opcode == "call" else None
+        if op is None or inst.name is None or len(inst.operands) != 1:
+            return None
         counter += 1
-        out.extend(_expand(m, f"%nv.round.{counter}"))
-    return "\n".join(out) + "\n"
+        return _expand(op, str(inst.operands[0].value), inst.name, f"%nv.round.{counter}")
+
+    return str(module) if legalize.splice(module, rewrite) else text
