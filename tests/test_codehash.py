@@ -16,7 +16,7 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan import codehash, kernelcache
-from numba_vulkan.aot import codekey
+from numba_vulkan.aot.loader import codekey
 from numba_vulkan.target import DEFAULT
 
 SIG = ("float32[1d,C]",)
