@@ -66,7 +66,7 @@ class _Plan:
         self.written = tuple(p.kind == "array" and p.binding in written
                              for p in kernel.params if p.kind in ("array", "scalar"))
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
-                                 cache=pipeline_cache.for_device(device))
+                                 cache=pipeline_cache.for_device(device), name=kernel.name)
         # Where a kernel compiled with error checks reports the first error.
         self.status = None
         if any(p.kind == "status" for p in kernel.params):
