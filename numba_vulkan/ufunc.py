@@ -16,6 +16,7 @@ interface carries like any strides. NumPy operands are staged by the
 launch as for any kernel; device operands stay where they are.
 """
 
+import linecache
 import math
 import re
 import threading
@@ -157,14 +158,17 @@ def _generate(function, name, source, options):
     """A kernel from generated source that calls ``function``.
 
     Its qualified name is ``function``'s plus ``name`` and its module is
-    ``function``'s, so that a manifest names it through the ufunc object;
-    its code is compiled under this file's name, which the kernel cache
-    stamps like any source file.
+    ``function``'s, so that a manifest names it through the ufunc object.
+    The source is registered with :mod:`linecache` under a name of its own,
+    so that a compile error shows the generated line.
     """
+    qualname = f"{function.__qualname__}.{name}"
+    filename = f"<numba_vulkan generated {function.__module__}:{qualname}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = dict(_KERNEL_GLOBALS, f=function, __name__=function.__module__)
-    exec(compile(source, __file__, "exec"), namespace)
+    exec(compile(source, filename, "exec"), namespace)
     py_func = namespace[name]
-    py_func.__qualname__ = f"{function.__qualname__}.{name}"
+    py_func.__qualname__ = qualname
     return VulkanDispatcher(py_func, options)
 
 

@@ -171,6 +171,16 @@ def test_errors_name_the_ufunc(rng):
     assert empty.shape == (0, 3)
 
 
+def test_compile_error_shows_the_generated_line():
+    @nv.vectorize(["float32(float32)"])
+    def pair(a):
+        return (a, a)
+
+    with pytest.raises(nv.CompilerError, match=r"pair\.loop_float32_1d_a") as info:
+        pair(np.ones(3, np.float32))
+    assert "out[i0] = f(np.float32(a0[i0]))" in str(info.value)
+
+
 def test_generated_kernels_validate_and_are_attributes():
     sub(np.ones(4, np.float32), np.ones(4, np.float32))
     kernel = sub.loop_float32_float32_1d_aa
