@@ -22,9 +22,6 @@ _COMPLEX = ("complex64", "complex128")
 # How a launch passes each argument (_Plan.kinds).
 _ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
 
-#: Workgroup size of ``forall`` launches, capped by the device's limit.
-FORALL_THREADS = 256
-
 #: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
 OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
 
@@ -92,7 +89,7 @@ class _Plan:
         self.written = tuple(p.kind == "array" and p.binding in written
                              for p in kernel.params if p.kind in ("array", "scalar"))
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
-                                 cache=pipeline_cache.for_device(device))
+                                 cache=pipeline_cache.for_device(device), name=kernel.name)
         # Where a kernel compiled with error checks reports the first error.
         self.status = None
         if any(p.kind == "status" for p in kernel.params):
@@ -220,7 +217,7 @@ class VulkanDispatcher:
             raise ValueError(f"forall(n): n must not be negative, not {n}")
         if threads is None:
             limit = current_device().info.max_workgroup_invocations
-            threads = min(FORALL_THREADS, limit)
+            threads = min(abi.FORALL_THREADS, limit)
         groups = -(-int(n) // threads)
         return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1))
 
@@ -263,7 +260,7 @@ class VulkanDispatcher:
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
-                from numba_vulkan.aot import lookup
+                from numba_vulkan.aot.loader import lookup
                 compiled = lookup.find(self, sig, threads, target)
                 name = None
                 if compiled is None and self.options.get("cache"):
@@ -325,7 +322,7 @@ class VulkanDispatcher:
                         if "aot" not in compiled.metadata:
                             raise
                         # A shipped module the driver refuses: the JIT's instead.
-                        from numba_vulkan.aot import lookup
+                        from numba_vulkan.aot.loader import lookup
                         lookup.refused_by_driver(compiled, exc)
                         from numba_vulkan.compiler import stages
                         compiled = stages.compile(self.py_func, sig, threads, device.target,

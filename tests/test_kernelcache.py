@@ -349,21 +349,19 @@ def kernel_files(tmp_path):
     _forget(directory)
 
 
-def test_dependency_stamps_reach_called_functions(kernel_files):
+def test_library_objects_are_keyed_and_others_make_kernels_uncacheable(kernel_files,
+                                                                         cache_dir):
     module = _import(kernel_files, "kc_kernel")
-    stamps = kernelcache.dependency_stamps(module.kern.py_func)
-    assert len(stamps) == 3
-    assert stamps[0].startswith(kernelcache.source_stamp(module.kern.py_func))
-    joined = b"".join(stamps)
-    assert b"square" in joined and b"kc_helpers.py" in joined
-    # Library objects are named, not stamped.
     import numba
+    keys = set()
     for value in (np.sqrt, np.float32, np.dtype("f4"), numba.float32, np.float32(2)):
         module.SCALE = value
-        assert kernelcache.dependency_stamps(module.kern.py_func) is not None, value
-    # Something that cannot be described makes the kernel uncacheable.
+        keys.add(_function_key(module))
+    assert None not in keys and len(keys) == 5, keys
+    # Something whose value has no stable key makes the kernel uncacheable.
     module.SCALE = object()
-    assert kernelcache.dependency_stamps(module.kern.py_func) is None
+    assert _function_key(module) is None
+    assert kernelcache.stats()["functions"]["uncacheable"] == 1
 
 
 def _function_key(module, sig=SIG, threads=THREADS, target=DEFAULT, **options):
@@ -404,13 +402,15 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     assert len(set(keys.values())) == len(keys), keys
 
 
-def test_kernel_key_without_source_is_none():
-    namespace = {"nv": nv}
-    exec("def kern(x):\n    x[0] = 1\n", namespace)
-    kernel = nv.jit(cache=True)(namespace["kern"])
-    assert kernelcache.function_key(kernel.py_func, kernel.options, ("float32[1d,C]",),
-                                    THREADS, DEFAULT) is None
-    assert kernelcache.stats()["functions"]["uncacheable"] >= 1
+def test_kernel_defined_with_exec_is_keyed_by_its_code(cache_dir):
+    keys = []
+    for body in ("x[0] = 1", "x[0] = 1", "x[0] = 2"):
+        namespace = {"nv": nv}
+        exec(f"def kern(x):\n    {body}\n", namespace)
+        kernel = nv.jit(cache=True)(namespace["kern"])
+        keys.append(kernelcache.function_key(kernel.py_func, kernel.options,
+                                             ("float32[1d,C]",), THREADS, DEFAULT))
+    assert keys[0] is not None and keys[0] == keys[1] != keys[2], keys
 
 
 def _module_key(module, sig=SIG, target=DEFAULT, **options):

@@ -399,8 +399,8 @@ class StaleKernel(AssertionError):
 
 
 @pytest.mark.xfail(strict=True, raises=StaleKernel,
-                   reason="the functions/ tier does not see an @overload implementation "
-                   "that lives in a module the kernel does not name")
+                   reason="the functions/ tier's key (the code the kernel reaches) does "
+                   "not see an @overload implementation")
 def test_changed_overload_in_another_module_is_recompiled(tmp_path):
     for name, text in (("kc_stub.py", _OVERLOAD_STUB), ("kc_impl.py", _OVERLOAD_IMPL),
                        ("kc_bump.py", _OVERLOAD_KERNEL)):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from numba_vulkan import jitoptions
-from numba_vulkan.aot import index
+from numba_vulkan.aot.loader import index
 from numba_vulkan.errors import ManifestError
 from numba_vulkan.target import TargetDescription
 

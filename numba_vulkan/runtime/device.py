@@ -49,6 +49,10 @@ class DeviceInfo:
         max_workgroup_count: Most workgroups along x, y and z.
         max_shared_memory: Bytes of workgroup memory.
         max_push_constants: Bytes of push constants.
+        max_storage_buffers: Storage buffers one kernel may bind: the least
+            of ``maxPerStageDescriptorStorageBuffers``,
+            ``maxDescriptorSetStorageBuffers`` and ``maxPerStageResources``
+            (32 on lavapipe; drivers crash on a layout beyond it).
         pipeline_cache_uuid: Identifies pipeline cache data the driver accepts.
     """
 
@@ -66,6 +70,7 @@ class DeviceInfo:
     max_workgroup_count: tuple
     max_shared_memory: int
     max_push_constants: int
+    max_storage_buffers: int
     pipeline_cache_uuid: str = field(default="")
 
     def target(self):
@@ -170,6 +175,9 @@ class Instance:
             max_workgroup_count=tuple(limits.maxComputeWorkGroupCount[i] for i in range(3)),
             max_shared_memory=limits.maxComputeSharedMemorySize,
             max_push_constants=limits.maxPushConstantsSize,
+            max_storage_buffers=min(limits.maxPerStageDescriptorStorageBuffers,
+                                    limits.maxDescriptorSetStorageBuffers,
+                                    limits.maxPerStageResources),
             pipeline_cache_uuid=uuid)
 
     @staticmethod
