@@ -369,7 +369,7 @@ def test_a_subgroup_kernel_runs_from_an_aot_directory(tmp_path, monkeypatch):
     import importlib.util
     import subprocess
     import sys
-    from numba_vulkan.aot import index
+    from numba_vulkan.aot.loader import index
     (tmp_path / "sgkern.py").write_text(AOT_KERNEL)
     (tmp_path / "kernels.yaml").write_text(
         'version: 1\noutput: aot\ntarget_env: vulkan1.2\nprofiles:\n  - name: full\n'
