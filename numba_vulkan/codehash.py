@@ -66,16 +66,16 @@ from numba_vulkan import jitoptions
 #: Version of the hash's definition; part of every key.
 KEY_VERSION = 2
 
-#: Most functions a key may reach, each counted once: beyond it a function
-#: is deemed too entangled to key.
+#: Most functions one key may hash (one reached along several paths counts
+#: once, unless it recurses): beyond it a kernel is deemed too entangled.
 MAX_FUNCTIONS = 256
+
+#: Most functions nested in one chain of calls (the kernel's counts).
+MAX_DEPTH = 32
 
 #: Top-level packages whose functions and objects are keyed by name and
 #: text, not by code (functions written in C, such as ``math.sin``, always are).
 LIBRARIES = frozenset({"numba_vulkan", "numba", "numpy", "llvmlite"})
-
-#: Most functions nested in one chain of calls (the kernel's counts).
-MAX_DEPTH = 32
 
 _JIT_PACKAGES = ("numba", "numba_vulkan")
 _ATTRIBUTE_OPS = {"LOAD_ATTR", "LOAD_METHOD"}
@@ -88,7 +88,7 @@ class Unkeyable(ValueError):
     Attributes:
         where: What it is, as a phrase: ``global 'SCALE' read by kern``.
         kind: The type of the value (``module.qualname``), or None when the
-            function reaches too many functions.
+            function reaches too many functions or too deep.
     """
 
     def __init__(self, where, kind=None):
@@ -102,7 +102,7 @@ def _library(module_name):
     return (module_name or "").split(".")[0] in LIBRARIES
 
 
-def jitted(value):
+def _jitted(value):
     """``(py_func, options)`` of a jitted function (``nv.jit`` or Numba), else None."""
     py_func = getattr(value, "py_func", None)
     if not isinstance(py_func, types.FunctionType):
@@ -294,8 +294,8 @@ class _Walk:
             sink.put("dtype", value.str)
         elif isinstance(value, types.ModuleType):
             sink.put("module", value.__name__)
-        elif jitted(value) is not None:
-            self.callee(sink, *jitted(value))
+        elif _jitted(value) is not None:
+            self.callee(sink, *_jitted(value))
         elif isinstance(value, types.FunctionType) and not _library(value.__module__):
             self.callee(sink, value, {})
         elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
@@ -311,7 +311,7 @@ class _Walk:
 
 def _has_code(value):
     """Whether a value's key is the code of a function (a callee, not a global)."""
-    return jitted(value) is not None or (isinstance(value, types.FunctionType)
+    return _jitted(value) is not None or (isinstance(value, types.FunctionType)
                                          and not _library(value.__module__))
 
 
