@@ -59,7 +59,9 @@ def _subgroups(where, threads=THREADS):
     sub, lane, size = where[0], where[1], where[2]
     assert (size == size[0]).all()
     size = int(size[0])
-    assert size == current_device().info.subgroup_size
+    # The device's default size (lavapipe's and NVIDIA's only one); drivers
+    # with several (AMD, Intel) may pick another per kernel.
+    assert size & (size - 1) == 0 and size <= 128
     group = np.arange(where.shape[1]) // threads
     members = []
     for key in sorted(set(zip(group.tolist(), sub.tolist()))):
@@ -405,7 +407,7 @@ def test_a_subgroup_kernel_runs_from_an_aot_directory(tmp_path, monkeypatch):
         assert nv.aot.stats()["hits"] == hits + 1
     finally:
         nv.aot.unregister(label)
-    where = np.vstack([out[2:4], np.full(N, current_device().info.subgroup_size, np.int32)])
+    where = np.vstack([out[2:4], np.full(N, out[3].max() + 1, np.int32)])
     members, size = _subgroups(where)
     for order in members:
         np.testing.assert_array_equal(out[0, order], np.cumsum(x[order]))
