@@ -59,7 +59,9 @@ def _subgroups(where, threads=THREADS):
     sub, lane, size = where[0], where[1], where[2]
     assert (size == size[0]).all()
     size = int(size[0])
-    assert size == current_device().info.subgroup_size
+    # The device's default size (lavapipe's and NVIDIA's only one); drivers
+    # with several (AMD, Intel) may pick another per kernel.
+    assert size & (size - 1) == 0 and size <= 128
     group = np.arange(where.shape[1]) // threads
     members = []
     for key in sorted(set(zip(group.tolist(), sub.tolist()))):
@@ -179,7 +181,7 @@ EVEN = 0x55555555
 
 
 @cuda.jit
-def votes(p, v64, out, masks):
+def votes(p, v64, v8, out, masks):
     i = cuda.grid(1)
     q = p[i] != 0
     out[0, i] = nv.subgroup.all(q)
@@ -201,6 +203,9 @@ def votes(p, v64, out, masks):
     out[10, i] = nv.subgroup.id()
     out[11, i] = cuda.laneid
     out[12, i] = cuda.warpsize
+    out[13, i] = nv.subgroup.shuffle_xor(q, 1)
+    out[14, i] = nv.subgroup.reduce_add(v8[i])
+    out[15, i] = nv.subgroup.inclusive_min(v8[i])
 
 
 def _vote_inputs(rng, n):
@@ -224,11 +229,12 @@ def _vote_inputs(rng, n):
 def test_votes_ballots_and_cuda_shuffles_against_a_model(rng):
     n = 4 * THREADS
     p, v64 = _vote_inputs(rng, n)
-    out = np.zeros((13, n), np.int64)
+    v8 = rng.integers(-128, 128, n).astype(np.int8)
+    out = np.zeros((16, n), np.int64)
     masks = np.zeros((5, n), np.uint64)
-    votes[4, THREADS](p, v64, out, masks)
+    votes[4, THREADS](p, v64, v8, out, masks)
     members, size = _subgroups(out[10:13])
-    expect = np.zeros((10, n), np.int64)
+    expect = np.zeros((16, n), np.int64)
     emasks = np.zeros((5, n), np.uint64)
     lanes = np.arange(size)
     even = lanes % 2 == 0
@@ -246,13 +252,17 @@ def test_votes_ballots_and_cuda_shuffles_against_a_model(rng):
                                     order)
         expect[9, order] = np.where((lanes ^ 2) < size, order[np.minimum(lanes ^ 2, size - 1)],
                                     order)
+        expect[13, order] = q[lanes ^ 1] if size > 1 else q
+        # int8 sums wrap; minima compare signed values.
+        expect[14, order] = v8[order].astype(np.int64).sum().astype(np.int8)
+        expect[15, order] = np.minimum.accumulate(v8[order])
         bits = sum(int(t) << int(k) for k, t in zip(lanes, q) if k < 64)
         emasks[0, order] = bits
         emasks[1, order] = bits & 0xFFFFFFFF
         emasks[2, order] = bits & 0x0F0F0F0F
         emasks[3, order] = (1 << min(size, 32)) - 1
         emasks[4, order] = [(1 << min(k, 32)) - 1 for k in lanes]
-    for row in range(expect.shape[0]):
+    for row in [*range(10), 13, 14, 15]:
         np.testing.assert_array_equal(out[row], expect[row], err_msg=f"row {row}")
     for row in range(emasks.shape[0]):
         np.testing.assert_array_equal(masks[row], emasks[row], err_msg=f"mask row {row}")
@@ -397,7 +407,7 @@ def test_a_subgroup_kernel_runs_from_an_aot_directory(tmp_path, monkeypatch):
         assert nv.aot.stats()["hits"] == hits + 1
     finally:
         nv.aot.unregister(label)
-    where = np.vstack([out[2:4], np.full(N, current_device().info.subgroup_size, np.int32)])
+    where = np.vstack([out[2:4], np.full(N, out[3].max() + 1, np.int32)])
     members, size = _subgroups(where)
     for order in members:
         np.testing.assert_array_equal(out[0, order], np.cumsum(x[order]))
