@@ -157,7 +157,10 @@ def _location_in(text):
     for pattern in (_AT, _FILE):
         m = pattern.search(text)
         if m:
-            found.append((m.start(), os.path.abspath(m.group(1)), int(m.group(2))))
+            name = m.group(1)
+            # "<...>" names source held in linecache (generated code), not a file.
+            found.append((m.start(), name if name.startswith("<") else os.path.abspath(name),
+                          int(m.group(2))))
     if not found:
         return None
     _, filename, line = min(found)

@@ -19,6 +19,7 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float32, fl
 
 from numba_vulkan import dispatcher as _dispatcher
 from numba_vulkan import intrinsics as _intrinsics
+from numba_vulkan import ufunc as _ufunc
 from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
 from numba_vulkan.runtime import memory as _memory
@@ -34,7 +35,8 @@ __all__ = [
     "event", "event_elapsed_time", "pinned_array", "mapped_array", "pinned", "is_available",
     "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
     "complex64", "complex128", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
-    "uint8", "uint16", "uint32", "uint64", "uintp", "void",
+    "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
+    "Reduce",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -385,3 +387,23 @@ class _Gpus:
 
 gpus = _Gpus()
 
+
+# Ufuncs ----------------------------------------------------------------------
+
+def vectorize(signatures, target="cuda", **options):
+    """numba's ``vectorize(..., target='cuda')``: a GPU ufunc
+    (:func:`numba_vulkan.vectorize`); ``target`` is accepted and ignored."""
+    return _ufunc.vectorize(signatures, **options)
+
+
+def guvectorize(signatures, layout, target="cuda", **options):
+    """numba's ``guvectorize(..., target='cuda')``: a generalized GPU ufunc
+    (:func:`numba_vulkan.guvectorize`); ``target`` is accepted and ignored."""
+    return _ufunc.guvectorize(signatures, layout, **options)
+
+
+#: numba.cuda's ``Reduce``/``reduce``: :class:`numba_vulkan.Reduce`.
+Reduce = reduce = _ufunc.Reduce
+
+# Importing this module imports Numba: numba.vectorize(target="vulkan") too.
+_ufunc.register_numba_target()
