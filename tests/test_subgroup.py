@@ -9,13 +9,12 @@ them as the device did; no test assumes a size.
 
 import dataclasses
 import os
-import types
 
 import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import cuda, dispatcher, modulecheck
+from numba_vulkan import cuda, modulecheck
 from numba_vulkan.runtime.device import current_device
 from helpers import assert_valid_spirv, compiled_kernels
 
@@ -156,14 +155,20 @@ def test_modules_are_valid_and_declare_what_they_need():
         assert ("subgroup_extended_types" in needs) == extended, kernel.signature
 
 
-def test_a_device_without_an_operation_class_refuses_the_launch():
-    kernel = compiled_kernels(ops)[0]
+@nv.jit
+def _up(x):
+    i = nv.global_id(0)
+    x[i] = nv.subgroup.shuffle_up(x[i], 1)
+
+
+def test_a_device_without_an_operation_class_refuses_the_launch(monkeypatch):
     device = current_device()
-    info = dataclasses.replace(device.info, features=device.info.features
-                               - {"subgroup_shuffle_relative"})
-    with pytest.raises(nv.LaunchError, match=r"ops uses relative subgroup shuffles "
-                                             r"\(nv.subgroup.shuffle_up"):
-        dispatcher._Plan(kernel, types.SimpleNamespace(info=info))
+    monkeypatch.setattr(device, "info", dataclasses.replace(
+        device.info, features=device.info.features - {"subgroup_shuffle_relative"}))
+    with pytest.raises(nv.LaunchError, match=r"_up uses relative subgroup shuffles "
+                                             r"\(nv.subgroup.shuffle_up.* which device .* "
+                                             r"does not support"):
+        _up[1, 64](np.zeros(64, np.int32))
 
 
 def test_typing_errors_name_the_operation():
@@ -173,6 +178,13 @@ def test_typing_errors_name_the_operation():
 
     with pytest.raises(nv.CompilerError, match=r"subgroup.reduce_and\(float32\)"):
         float_and.compile("void(float32[::1])")
+
+    @nv.jit
+    def one_argument(a):
+        a[0] = nv.subgroup.shuffle(a[0])
+
+    with pytest.raises(nv.CompilerError, match=r"subgroup.shuffle\(int32\)"):
+        one_argument.compile("void(int32[::1])")
 
 
 # numba.cuda's warp functions ---------------------------------------------------
@@ -195,6 +207,7 @@ def votes(p, v64, v8, out, masks):
     out[8, i] = cuda.shfl_down_sync(0xFFFFFFFF, i, 1)
     out[9, i] = cuda.shfl_xor_sync(0xFFFFFFFF, i, 2)
     cuda.syncwarp()
+    cuda.syncwarp(0xFFFFFFFF)
     masks[0, i] = nv.subgroup.ballot(q)
     masks[1, i] = cuda.ballot_sync(0xFFFFFFFF, q)
     masks[2, i] = cuda.ballot_sync(0x0F0F0F0F, q)
