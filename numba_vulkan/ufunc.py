@@ -233,6 +233,12 @@ def _cast(dtype):
     return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"
 
 
+def _scalar(dtype, value):
+    """A scalar kernel argument of ``dtype`` (a bool as Python's, which the
+    launch packs)."""
+    return bool(value) if dtype == np.bool_ else dtype.type(value)
+
+
 def _type_name(kind, value):
     if kind == "scalar" and not isinstance(value, np.generic):
         return type(value).__name__
@@ -529,7 +535,7 @@ class VulkanUFunc(_Base):
             name = self._name(dtypes, ndim, mask)
             kernel = self._by_layout[dtypes, ndim, mask] = self._kernel(
                 name, lambda: self._source(name, dtypes, ndim, mask))
-        launch = [dtype.type(v) if k == "scalar" else view(k, v)
+        launch = [_scalar(dtype, v) if k == "scalar" else view(k, v)
                   for (k, v), dtype in zip(operands, dtypes)]
         launch.append(view(*target))
         _launch(kernel, count, launch, _threads())
@@ -727,7 +733,7 @@ class VulkanGUFunc(_Base):
                     kind, value = "host", np.asarray(value, dtype).reshape((1,) * ndim)
                 else:
                     mask.append("s")
-                    launch.append(dtype.type(value))
+                    launch.append(_scalar(dtype, value))
                     continue
             if not core and ndim == 0:
                 mask.append("e")
@@ -922,9 +928,9 @@ class Reduce:
         dst = res if res is not None else memory.device_array(1, dtype)
         if groups > 1:
             partial = memory.device_array(groups, dtype)
-            kernel[groups, threads](arr, partial, init, np.int32(0))
+            kernel[groups, threads](arr, partial, _scalar(dtype, init), np.int32(0))
             arr = partial
-        kernel[1, threads](arr, dst, init, np.int32(1))
+        kernel[1, threads](arr, dst, _scalar(dtype, init), np.int32(1))
         if res is None:
             return dst.copy_to_host()[0]
         return None

@@ -223,6 +223,47 @@ def test_gufunc_scalar_core_and_device_conversion(rng):
     _check(got.copy_to_host(), ints * 0.5)
 
 
+def test_gufunc_matrix_cores_and_two_outputs(rng):
+    @nv.guvectorize(["void(float32[:, :], float32[:, :], float32[:, :])"],
+                    "(m,n),(n,p)->(m,p)")
+    def matmul(a, b, c):
+        for i in range(c.shape[0]):
+            for j in range(c.shape[1]):
+                s = 0.0
+                for k in range(a.shape[1]):
+                    s += a[i, k] * b[k, j]
+                c[i, j] = s
+
+    @nv.guvectorize(["void(float64[:], float64[:], float64[:])"], "(n)->(),()")
+    def extremes(a, lo, hi):
+        lo[0] = a[0]
+        hi[0] = a[0]
+        for x in a:
+            lo[0] = min(lo[0], x)
+            hi[0] = max(hi[0], x)
+
+    a = rng.random((4, 3, 5), dtype=np.float32)
+    b = rng.random((5, 2), dtype=np.float32)
+    np.testing.assert_allclose(matmul(a, b), a.astype(np.float64) @ b, rtol=1e-5)
+    x = rng.random((6, 9))
+    lo, hi = extremes(x)
+    np.testing.assert_array_equal(lo, x.min(1))
+    np.testing.assert_array_equal(hi, x.max(1))
+
+
+def test_bool_results_and_reduction():
+    @nv.vectorize(["boolean(float32, float32)"])
+    def less(a, b):
+        return a < b
+
+    x = np.arange(5, dtype=np.float32)
+    got = less(x, 2.5)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, x < 2.5)
+    either = nv.reduce(lambda a, b: a or b)
+    assert either(got) and not either(~got[:3])
+
+
 def test_reduce_sum_and_max_of_a_million(rng):
     ints = rng.integers(-1000, 1000, 10 ** 6).astype(np.int32)
     assert sum_reduce(ints) == ints.sum()
@@ -311,6 +352,7 @@ def test_aot_directory_serves_ufuncs_without_numba(tmp_path):
     script = textwrap.dedent("""
         import sys
         import numpy as np
+        import numba_vulkan as nv
         import ufapp
         x = np.arange(300, dtype=np.float32)
         assert (ufapp.add(x, x) == 2 * x).all()
@@ -318,6 +360,13 @@ def test_aot_directory_serves_ufuncs_without_numba(tmp_path):
         rows = x.reshape(3, 100)
         assert np.allclose(ufapp.dot(rows, rows), (rows * rows).sum(1))
         assert "numba" not in sys.modules
+        # Another layout is another kernel: a strict miss names its manifest line.
+        try:
+            ufapp.add(rows, x[:100])
+        except nv.AOTError as exc:
+            assert "function: ufapp:add.loop_float32_float32_2d_aa" in str(exc), exc
+        else:
+            raise AssertionError("a broadcasting call found a kernel")
         print("ok")
     """)
     env = dict(os.environ, NUMBA_VULKAN_AOT_STRICT="1", NUMBA_VULKAN_AOT_PATH=str(tmp_path / "aot"),
