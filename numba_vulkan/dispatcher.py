@@ -47,6 +47,23 @@ def _dim3(value, what):
     return value + (1,) * (3 - len(value))
 
 
+#: What a kernel uses that needs each subgroup feature, for launch errors.
+_SUBGROUP_USES = {
+    "subgroup_vote": "subgroup votes (nv.subgroup.all, any, all_equal; cuda.all_sync, "
+                     "any_sync, eq_sync)",
+    "subgroup_arithmetic": "subgroup reductions or scans (nv.subgroup.reduce_*, "
+                           "inclusive_*, exclusive_*)",
+    "subgroup_ballot": "subgroup ballots or broadcasts (nv.subgroup.ballot, broadcast; "
+                       "cuda.ballot_sync, activemask)",
+    "subgroup_shuffle": "subgroup shuffles (nv.subgroup.shuffle, shuffle_xor; "
+                        "cuda.shfl_sync, shfl_xor_sync)",
+    "subgroup_shuffle_relative": "relative subgroup shuffles (nv.subgroup.shuffle_up, "
+                                 "shuffle_down; cuda.shfl_up_sync, shfl_down_sync)",
+    "subgroup_extended_types": "subgroup operations on 8-, 16- or 64-bit integers "
+                               "(shaderSubgroupExtendedTypes)",
+}
+
+
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
@@ -61,6 +78,12 @@ class _Plan:
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
+        lacking = sorted(modulecheck.subgroup_features(kernel.spirv) - device.info.features)
+        if lacking:
+            uses = "; ".join(_SUBGROUP_USES[f] for f in lacking)
+            raise LaunchError(f"{kernel.name} uses {uses}, which device {device.info.name} "
+                              "does not support (python -m numba_vulkan info lists its "
+                              "subgroup operations)")
         # Per argument: whether it is an array the kernel may write.
         written = modulecheck.written_bindings(kernel.spirv)
         self.written = tuple(p.kind == "array" and p.binding in written
