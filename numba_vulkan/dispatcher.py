@@ -59,7 +59,7 @@ _SUBGROUP_USES = {
                         "cuda.shfl_sync, shfl_xor_sync)",
     "subgroup_shuffle_relative": "relative subgroup shuffles (nv.subgroup.shuffle_up, "
                                  "shuffle_down; cuda.shfl_up_sync, shfl_down_sync)",
-    "subgroup_extended_types": "subgroup operations on 8-, 16- or 64-bit integers "
+    "subgroup_extended_types": "subgroup sums, minima or maxima of 64-bit integers "
                                "(shaderSubgroupExtendedTypes)",
 }
 

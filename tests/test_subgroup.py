@@ -281,6 +281,8 @@ def test_votes_ballots_and_cuda_shuffles_against_a_model(rng):
         np.testing.assert_array_equal(masks[row], emasks[row], err_msg=f"mask row {row}")
     for kernel in compiled_kernels(votes):
         assert_valid_spirv(kernel)
+        # 64-bit shuffles and votes go as 32-bit halves, int8 as 32 bits.
+        assert "subgroup_extended_types" not in modulecheck.subgroup_features(kernel.spirv)
 
 
 @nv.jit
@@ -426,3 +428,21 @@ def test_a_subgroup_kernel_runs_from_an_aot_directory(tmp_path, monkeypatch):
         np.testing.assert_array_equal(out[0, order], np.cumsum(x[order]))
         np.testing.assert_array_equal(out[1, order], np.concatenate([x[order][:1],
                                                                      x[order][:-1]]))
+
+
+def test_kernels_with_64_bit_values_compile_for_a_narrowed_target():
+    """Where int64 is narrowed nothing is split into halves (narrowing refuses
+    shifts by 32): 64-bit values are 32-bit there, ballots hold lanes 0 to 31."""
+    import warnings
+    from numba_vulkan.compiler import stages
+    from numba_vulkan.target import TargetDescription
+    narrow = TargetDescription(vulkan=(1, 2), float64=False, int64=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nv.NarrowingWarning)
+        for kernel, sig in ((votes, ("int32[1d,C]", "int64[1d,C]", "int8[1d,C]",
+                                     "int64[2d,C]", "uint64[2d,C]")),
+                            (bits, ("int32[1d,C]", "uint32[1d,C]", "int64[1d,C]",
+                                    "int8[1d,C]", "uint64[2d,C]"))):
+            compiled = stages.compile(kernel.py_func, sig, (64, 1, 1), narrow)
+            assert_valid_spirv(compiled)
+            assert "Int64" not in compiled.capabilities

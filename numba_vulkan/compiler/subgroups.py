@@ -8,7 +8,10 @@ turns into its SPIR-V instruction.
 
 Values narrower than 32 bits (and bools) travel as 32-bit integers, which
 needs no device feature and gives the same results: the sums wrap when
-truncated back, minima and maxima compare sign-extended values.
+truncated back, minima and maxima compare sign-extended values. 64-bit
+integers move (shuffles, broadcasts) and combine bitwise as two 32-bit
+halves; only their sums, minima and maxima need the device's
+``shaderSubgroupExtendedTypes``.
 """
 
 from llvmlite import ir
@@ -164,14 +167,16 @@ def _lower_vote(opcode):
 
 def _lower_ballot(context, builder, sig, args):
     low, high = _ballot_words(builder, _truth(context, builder, args[0], sig.args[0]))
-    return builder.or_(builder.zext(low, _i64), builder.shl(builder.zext(high, _i64),
-                                                            _const(32, _i64)))
+    if getattr(context, "int64_narrowed", False):
+        # The uint64 becomes a uint32: lanes 0 to 31.
+        return builder.zext(low, _i64)
+    return _join(builder, low, high)
 
 
 def _lower_all_equal(context, builder, sig, args):
     word = _to_word(context, builder, args[0], sig.args[0])
-    if word.type == _i64:
-        # Two 32-bit votes need no device feature for 64-bit integers.
+    if _split(context, word):
+        # Two 32-bit votes, as in _per_word.
         low, high = _halves(builder, word)
         return builder.and_(groupops.call(builder, groupops.ALL_EQUAL, _i1, [low]),
                             groupops.call(builder, groupops.ALL_EQUAL, _i1, [high]))
@@ -195,20 +200,42 @@ _register(_SG.ballot, _predicate_typer("subgroup.ballot", types.uint64), _lower_
 
 # Shuffles and broadcast -----------------------------------------------------
 
+def _join(builder, low, high):
+    return builder.or_(builder.zext(low, _i64),
+                       builder.shl(builder.zext(high, _i64), _const(32, _i64)))
+
+
+def _split(context, value):
+    """Whether a 64-bit integer is worked on as two 32-bit halves: not where
+    int64 is narrowed, which makes it 32-bit (and refuses shifts by 32)."""
+    return value.type == _i64 and not getattr(context, "int64_narrowed", False)
+
+
+def _per_word(context, builder, opcode, word, operands=(), operation=None):
+    """Instruction ``opcode`` on ``word`` and ``operands``; a 64-bit integer
+    as its two 32-bit halves, which needs no device feature for 64-bit
+    integers (only moves and bitwise operations may take this path)."""
+    if not _split(context, word):
+        return groupops.call(builder, opcode, word.type, [word, *operands], operation)
+    low, high = (groupops.call(builder, opcode, _i32, [half, *operands], operation)
+                 for half in _halves(builder, word))
+    return _join(builder, low, high)
+
+
 def _shuffle(context, builder, ty, value, kind, amount):
     """``value`` (of Numba type ``ty``) from another lane; ``amount`` is an i32."""
     word = _to_word(context, builder, value, ty)
     if kind == "broadcast":
-        moved = groupops.call(builder, groupops.BROADCAST, word.type, [word, amount])
+        moved = _per_word(context, builder, groupops.BROADCAST, word, [amount])
         return _from_word(context, builder, moved, ty)
     size = _size(builder)
     if kind == "shuffle":
         index = builder.and_(amount, builder.sub(size, _const(1)))
-        moved = groupops.call(builder, groupops.SHUFFLE, word.type, [word, index])
+        moved = _per_word(context, builder, groupops.SHUFFLE, word, [index])
         return _from_word(context, builder, moved, ty)
     opcode = {"xor": groupops.SHUFFLE_XOR, "up": groupops.SHUFFLE_UP,
               "down": groupops.SHUFFLE_DOWN}[kind]
-    moved = groupops.call(builder, opcode, word.type, [word, amount])
+    moved = _per_word(context, builder, opcode, word, [amount])
     lane = _lane(builder)
     # The lane read must exist; numba.cuda's rule keeps the own value where
     # it does not, which Vulkan leaves undefined.
@@ -283,7 +310,10 @@ def _lower_arithmetic(op, operation):
         word = _word_type(ty)
         opcode = _ARITHMETIC[op][2 if isinstance(ty, types.Float) else 0 if word.signed else 1]
         value = _to_word(context, builder, args[0], ty)
-        result = groupops.call(builder, opcode, value.type, [value], operation)
+        if op in ("and", "or", "xor"):
+            result = _per_word(context, builder, opcode, value, operation=operation)
+        else:
+            result = groupops.call(builder, opcode, value.type, [value], operation)
         return _from_word(context, builder, result, ty)
     return lower
 
@@ -417,8 +447,20 @@ def _widen(builder, value):
     return value if value.type.width == 32 else builder.zext(value, _i32)
 
 
+def _narrowed(builder, lower, context, sig, value):
+    """A bit function of an int64 that narrowing makes 32-bit: the function
+    of its 32-bit value."""
+    word = types.int32 if sig.args[0].signed else types.uint32
+    wide = sig.return_type.bitwidth == 64
+    result = lower(context, builder, signature(word if wide else sig.return_type, word),
+                   [builder.trunc(value, _i32)])
+    return builder.zext(result, _i64) if wide else result
+
+
 def _lower_popc(context, builder, sig, args):
     value, ty = args[0], sig.args[0]
+    if ty.bitwidth == 64 and not _split(context, value):
+        return _narrowed(builder, _lower_popc, context, sig, value)
     if ty.bitwidth == 64:
         low, high = _halves(builder, value)
         return builder.zext(builder.add(_popc32(builder, low), _popc32(builder, high)), _i64)
@@ -428,11 +470,11 @@ def _lower_popc(context, builder, sig, args):
 
 def _lower_brev(context, builder, sig, args):
     value, ty = args[0], sig.args[0]
+    if ty.bitwidth == 64 and not _split(context, value):
+        return _narrowed(builder, _lower_brev, context, sig, value)
     if ty.bitwidth == 64:
         low, high = _halves(builder, value)
-        low, high = _brev32(builder, low), _brev32(builder, high)
-        return builder.or_(builder.zext(high, _i64),
-                           builder.shl(builder.zext(low, _i64), _const(32, _i64)))
+        return _join(builder, _brev32(builder, high), _brev32(builder, low))
     reversed_ = _brev32(builder, _widen(builder, value))
     if ty.bitwidth < 32:
         return builder.trunc(builder.lshr(reversed_, _const(32 - ty.bitwidth)), value.type)
@@ -441,6 +483,8 @@ def _lower_brev(context, builder, sig, args):
 
 def _lower_clz(context, builder, sig, args):
     value, ty = args[0], sig.args[0]
+    if ty.bitwidth == 64 and not _split(context, value):
+        return _narrowed(builder, _lower_clz, context, sig, value)
     if ty.bitwidth == 64:
         low, high = _halves(builder, value)
         count = builder.select(builder.icmp_unsigned("==", high, _const(0)),
@@ -455,6 +499,8 @@ def _lower_clz(context, builder, sig, args):
 
 def _lower_ffs(context, builder, sig, args):
     value, ty = args[0], sig.args[0]
+    if ty.bitwidth == 64 and not _split(context, value):
+        return _narrowed(builder, _lower_ffs, context, sig, value)
     if ty.bitwidth == 64:
         low, high = _halves(builder, value)
         upper = _ffs32(builder, high)
