@@ -33,8 +33,8 @@ from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count
 from numba_vulkan.runtime.device import list_devices, select_device
 from numba_vulkan.runtime.memory import DeviceArray, device_array, device_array_like, to_device
 from numba_vulkan.target import TargetDescription
-from numba_vulkan.ufunc import (Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce,
-                                register_numba_target, vectorize)
+from numba_vulkan.numba_target import register_numba_target
+from numba_vulkan.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
 
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "device_array_like", "DeviceArray",

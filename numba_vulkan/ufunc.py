@@ -297,8 +297,10 @@ class _Base:
         if isinstance(signatures, str) or not isinstance(signatures, (list, tuple)):
             signatures = [signatures]
         if not signatures:
-            raise TypeError(f"{what} needs a list of signatures, such as "
-                            "['float32(float32, float32)']; types are not inferred here")
+            example = ("void(float32[:], float32[:])" if what == "guvectorize"
+                       else "float32(float32, float32)")
+            raise TypeError(f"{what} needs a list of signatures, such as [{example!r}]; "
+                            "types are not inferred here")
         #: The signatures as given, for the subclass to parse.
         self._given = list(signatures)
         self._lock = threading.RLock()
@@ -938,56 +940,3 @@ class Reduce:
 
 reduce = Reduce
 
-
-# numba.vectorize(..., target="vulkan") ---------------------------------------
-
-class _NumbaVectorize:
-    """What Numba's ``Vectorize`` expects of a target's builder: made with
-    the function and options, given signatures by :meth:`add`, and turned
-    into the ufunc by :meth:`build_ufunc`."""
-
-    def __init__(self, func, identity=None, cache=False, targetoptions=None):
-        self._func = func
-        self._signatures = []
-        self._options = dict(targetoptions or {})
-        self._options.pop("nopython", None)
-        if cache:
-            self._options["cache"] = True
-
-    def add(self, sig=None):
-        if sig is None:
-            raise TypeError("target='vulkan' needs signatures: "
-                            "numba.vectorize(['float32(float32)'], target='vulkan')")
-        self._signatures.append(sig)
-
-    def disable_compile(self):
-        """Signatures are fixed once given: nothing to disable."""
-
-    def build_ufunc(self):
-        return VulkanUFunc(self._func, self._signatures, **self._options)
-
-
-class _NumbaGUVectorize(_NumbaVectorize):
-    """:class:`_NumbaVectorize` for ``numba.guvectorize``."""
-
-    def __init__(self, func, signature, identity=None, cache=False, targetoptions=None,
-                 writable_args=(), is_dynamic=False):
-        super().__init__(func, identity, cache, targetoptions)
-        self._layout = signature
-
-    def build_ufunc(self):
-        return VulkanGUFunc(self._func, self._signatures, self._layout, **self._options)
-
-
-def register_numba_target():
-    """Make ``numba.vectorize`` and ``numba.guvectorize`` take ``target="vulkan"``.
-
-    Done on ``import numba_vulkan`` when Numba was imported first (and on
-    ``import numba_vulkan.cuda``); call it when Numba is imported later.
-    Imports Numba.
-    """
-    from numba.np.ufunc.decorators import GUVectorize, Vectorize
-    for registry, builder in ((Vectorize.target_registry, _NumbaVectorize),
-                              (GUVectorize.target_registry, _NumbaGUVectorize)):
-        if "vulkan" not in registry and "vulkan" not in registry.ondemand:
-            registry.ondemand["vulkan"] = lambda builder=builder: builder

@@ -314,7 +314,10 @@ def test_numba_vectorize_target_vulkan_and_cuda_names(rng):
 
     _check(half(a), a / 2)
     assert cuda.reduce is cuda.Reduce is nv.Reduce
-    assert cuda.guvectorize is not None
+    with pytest.raises(TypeError, match="needs a list of signatures"):
+        numba.vectorize(target="vulkan")(lambda x: x)
+    with pytest.raises(TypeError, match="needs a list of signatures"):
+        numba.guvectorize("(n)->()", target="vulkan")(lambda x, out: None)
 
 
 def test_aot_directory_serves_ufuncs_without_numba(tmp_path):

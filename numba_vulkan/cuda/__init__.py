@@ -19,6 +19,7 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float32, fl
 
 from numba_vulkan import dispatcher as _dispatcher
 from numba_vulkan import intrinsics as _intrinsics
+from numba_vulkan import numba_target as _numba_target
 from numba_vulkan import ufunc as _ufunc
 from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
@@ -406,4 +407,4 @@ def guvectorize(signatures, layout, target="cuda", **options):
 Reduce = reduce = _ufunc.Reduce
 
 # Importing this module imports Numba: numba.vectorize(target="vulkan") too.
-_ufunc.register_numba_target()
+_numba_target.register_numba_target()
