@@ -13,11 +13,13 @@ Entries live in ``kernels/`` below the cache directory
 cache off.
 
 Kernels compiled with ``@nv.jit(cache=True)`` are stored whole as well, in
-``functions/``, which skips Numba's pipeline too. They are found by the
-content of their code: bytecode, constants, the code of the functions they
-call and the values of the globals they read (:mod:`numba_vulkan.codehash`,
-the key of AOT directories too), never by file names or times; see
-:meth:`numba_vulkan.dispatcher.VulkanDispatcher.compile`.
+``functions/``, which skips Numba's pipeline too. They are found by their
+bytecode, the timestamps of their source files and those of the ``@nv.jit``
+functions they call, as with Numba's ``cache=True`` (:func:`source_stamp`),
+and by the content of their code and of the globals it reads
+(:mod:`numba_vulkan.codehash`, the key of AOT directories too); see
+:meth:`numba_vulkan.dispatcher.VulkanDispatcher.compile`. A kernel without
+a source file (defined with ``exec`` or interactively) is not stored there.
 
 An entry is one file, ``NAME.entry``: a line naming the format and its
 version, a line of JSON (the key, the entry's JSON values, the size and
@@ -304,8 +306,10 @@ def source_stamp(function):
         time of its source file, or None if it has no source file (it was
         defined interactively or with ``exec``), and cannot be cached.
 
-    The ``functions/`` tier keys on the content of the code instead
-    (:func:`function_key`), which no file's time or place changes.
+    A touched or edited file changes the stamps of all its functions, and
+    so the key of every kernel calling one of them: an edit the code's
+    content does not show (an ``@overload`` implementation in the kernel's
+    own file) recompiles too.
     """
     code = getattr(function, "__code__", None)
     if code is None or code.co_filename.startswith("<"):
@@ -324,11 +328,11 @@ def kernel_key(stamps, *settings):
     """Name of the cache entry for a compiled kernel.
 
     Args:
-        stamps (list of bytes): What identifies the code of the kernel and
-            of every function it calls; :func:`function_key` passes the
-            content key of :func:`numba_vulkan.codehash.code_key`.
+        stamps (list of bytes): :func:`source_stamp` of the kernel and of
+            every function it calls.
         *settings: Argument types, grid, narrowing mode and options
-            (JSON-compatible values).
+            (JSON-compatible values); :func:`function_key` adds the content
+            key of :func:`numba_vulkan.codehash.walk`.
 
     Returns:
         str: A hexadecimal digest.
@@ -783,24 +787,39 @@ def _versions():
     return [_installed_version("numba"), numpy.__version__, sys.implementation.cache_tag]
 
 
+def _uncacheable(function, why):
+    _log("functions", "uncacheable", getattr(function, "__qualname__", "?"), why)
+    _count("functions", "uncacheable")
+
+
 def function_key(function, options, sig, local_size, target):
     """The ``functions/`` name of a ``cache=True`` kernel, or None if caching is
-    off or the kernel's code cannot be keyed.
+    off or the kernel cannot be keyed.
 
-    The code's part is :func:`numba_vulkan.codehash.code_key`, the content
-    key AOT directories use too; a kernel it cannot key
-    (:class:`~numba_vulkan.codehash.Unkeyable`) is counted ``uncacheable``.
+    The key holds :func:`source_stamp` of the kernel and of every function
+    :func:`numba_vulkan.codehash.walk` reaches from it, and the walk's
+    content key, the one AOT directories use: the stamps see what a file's
+    time says (any edit), the content key what no file says (globals and
+    closure values set at run time). A kernel the walk cannot key
+    (:class:`~numba_vulkan.codehash.Unkeyable`), or which calls a function
+    without a source file (or is one), is counted ``uncacheable``.
     """
     if not enabled():
         return None
     try:
-        code = codehash.code_key(function, options)
+        found = codehash.walk(function, options)
     except codehash.Unkeyable as exc:
-        _log("functions", "uncacheable", getattr(function, "__qualname__", "?"), str(exc))
-        _count("functions", "uncacheable")
+        _uncacheable(function, str(exc))
         return None
-    return kernel_key([code.encode()], list(sig), list(local_size), target.key(), _options(options),
-                      abi.ABI_VERSION, _versions(), config.numba_settings())
+    stamps = []
+    for reached in found.functions:
+        stamp = source_stamp(reached)
+        if stamp is None:
+            _uncacheable(function, f"{reached.__qualname__} has no source file")
+            return None
+        stamps.append(stamp)
+    return kernel_key(stamps, found.key, list(sig), list(local_size), target.key(),
+                      _options(options), abi.ABI_VERSION, _versions(), config.numba_settings())
 
 
 def load_compiled(name, sig, local_size, target, label):

@@ -299,6 +299,8 @@ class _Base:
         if not signatures:
             raise TypeError(f"{what} needs a list of signatures, such as "
                             "['float32(float32, float32)']; types are not inferred here")
+        #: The signatures as given, for the subclass to parse.
+        self._given = list(signatures)
         self._lock = threading.RLock()
         self._kernels = {}
 
@@ -359,8 +361,7 @@ class VulkanUFunc(_Base):
         self._selected = {}
         self._by_layout = {}
         self._signatures = []
-        for sig in ([signatures] if isinstance(signatures, str)
-                    or not isinstance(signatures, (list, tuple)) else signatures):
+        for sig in self._given:
             ret, args = parse_signature(sig)
             if ret is None or ret[1] or any(ndim for _, ndim in args):
                 raise TypeError(f"vectorize signature {sig!r}: scalars only, with a return "
@@ -594,8 +595,7 @@ class VulkanGUFunc(_Base):
         self.nin, self.nout = len(self._ins), len(self._outs)
         self.nargs = self.nin + self.nout
         self._signatures = []
-        for sig in ([signatures] if isinstance(signatures, str)
-                    or not isinstance(signatures, (list, tuple)) else signatures):
+        for sig in self._given:
             ret, args = parse_signature(sig)
             if ret is not None:
                 raise TypeError(f"guvectorize signature {sig!r} must return void: outputs "

@@ -233,3 +233,22 @@ def test_numba_vectorize_with_numba_imported_last():
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="an AOT key is the content of the code the kernel "
+                   "reaches, which no @overload implementation is part of")
+def test_aot_key_sees_an_edited_overload():
+    from numba.extending import overload
+
+    from numba_vulkan.aot.loader import codekey
+
+    def key(step):
+        namespace = {"nv": nv}
+        exec("def bump(v):\n    raise NotImplementedError\n"
+             "def kern(x):\n    x[0] = bump(x[0])\n", namespace)
+
+        @overload(namespace["bump"], target="generic")
+        def _bump(v):
+            return lambda v: v + step
+        return codekey.kernel_key(nv.jit(namespace["kern"]))
+    assert key(1.0) != key(2.0)

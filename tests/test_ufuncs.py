@@ -388,3 +388,24 @@ def test_ufunc_reduce_method(rng):
         twice_abs.reduce(x)
     with pytest.raises(ValueError, match="empty"):
         hypot.reduce(x[:0])
+
+
+def test_signature_forms():
+    import numba
+    from numba_vulkan.ufunc import parse_layout, parse_signature
+    f4, i4 = np.dtype(np.float32), np.dtype(np.int32)
+    want = ((f4, 0), ((f4, 0), (i4, 0)))
+    assert parse_signature("float32(float32, int32)") == want
+    assert parse_signature("(float32, int32) -> float32") == want
+    assert parse_signature(numba.float32(numba.float32, numba.int32)) == want
+    assert parse_signature("f4(f4, i4)") == want
+    assert parse_signature("void(float32[:, ::1], boolean)") == (None, ((f4, 2), (np.dtype(bool), 0)))
+    assert parse_signature(numba.void(numba.float32[:], numba.float32[:, :])) == \
+        (None, ((f4, 1), (f4, 2)))
+    for bad in ("float32", "float32(flaot32)", "float32(float32[1:])", "object(object)"):
+        with pytest.raises(TypeError):
+            parse_signature(bad)
+    assert parse_layout("(m, n),(n,p)->(m,p)") == ((("m", "n"), ("n", "p")), (("m", "p"),))
+    assert parse_layout("(n),()->(),()") == ((("n",), ()), ((), ()))
+    with pytest.raises(ValueError, match="bad gufunc layout"):
+        parse_layout("(n)->")

@@ -231,11 +231,13 @@ def record_command(args):
                     continue
                 seen.add(ident)
                 module, _, qualname = record["function"].partition(":")
-                if module == "__main__" or "<locals>" in qualname:
+                if module == "__main__" or "<" in qualname:
                     _error(f"{record['function']} is not importable by name (a kernel of a "
-                           "script run as a file, or one defined inside a function); "
-                           "it is not recorded: run the script with python -m, and define "
-                           "kernels at module level")
+                           "script run as a file, one defined inside a function, or one "
+                           "generated for a lambda, such as nv.reduce(lambda a, b: a + b)'s); "
+                           "it is not recorded: run the script with python -m, define "
+                           "kernels at module level, and name a reduction's lambda by the "
+                           "module attribute that holds it (docs/ufuncs.md)")
                     continue
                 records.append(record)
     finally:
