@@ -199,6 +199,8 @@ cuda_warp = _namespace(
     ballot_sync="numba.cuda's ``ballot_sync(mask, predicate)``.",
     activemask="numba.cuda's ``activemask()``.",
     lanemask_lt="numba.cuda's ``lanemask_lt()``.",
+    match_any_sync="numba.cuda's ``match_any_sync(mask, value)``.",
+    match_all_sync="numba.cuda's ``match_all_sync(mask, value)``.",
     syncwarp="numba.cuda's ``syncwarp(mask=0xFFFFFFFF)``.",
 )
 

@@ -219,6 +219,10 @@ def votes(p, v64, v8, out, masks):
     out[13, i] = nv.subgroup.shuffle_xor(q, 1)
     out[14, i] = nv.subgroup.reduce_add(v8[i])
     out[15, i] = nv.subgroup.inclusive_min(v8[i])
+    out[16, i] = cuda.match_any_sync(0xFFFFFFFF, p[i] * 2 + (v8[i] & 1))
+    agreed, pred = cuda.match_all_sync(EVEN, p[i])
+    out[17, i] = agreed
+    out[18, i] = pred
 
 
 def _vote_inputs(rng, n):
@@ -243,11 +247,11 @@ def test_votes_ballots_and_cuda_shuffles_against_a_model(rng):
     n = 4 * THREADS
     p, v64 = _vote_inputs(rng, n)
     v8 = rng.integers(-128, 128, n).astype(np.int8)
-    out = np.zeros((16, n), np.int64)
+    out = np.zeros((19, n), np.int64)
     masks = np.zeros((5, n), np.uint64)
     votes[4, THREADS](p, v64, v8, out, masks)
     members, size = _subgroups(out[10:13])
-    expect = np.zeros((16, n), np.int64)
+    expect = np.zeros((19, n), np.int64)
     emasks = np.zeros((5, n), np.uint64)
     lanes = np.arange(size)
     even = lanes % 2 == 0
@@ -269,13 +273,19 @@ def test_votes_ballots_and_cuda_shuffles_against_a_model(rng):
         # int8 sums wrap; minima compare signed values.
         expect[14, order] = v8[order].astype(np.int64).sum().astype(np.int8)
         expect[15, order] = np.minimum.accumulate(v8[order])
+        m = p[order] * 2 + (v8[order] & 1)
+        expect[16, order] = [sum(1 << k for k in range(min(size, 32)) if m[k] == m[j])
+                             for j in lanes]
+        agree = len(set(p[order][even & (lanes < 32)])) == 1
+        expect[17, order] = EVEN if agree else 0
+        expect[18, order] = agree
         bits = sum(int(t) << int(k) for k, t in zip(lanes, q) if k < 64)
         emasks[0, order] = bits
         emasks[1, order] = bits & 0xFFFFFFFF
         emasks[2, order] = bits & 0x0F0F0F0F
         emasks[3, order] = (1 << min(size, 32)) - 1
         emasks[4, order] = [(1 << min(k, 32)) - 1 for k in lanes]
-    for row in [*range(10), 13, 14, 15]:
+    for row in [*range(10), *range(13, 19)]:
         np.testing.assert_array_equal(out[row], expect[row], err_msg=f"row {row}")
     for row in range(emasks.shape[0]):
         np.testing.assert_array_equal(masks[row], emasks[row], err_msg=f"mask row {row}")

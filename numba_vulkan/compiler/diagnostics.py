@@ -40,9 +40,9 @@ CUDA_NAMES = {
                             ("activemask", "ballot(True)"))},
     "lanemask_lt": ("(1 << nv.lane_id()) - 1", "a mask of the lower lanes"),
     **{name: (f"nv.{name}(x)", "the same function") for name in ("popc", "brev", "clz", "ffs")},
-    "match_any_sync": (None, "compare nv.subgroup.shuffle results and nv.subgroup.ballot "
-                       "the outcome"),
-    "match_all_sync": (None, "nv.subgroup.all_equal(value) is its predicate"),
+    "match_any_sync": ("a comparison with nv.subgroup.shuffle(value, k) for each lane k",
+                       "one shuffle per lane"),
+    "match_all_sync": ("nv.subgroup.all_equal(value)", "its predicate"),
     "threadfence_block": ("nv.workgroup_fence()", "a fence, not a barrier"),
     "threadfence": ("nv.fence()", "device-wide"),
     "threadfence_system": ("nv.fence()", "device-wide: kernels have no wider scope"),
@@ -80,7 +80,8 @@ CUDA_MODULE_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gr
                      "device_array", "device_array_like", "laneid", "warpsize", "syncwarp",
                      "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
                      "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask",
-                     "lanemask_lt", "popc", "brev", "clz", "ffs")
+                     "lanemask_lt", "match_any_sync", "match_all_sync", "popc", "brev",
+                     "clz", "ffs")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: "During: typing of call at /path/file.py (12)" and "File "file.py", line 12:".

@@ -410,6 +410,58 @@ _register(_WARP.activemask, _nullary_typer(types.uint32), _lower_activemask, 0)
 _register(_WARP.lanemask_lt, _nullary_typer(types.uint32), _lower_lanemask_lt, 0)
 
 
+def _match_typer(name, result):
+    def typer(mask, value):
+        _need_int(name, "the mask", mask)
+        _need_value(name, value)
+        return signature(result, mask, value)
+    return typer
+
+
+def _lanes_matching(context, builder, sig, args):
+    """The lanes (0 to 31) in the mask whose value equals this lane's: one
+    shuffle per lane, no loop, so nothing depends on how LLVM treats a loop
+    around convergent calls."""
+    maskty, ty = sig.args
+    mask = _u32(context, builder, args[0], maskty)
+    value = args[1]
+    size = _size(builder)
+    found = _const(0)
+    for k in range(32):
+        other = _shuffle(context, builder, ty, value, "shuffle", _const(k))
+        if isinstance(ty, types.Float):
+            same = builder.fcmp_ordered("==", other, value)
+        else:
+            same = builder.icmp_unsigned("==", other, value)
+        same = builder.and_(same, builder.icmp_unsigned("<", _const(k), size))
+        found = builder.or_(found, builder.shl(builder.zext(same, _i32), _const(k)))
+    # A shuffle from an inactive lane is undefined: those lanes are left out.
+    active, _ = _ballot_words(builder, _const(1, _i1))
+    members = builder.and_(mask, active)
+    return builder.and_(found, members), members
+
+
+def _lower_match_any(context, builder, sig, args):
+    return _lanes_matching(context, builder, sig, args)[0]
+
+
+def _lower_match_all(context, builder, sig, args):
+    found, members = _lanes_matching(context, builder, sig, args)
+    # Every lane of the mask finds all of the mask's active lanes.
+    member = _in_mask(context, builder, args[0], sig.args[0])
+    agrees = builder.icmp_unsigned("==", found, members)
+    every = _vote(builder, groupops.ALL, builder.or_(builder.not_(member), agrees))
+    result = builder.select(every, _u32(context, builder, args[0], sig.args[0]), _const(0))
+    return context.make_tuple(builder, sig.return_type, [result, every])
+
+
+_register(_WARP.match_any_sync, _match_typer("cuda.match_any_sync", types.uint32),
+          _lower_match_any, 2)
+_register(_WARP.match_all_sync,
+          _match_typer("cuda.match_all_sync", types.Tuple((types.uint32, types.boolean))),
+          _lower_match_all, 2)
+
+
 # Bit functions ------------------------------------------------------------------
 #
 # On 32-bit words: Vulkan allows OpBitCount and OpBitReverse on 32-bit

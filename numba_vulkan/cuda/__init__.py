@@ -30,7 +30,8 @@ __all__ = [
     "local", "const", "atomic", "syncthreads", "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "threadfence", "threadfence_block", "threadfence_system", "laneid",
     "warpsize", "syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
-    "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask", "lanemask_lt", "popc",
+    "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask", "lanemask_lt",
+    "match_any_sync", "match_all_sync", "popc",
     "brev", "clz", "ffs", "to_device", "device_array", "device_array_like", "synchronize", "stream",
     "default_stream", "legacy_default_stream", "per_thread_default_stream", "Stream", "Event",
     "event", "event_elapsed_time", "pinned_array", "mapped_array", "pinned", "is_available",
@@ -75,6 +76,8 @@ eq_sync = _intrinsics.cuda_warp.eq_sync
 ballot_sync = _intrinsics.cuda_warp.ballot_sync
 activemask = _intrinsics.cuda_warp.activemask
 lanemask_lt = _intrinsics.cuda_warp.lanemask_lt
+match_any_sync = _intrinsics.cuda_warp.match_any_sync
+match_all_sync = _intrinsics.cuda_warp.match_all_sync
 popc = _intrinsics.popc
 brev = _intrinsics.brev
 clz = _intrinsics.clz
