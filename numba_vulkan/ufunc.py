@@ -16,14 +16,16 @@ interface carries like any strides. NumPy operands are staged by the
 launch as for any kernel; device operands stay where they are.
 """
 
+import hashlib
 import linecache
 import math
+import os
 import re
 import threading
 
 import numpy as np
 
-from numba_vulkan import abi, intrinsics
+from numba_vulkan import abi, files, intrinsics
 from numba_vulkan.dispatcher import OPTIONS, VulkanDispatcher
 from numba_vulkan.runtime import memory
 from numba_vulkan.runtime.device import current_device
@@ -35,6 +37,9 @@ THREADS = 256
 #: Workgroups along x before a launch also spreads along y (Vulkan's
 #: guaranteed minimum of maxComputeWorkGroupCount).
 _MAX_GROUPS = 65535
+
+#: Folder of the cache directory that holds generated kernel source.
+_GENERATED = "generated"
 
 #: Workgroups of a reduction's first pass at most; each invocation folds
 #: every (groups * threads)-th element first.
@@ -154,17 +159,46 @@ def _device_function(func, options):
     return VulkanDispatcher(func, {k: v for k, v in options.items() if k != "cache"})
 
 
+def _source_file(source, label, cached):
+    """The file name generated source is compiled under.
+
+    For a ``cache=True`` ufunc, a file of the cache directory named by the
+    source's SHA-256, written once: the kernel cache's ``functions/`` tier
+    finds kernels by their source files (:func:`numba_vulkan.kernelcache.source_stamp`),
+    and an unchanged file keeps its stamp across processes. Otherwise, or
+    where the cache cannot be written, a name of its own registered with
+    :mod:`linecache`. Either way a compile error shows the generated line.
+    """
+    root = files.cache_root() if cached else None
+    if root is not None:
+        data = source.encode()
+        path = os.path.join(root, _GENERATED, hashlib.sha256(data).hexdigest() + ".py")
+        try:
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    return path
+        except OSError:
+            pass
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            files.write_atomic(path, data)
+            return path
+        except OSError:
+            pass
+    filename = f"<numba_vulkan generated {label}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return filename
+
+
 def _generate(function, name, source, options):
     """A kernel from generated source that calls ``function``.
 
     Its qualified name is ``function``'s plus ``name`` and its module is
     ``function``'s, so that a manifest names it through the ufunc object.
-    The source is registered with :mod:`linecache` under a name of its own,
-    so that a compile error shows the generated line.
     """
     qualname = f"{function.__qualname__}.{name}"
-    filename = f"<numba_vulkan generated {function.__module__}:{qualname}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    filename = _source_file(source, f"{function.__module__}:{qualname}",
+                            bool(options.get("cache")))
     namespace = dict(_KERNEL_GLOBALS, f=function, __name__=function.__module__)
     exec(compile(source, filename, "exec"), namespace)
     py_func = namespace[name]

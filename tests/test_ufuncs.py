@@ -412,3 +412,31 @@ def test_signature_forms():
     assert parse_layout("(n),()->(),()") == ((("n",), ()), ((), ()))
     with pytest.raises(ValueError, match="bad gufunc layout"):
         parse_layout("(n)->")
+
+
+def test_cache_true_ufunc_is_found_by_a_new_process_without_numba(tmp_path):
+    (tmp_path / "cachedufunc.py").write_text(textwrap.dedent("""
+        import numba_vulkan as nv
+
+        @nv.vectorize(["float32(float32, float32)"], cache=True)
+        def scaled_sum(a, b):
+            return 2 * a + b
+    """))
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import cachedufunc
+        x = np.arange(50, dtype=np.float32)
+        assert (cachedufunc.scaled_sum(x, x) == 3 * x).all()
+        print("numba" in sys.modules)
+    """)
+    env = dict(os.environ, NUMBA_VULKAN_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    seen = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        seen.append(run.stdout.strip())
+    # The first process compiled (and so imported Numba); the second found it all.
+    assert seen == ["True", "False"]
