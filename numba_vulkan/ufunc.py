@@ -467,6 +467,8 @@ class VulkanUFunc(_Base):
         _check_stream(stream)
         if len(args) == self.nin + 1 and out is None:
             *args, out = args
+        if isinstance(out, tuple) and len(out) == 1:
+            out = out[0]
         if len(args) != self.nin:
             raise TypeError(f"ufunc {self.__name__!r} takes {self.nin} input(s), "
                             f"{len(args)} were given")

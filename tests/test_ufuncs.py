@@ -103,6 +103,9 @@ def test_out_numpy_device_and_positional(rng):
     out2 = np.zeros((6, 7))
     assert sub(a, b, out2) is out2
     _check(out2, a - b)
+    out3 = np.zeros((6, 7))
+    assert sub(a, b, out=(out3,)) is out3
+    _check(out3, a - b)
     # A float32 result into float64 out: NumPy's 'same_kind' casting.
     wide = np.zeros((6, 7))
     sub(a.astype(np.float32), b.astype(np.float32), out=wide)
