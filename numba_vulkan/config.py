@@ -35,6 +35,24 @@ def device():
     return _text("NUMBA_VULKAN_DEVICE")
 
 
+def device_copies():
+    """How many logical devices ``nv.gpus`` opens on each physical device.
+
+    1 by default. More lets code for several GPUs run, and be tested, on one:
+    each copy has its own queue, memory, pipelines and pipeline cache file.
+    A value that is not a positive integer is refused.
+    """
+    value = _text("NUMBA_VULKAN_DEVICE_COPIES", "1")
+    try:
+        copies = int(value)
+    except ValueError:
+        copies = 0
+    if copies < 1:
+        raise ValueError(f"NUMBA_VULKAN_DEVICE_COPIES={value!r}: expected a positive "
+                         "integer, the logical devices to open on each physical one")
+    return copies
+
+
 def validate():
     """Whether every generated module goes through spirv-val.
 

@@ -768,7 +768,8 @@ class VulkanGUFunc(_Base):
             dtype, ndim = sig[k]
             if kind == "scalar":
                 if ndim:
-                    kind, value = "host", np.asarray(value, dtype).reshape((1,) * ndim)
+                    # A 0-d array, given its trailing axis of 1 below.
+                    kind, value = "host", np.asarray(value, dtype)
                 else:
                     mask.append("s")
                     launch.append(_scalar(dtype, value))

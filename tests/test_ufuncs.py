@@ -219,6 +219,13 @@ def test_gufunc_scalar_core_and_device_conversion(rng):
     _check(scaled(a, 3), a * np.float32(3))
     factors = np.arange(5, dtype=np.float32)[:, None]
     _check(scaled(a, factors[:, 0]), a * factors)
+    # A ()-input declared as an array is a 1-element array, from a scalar too.
+    @nv.guvectorize(["void(float32[:], float32[:], float32[:])"], "(n),()->(n)")
+    def scaled_by_array(a, factor, out):
+        for j in range(a.shape[0]):
+            out[j] = a[j] * factor[0]
+
+    _check(scaled_by_array(a[0], 2.0), a[0] * np.float32(2))
     # An int32 device array takes the float64 signature, converted on the device.
     ints = rng.integers(-9, 9, (5, 6)).astype(np.int32)
     got = scaled(nv.to_device(ints), 0.5)
