@@ -38,7 +38,8 @@ from numba_vulkan.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, r
 
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "device_array_like", "DeviceArray",
-    "list_devices", "select_device", "get_current_device", "gpus", "global_id", "local_id", "group_id",
+    "list_devices", "select_device", "get_current_device", "gpus", "global_id", "local_id",
+    "group_id",
     "local_size", "num_groups", "global_size", "grid", "gridsize", "shared", "local", "const",
     "barrier", "barrier_count", "barrier_and", "barrier_or", "lane_id", "subgroup_size",
     "subgroup", "popc", "brev", "clz", "ffs",

@@ -9,6 +9,7 @@ only the speed-up of real GPUs does not show. Where there are two physical
 devices, ``A`` and ``B`` are two real ones.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -175,6 +176,29 @@ def test_copies_between_devices(gpus, rng):
     assert moved.device is b and np.array_equal(moved.copy_to_host(), expect)
 
 
+def test_copy_between_unmapped_devices_goes_a_chunk_at_a_time(gpus, monkeypatch, rng):
+    """The path of discrete GPUs, whose memory the host cannot map: taken on
+    lavapipe by making the buffers look unmapped, so that reads and writes
+    go through staging and the device's copies."""
+    from numba_vulkan.runtime import transfer
+    a, b, _ = gpus
+    x = rng.random(10_001).astype(np.float32)
+    src = nv.to_device(x, device=a.id)
+    dst = nv.device_array(x.shape, np.float32, device=b)
+    monkeypatch.setattr(transfer, "CHUNK", 4096)
+    monkeypatch.setattr(src.buffer, "readable", False)
+    monkeypatch.setattr(dst.buffer, "mapped", None)
+    reads, writes = [], []
+    monkeypatch.setattr(src.buffer, "read", lambda out, offset=0: reads.append(out.size)
+                        or type(src.buffer).read(src.buffer, out, offset))
+    monkeypatch.setattr(dst.buffer, "write", lambda data, offset=0: writes.append(len(data))
+                        or type(dst.buffer).write(dst.buffer, data, offset))
+    dst.copy_to_device(src)
+    assert reads == writes == [4096] * 9 + [x.nbytes - 9 * 4096]
+    monkeypatch.undo()
+    assert np.array_equal(dst.copy_to_host(), x)
+
+
 def test_current_device_is_per_thread_and_launches_run_from_two_threads(gpus):
     a, b, _ = gpus
     main = nv.get_current_device()
@@ -280,3 +304,20 @@ def test_aot_lookup_picks_the_profile_of_each_device(gpus, aot_project, monkeypa
                                          (256, 1, 1), device)]
             profiles[device] = plan.kernel.metadata["aot"]["profile"]
     assert profiles == {a: "full", narrow: "narrow"}
+
+
+def test_split_work_benchmark_runs_and_checks_its_results(tmp_path):
+    """benchmarks/bench_gpus.py, at a tiny size, so that it still runs when a
+    machine with several GPUs is there to measure."""
+    out = tmp_path / "gpus.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    env.pop("NUMBA_VULKAN_DEVICE_COPIES", None)
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_gpus.py"),
+                             "--copies", "2", "--devices", "2", "--size", "4096", "--iters", "4",
+                             "--rounds", "1", "--copy-mib", "1", "--json", str(out)],
+                            capture_output=True, text=True, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 devices, 2 threads" in result.stdout and "GB/s" in result.stdout
+    figures = json.loads(out.read_text())
+    assert figures["devices"] == 2 and figures["copies"] == 2 and figures["size"] == 4096
+    assert all(s > 0 for s in figures["seconds"].values())

@@ -261,21 +261,33 @@ class DeviceArray:
         if src.shape != self.shape:
             raise LaunchError(f"shape mismatch: a device array of shape {src.shape} into "
                               f"one of shape {self.shape}")
-        direct = (src.buffer is not self.buffer and src.storage == self.storage
-                  and src.dtype == self.dtype and src.is_c_contiguous()
-                  and self.is_c_contiguous() and src.buffer.mapped is not None
-                  and src.buffer.readable and self.buffer.mapped is not None)
-        if not direct:
+        contiguous = (src.buffer is not self.buffer and src.storage == self.storage
+                      and src.dtype == self.dtype and src.is_c_contiguous()
+                      and self.is_c_contiguous())
+        if not contiguous:
             self.copy_to_device(src.copy_to_host())
             return
-        # Both mapped (a CPU device, unified memory): one host copy between
-        # the mappings, once both devices' earlier work is done.
-        src.device.stream.synchronize()
-        self.device.stream.synchronize()
         size, item = self.size * self.storage.itemsize, self.storage.itemsize
         start, to = src.offset * item, self.offset * item
-        transfer.host_copy(self.buffer.host_view()[to:to + size],
-                           src.buffer.host_view()[start:start + size])
+        if (src.buffer.mapped is not None and src.buffer.readable
+                and self.buffer.mapped is not None):
+            # Both mapped (a CPU device, unified memory): one host copy
+            # between the mappings, once both devices' earlier work is done.
+            src.device.stream.synchronize()
+            self.device.stream.synchronize()
+            transfer.host_copy(self.buffer.host_view()[to:to + size],
+                               src.buffer.host_view()[start:start + size])
+            return
+        # A chunk at a time through one host buffer: a write returns once its
+        # chunk is in staging memory, so this device's copy of one chunk
+        # overlaps the other's read of the next, and the host holds a chunk,
+        # not the array.
+        step = transfer.CHUNK
+        bounce = np.empty(min(size, step), np.uint8)
+        for done in range(0, size, step):
+            piece = bounce[:min(step, size - done)]
+            src.buffer.read(piece, start + done)
+            self.buffer.write(piece, to + done)
 
     def __array__(self, dtype=None, copy=None):
         """A host copy, so that ``np.asarray(d)`` and NumPy functions see the
