@@ -38,6 +38,12 @@ checked against the kernel's interface before it is used
 A cache directory that cannot be created or written turns the cache off
 with one warning (:func:`numba_vulkan.files.cache_root`).
 
+With ``NUMBA_VULKAN_REMOTE_CACHE`` set, a lookup that misses the disk asks
+a Redis server (:mod:`numba_vulkan.remotecache`) under :func:`remote_key`;
+what it returns is an entry file's bytes, read and checked as one from disk
+and then written to the disk. Stores are sent there from a background
+thread. ``docs/remote.md`` says what this trusts.
+
 Entries of both tiers are kept under ``NUMBA_VULKAN_CACHE_MAX_BYTES``:
 a hit renews an entry's modification time, and a store over the cap evicts
 the least recently used ones (:func:`evict`). Each process adds its
@@ -142,17 +148,47 @@ def _package_part():
     return "package:" + _tree_digest(_PACKAGE_DIR)
 
 
+def _recorded(package_dir, distribution):
+    """``{path: (hash, size)}`` from the installer's RECORD of a distribution
+    whose dist-info lies beside ``package_dir``; empty if there is none."""
+    site = os.path.dirname(package_dir)
+    try:
+        infos = sorted(n for n in os.listdir(site)
+                       if n.startswith(distribution + "-") and n.endswith(".dist-info"))
+        if len(infos) != 1:
+            return {}
+        text = files.read_regular(os.path.join(site, infos[0], "RECORD"), 1 << 20).decode()
+    except (OSError, UnicodeError):
+        return {}
+    out = {}
+    for line in text.splitlines():
+        path, _, rest = line.partition(",")
+        digest, _, size = rest.partition(",")
+        if digest:
+            out[path] = (digest, size)
+    return out
+
+
 def _llvmlite_part():
-    # The version pins LLVM's for llvmlite's own builds; the library's size
-    # and mtime catch one rebuilt against another LLVM. llvmlite.binding is
-    # not imported: that loads LLVM, which a cache hit must not need.
+    # The version pins LLVM's for llvmlite's own builds; the library's hash
+    # in the installer's RECORD (the same on every machine that installed
+    # the same wheel, which a remote cache's users share) or, where the
+    # file is not the recorded one, its size and mtime catch one rebuilt
+    # against another LLVM. llvmlite.binding is not imported: that loads
+    # LLVM, which a cache hit must not need.
     import llvmlite
+    package = os.path.dirname(llvmlite.__file__)
+    recorded = _recorded(package, "llvmlite")
     library = ""
-    directory = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
+    directory = os.path.join(package, "binding")
     for name in sorted(os.listdir(directory)):
         if name.startswith("libllvmlite"):
             st = os.stat(os.path.join(directory, name))
-            library += f"{name}:{st.st_size}:{st.st_mtime_ns}"
+            digest, size = recorded.get(f"llvmlite/binding/{name}", ("", ""))
+            if digest and size == str(st.st_size):
+                library += f"{name}:{digest}"
+            else:
+                library += f"{name}:{st.st_size}:{st.st_mtime_ns}"
     return f"llvmlite:{llvmlite.__version__}:{library}"
 
 

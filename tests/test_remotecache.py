@@ -387,3 +387,17 @@ def test_a_cluster_build_equals_a_local_one(project, local_build, tmp_path):
                              "--scheduler", cluster.scheduler_address)
     assert summary["built"] == 3 and summary["failed"] == 0
     assert _tree(tmp_path / "out") == local_build
+
+
+def test_the_fingerprint_names_llvmlite_by_its_installed_hash():
+    # Machines that installed the same wheel at other times share entries.
+    import llvmlite
+    directory = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
+    libraries = [n for n in os.listdir(directory) if n.startswith("libllvmlite")]
+    recorded = kernelcache._recorded(os.path.dirname(llvmlite.__file__), "llvmlite")
+    if not any(f"llvmlite/binding/{n}" in recorded for n in libraries):
+        pytest.skip("llvmlite was not installed with a RECORD (not by pip)")
+    part = kernelcache._llvmlite_part()
+    for name in libraries:
+        assert str(os.stat(os.path.join(directory, name)).st_mtime_ns) not in part
+        assert recorded[f"llvmlite/binding/{name}"][0] in part
