@@ -1,10 +1,14 @@
 """The content hash of a Python function's code: one rule for every key that needs it.
 
 The kernel cache's ``functions/`` tier (:func:`numba_vulkan.kernelcache.function_key`)
-and AOT directories (:func:`numba_vulkan.aot.loader.lookup.kernel_key_parts`)
+and AOT directories (:func:`numba_vulkan.aot.loader.codekey.kernel_key_parts`)
 find a compiled kernel by what its Python code is, without running Numba.
-Both use :func:`code_key_parts`, so an edit that changes one key changes the
-other, and one that leaves one alone leaves both alone.
+Both use this walk (:func:`walk`), so an edit to the code that changes one
+key changes the other. The ``functions/`` key adds the source stamps of the
+functions the walk reaches (:func:`numba_vulkan.kernelcache.source_stamp`:
+file name, size and time), as Numba's ``cache=True`` does; AOT keys do not,
+since a directory is built on another machine, whose file times mean
+nothing here.
 
 The hash is a SHA-256 of:
 
@@ -21,7 +25,7 @@ The hash is a SHA-256 of:
 
 Left out: file names, line numbers, modification times and the module's
 name. Moving a project, touching its files, editing comments or adding
-lines above a function keeps its key; a kernel run as ``python -m pkg.mod``
+lines above a function keeps this key; a kernel run as ``python -m pkg.mod``
 has the key it has when imported.
 
 Values are keyed by a fixed rule, so that a changed value changes the key
@@ -52,6 +56,7 @@ functions by their ``py_func`` and reads their options from ``options``
 """
 
 import builtins
+import collections
 import dis
 import hashlib
 import json
@@ -66,16 +71,16 @@ from numba_vulkan import jitoptions
 #: Version of the hash's definition; part of every key.
 KEY_VERSION = 2
 
-#: Most functions a key may reach, each counted once: beyond it a function
-#: is deemed too entangled to key.
+#: Most functions one key may hash (one reached along several paths counts
+#: once, unless it recurses): beyond it a kernel is deemed too entangled.
 MAX_FUNCTIONS = 256
+
+#: Most functions nested in one chain of calls (the kernel's counts).
+MAX_DEPTH = 32
 
 #: Top-level packages whose functions and objects are keyed by name and
 #: text, not by code (functions written in C, such as ``math.sin``, always are).
 LIBRARIES = frozenset({"numba_vulkan", "numba", "numpy", "llvmlite"})
-
-#: Most functions nested in one chain of calls (the kernel's counts).
-MAX_DEPTH = 32
 
 _JIT_PACKAGES = ("numba", "numba_vulkan")
 _ATTRIBUTE_OPS = {"LOAD_ATTR", "LOAD_METHOD"}
@@ -88,7 +93,7 @@ class Unkeyable(ValueError):
     Attributes:
         where: What it is, as a phrase: ``global 'SCALE' read by kern``.
         kind: The type of the value (``module.qualname``), or None when the
-            function reaches too many functions.
+            function reaches too many functions or too deep.
     """
 
     def __init__(self, where, kind=None):
@@ -102,7 +107,7 @@ def _library(module_name):
     return (module_name or "").split(".")[0] in LIBRARIES
 
 
-def jitted(value):
+def _jitted(value):
     """``(py_func, options)`` of a jitted function (``nv.jit`` or Numba), else None."""
     py_func = getattr(value, "py_func", None)
     if not isinstance(py_func, types.FunctionType):
@@ -163,6 +168,8 @@ class _Walk:
         #: Lowest position in ``active`` that a back-reference named since
         #: the current function was entered.
         self.lowest = None
+        #: Every function entered, once each, in the order first entered.
+        self.reached = {}
 
     def callee(self, sink, func, options):
         """Feed a called function as its digest (computed once per walk)."""
@@ -202,6 +209,7 @@ class _Walk:
             raise Unkeyable(f"{self.active[0].__qualname__} has calls nested more than "
                             f"{MAX_DEPTH} deep")
         self.active.append(func)
+        self.reached.setdefault(id(func), func)
         sink.put("function", func.__qualname__)
         sink.section("options")
         sink.put("options", _options_text(options))
@@ -294,8 +302,8 @@ class _Walk:
             sink.put("dtype", value.str)
         elif isinstance(value, types.ModuleType):
             sink.put("module", value.__name__)
-        elif jitted(value) is not None:
-            self.callee(sink, *jitted(value))
+        elif _jitted(value) is not None:
+            self.callee(sink, *_jitted(value))
         elif isinstance(value, types.FunctionType) and not _library(value.__module__):
             self.callee(sink, value, {})
         elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
@@ -311,24 +319,32 @@ class _Walk:
 
 def _has_code(value):
     """Whether a value's key is the code of a function (a callee, not a global)."""
-    return jitted(value) is not None or (isinstance(value, types.FunctionType)
+    return _jitted(value) is not None or (isinstance(value, types.FunctionType)
                                          and not _library(value.__module__))
 
 
-def code_key_parts(function, options=None):
-    """The content key of a function and the digests of its parts.
+#: What :func:`walk` finds: the content key, its parts and the functions hashed.
+CodeKey = collections.namedtuple("CodeKey", "key parts functions")
+
+
+def walk(function, options=None):
+    """Hash a function's code and everything it reads.
 
     Args:
         function: A Python function (a kernel's ``py_func``).
         options: Its ``nv.jit`` options; only the code-changing ones count.
 
     Returns:
-        ``(key, parts)``: the hexadecimal SHA-256, and a dict naming what
-        the key is made of, each with the first 16 hex digits of its own
+        CodeKey: ``key``, the hexadecimal SHA-256; ``parts``, a dict naming
+        what the key is made of, each with the first 16 hex digits of its own
         SHA-256: ``code`` (the function's own bytecode, constants, names and
         defaults), ``options``, ``callee NAME`` (a function it calls, with
         everything that one reads), ``global NAME`` (a global value it
-        reads, ``np.pi`` as ``global np.pi``) and ``closure NAME``.
+        reads, ``np.pi`` as ``global np.pi``) and ``closure NAME``;
+        ``functions``, the Python functions whose code is in the key, once
+        each, ``function`` first: the jitted and plain Python functions it
+        calls, recursively (the libraries' are keyed by name, so not among
+        them).
 
     Raises:
         Unkeyable: It reads a value that has no stable key, or reaches too
@@ -337,12 +353,26 @@ def code_key_parts(function, options=None):
     sink = _Sink(parts=True)
     sink.put("version", str(KEY_VERSION))
     sink.put("python", sys.implementation.cache_tag or sys.version)
+    walker = _Walk()
     try:
-        _Walk().function(sink, function, options or {})
+        walker.function(sink, function, options or {})
     except RecursionError:
         raise Unkeyable(f"{function.__qualname__} reads a value nested too deeply") from None
     parts = {name: h.hexdigest()[:16] for name, h in sorted(sink.parts.items())}
-    return sink.hash.hexdigest(), parts
+    return CodeKey(sink.hash.hexdigest(), parts, tuple(walker.reached.values()))
+
+
+def code_key_parts(function, options=None):
+    """The content key of a function and the digests of its parts.
+
+    Returns:
+        ``(key, parts)`` as :func:`walk` gives them.
+
+    Raises:
+        Unkeyable: As :func:`walk`.
+    """
+    found = walk(function, options)
+    return found.key, found.parts
 
 
 def code_key(function, options=None):

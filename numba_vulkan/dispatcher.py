@@ -47,6 +47,23 @@ def _dim3(value, what):
     return value + (1,) * (3 - len(value))
 
 
+#: What a kernel uses that needs each subgroup feature, for launch errors.
+_SUBGROUP_USES = {
+    "subgroup_vote": "subgroup votes (nv.subgroup.all, any, all_equal; cuda.all_sync, "
+                     "any_sync, eq_sync)",
+    "subgroup_arithmetic": "subgroup reductions or scans (nv.subgroup.reduce_*, "
+                           "inclusive_*, exclusive_*)",
+    "subgroup_ballot": "subgroup ballots or broadcasts (nv.subgroup.ballot, broadcast; "
+                       "cuda.ballot_sync, activemask)",
+    "subgroup_shuffle": "subgroup shuffles (nv.subgroup.shuffle, shuffle_xor; "
+                        "cuda.shfl_sync, shfl_xor_sync)",
+    "subgroup_shuffle_relative": "relative subgroup shuffles (nv.subgroup.shuffle_up, "
+                                 "shuffle_down; cuda.shfl_up_sync, shfl_down_sync)",
+    "subgroup_extended_types": "subgroup sums, minima or maxima of 64-bit integers "
+                               "(shaderSubgroupExtendedTypes)",
+}
+
+
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
@@ -61,6 +78,12 @@ class _Plan:
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
+        lacking = sorted(modulecheck.subgroup_features(kernel.spirv) - device.info.features)
+        if lacking:
+            uses = "; ".join(_SUBGROUP_USES[f] for f in lacking)
+            raise LaunchError(f"{kernel.name} uses {uses}, which device {device.info.name} "
+                              "does not support (python -m numba_vulkan info lists its "
+                              "subgroup operations)")
         # Per argument: whether it is an array the kernel may write.
         written = modulecheck.written_bindings(kernel.spirv)
         self.written = tuple(p.kind == "array" and p.binding in written
@@ -101,6 +124,19 @@ def _refuse_read_only(dispatcher, plan, args, value):
     raise LaunchError(f"{dispatcher.__qualname__}(): parameter "
                       f"{plan.params[position].name!r} is a read-only array, and the "
                       "kernel writes it; pass a writable array (a copy)")
+
+
+def _refuse_other_device(dispatcher, plan, args, value, device):
+    """Raise for a device array of another device than the launch's."""
+    # The first argument that is this array is the one found wanting.
+    param = plan.params[next(k for k, a in enumerate(args) if a is value)]
+    other = value.buffer.device
+    raise LaunchError(f"{dispatcher.__qualname__}(): parameter {param.name!r} lives on "
+                      f"another device: it is an array of device {other.id} ({other.name}), "
+                      f"and the launch runs on device {device.id} ({device.name}), the "
+                      "calling thread's current one. Launch inside `with nv.gpus["
+                      f"{other.id}]:`, or copy the array over with "
+                      f"nv.to_device(array, device={device.id})")
 
 
 def _scalar_error(dispatcher, plan, args):
@@ -225,20 +261,27 @@ class VulkanDispatcher:
         running Numba.
         """
         from numba_vulkan.compiler.compile import signature_text
+        features = None
         if target is None:
-            target = current_device().target
-        return self._compile(signature_text(sig), _dim3(threads, "threads"), target)
+            device = current_device()
+            target, features = device.target, device.info.features
+        return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
 
-    def _compile(self, sig, threads, target):
+    def _compile(self, sig, threads, target, features=None):
         """Find or make the kernel: shipped AOT directories first, then the
         ``functions/`` tier of the kernel cache (``cache=True`` only), then a
-        compile."""
+        compile.
+
+        Kept by target description: devices that share one share the kernel
+        (each makes its own pipeline). ``features`` are the launching
+        device's, for the AOT lookup.
+        """
         key = (sig, threads, target)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
-                compiled = lookup.find(self, sig, threads, target)
+                compiled = lookup.find(self, sig, threads, target, features=features)
                 name = None
                 if compiled is None and self.options.get("cache"):
                     name = kernelcache.function_key(self.py_func, self.options, sig, threads,
@@ -294,7 +337,8 @@ class VulkanDispatcher:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    compiled = self._compile(sig, threads, device.target)
+                    compiled = self._compile(sig, threads, device.target,
+                                             device.info.features)
                     try:
                         plan = _Plan(compiled, device)
                     except DriverError as exc:
@@ -335,9 +379,7 @@ class VulkanDispatcher:
                         copy_backs = []
                     copy_backs.append(copy_back)
                 elif value.buffer.device is not device:
-                    # The first argument that is this array is the one found wanting.
-                    param = plan.params[next(k for k, a in enumerate(args) if a is value)]
-                    raise LaunchError(f"argument {param.name!r} lives on another device")
+                    _refuse_other_device(self, plan, args, value, device)
                 flat += value.launch_fields
                 buffers.append(value.buffer)
             elif kind == _SCALAR:
@@ -382,6 +424,7 @@ def jit(func=None, **options):
 
 
 def synchronize():
-    """Wait for every launch and copy submitted on the current device."""
+    """Wait for every launch and copy submitted on the calling thread's
+    current device."""
     current_device().stream.synchronize()
 

@@ -1,8 +1,10 @@
 """One code hash for the cache's functions/ tier and AOT keys (numba_vulkan.codehash).
 
-The two keys must move together: an edit that changes what the kernel
-computes changes both, one that does not (a comment, a file's time or
-place) changes neither. Nothing here compiles a kernel.
+An edit that changes what the kernel's code is changes both keys. The
+functions/ key also holds the source stamps (file name, size, time) of the
+functions the walk reaches, so an edit the code does not show (a comment, a
+touch, a move, an @overload in the kernel's file) changes it and keeps the
+AOT key. Nothing here compiles a kernel.
 """
 
 import importlib
@@ -113,17 +115,65 @@ def test_code_changes_change_both_keys(project, file, old, new):
     ("ch_helpers.py", "return v + v", "return v + v  # twice"),
     ("ch_kernel.py", "", ""),                                               # touched only
 ])
-def test_edits_that_keep_the_code_keep_both_keys(project, file, old, new):
-    before = _keys(project)
+def test_edits_that_keep_the_code_recompile_but_keep_the_aot_key(project, file, old, new):
+    cache, aot = _keys(project)
     _edit(project / file, old, new)
-    assert _keys(project) == before
+    cache2, aot2 = _keys(project)
+    assert aot2 == aot and cache2 != cache
 
 
-def test_a_moved_project_keeps_both_keys(project, tmp_path):
-    before = _keys(project)
+def test_a_moved_project_recompiles_but_keeps_the_aot_key(project, tmp_path):
+    cache, aot = _keys(project)
     moved = tmp_path / "elsewhere" / "src"
-    shutil.copytree(project, moved)
-    assert _keys(moved) == before
+    shutil.copytree(project, moved, copy_function=shutil.copy2)
+    cache2, aot2 = _keys(moved)
+    assert aot2 == aot and cache2 != cache
+
+
+def test_the_walk_reaches_the_kernel_and_what_it_calls_once_each(project):
+    _keys(project)
+    kern = sys.modules["ch_kernel"].kern
+    twice = sys.modules["ch_helpers"].twice
+    found = codehash.walk(kern.py_func, kern.options)
+    assert found.functions == (kern.py_func, twice.py_func)
+    assert (found.key, found.parts) == codehash.code_key_parts(kern.py_func, kern.options)
+    # nv.global_id, a library function keyed by name, is not among them.
+    assert b"ch_helpers.py" in kernelcache.source_stamp(found.functions[1])
+
+
+_OVERLOADED = '''\
+from numba.extending import overload
+
+import numba_vulkan as nv
+
+
+def bump(v):
+    raise NotImplementedError
+
+
+@overload(bump, target="generic")
+def _bump(v):
+    def impl(v):
+        return v + 1.0
+    return impl
+
+
+@nv.jit(cache=True)
+def kern(x):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        x[i] = bump(x[i])
+'''
+
+
+def test_an_edited_overload_in_the_kernels_file_recompiles(project):
+    (project / "ch_kernel.py").write_text(_OVERLOADED)
+    cache, aot = _keys(project)
+    _edit(project / "ch_kernel.py", "v + 1.0", "v + 2.0")
+    cache2, aot2 = _keys(project)
+    # The AOT key cannot see it (docs/limitations.md); the functions/ key must.
+    assert cache2 != cache
+    assert aot2 == aot
 
 
 def test_unkeyable_values_are_refused_by_both(project):

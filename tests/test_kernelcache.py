@@ -391,6 +391,11 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     keys["numba setting"] = _function_key(_import(kernel_files, "kc_kernel"))
     monkeypatch.delenv("NUMBA_BOUNDSCHECK")
     assert _function_key(_import(kernel_files, "kc_kernel")) == base
+    # Touched only: the stamp of every function of the file changes.
+    _edit(kernel_files / "kc_helpers.py", "", "")
+    keys["touched file of a callee"] = _function_key(_import(kernel_files, "kc_kernel"))
+    _edit(kernel_files / "kc_kernel.py", "", "")
+    keys["touched file of the kernel"] = _function_key(_import(kernel_files, "kc_kernel"))
     _edit(kernel_files / "kc_helpers.py", "v + 1.0", "v + 2.0")
     keys["callee in another module"] = _function_key(_import(kernel_files, "kc_kernel"))
     _edit(kernel_files / "kc_kernel.py", "return v * v", "return v * v * v")
@@ -402,15 +407,26 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     assert len(set(keys.values())) == len(keys), keys
 
 
-def test_kernel_defined_with_exec_is_keyed_by_its_code(cache_dir):
-    keys = []
-    for body in ("x[0] = 1", "x[0] = 1", "x[0] = 2"):
-        namespace = {"nv": nv}
-        exec(f"def kern(x):\n    {body}\n", namespace)
-        kernel = nv.jit(cache=True)(namespace["kern"])
-        keys.append(kernelcache.function_key(kernel.py_func, kernel.options,
-                                             ("float32[1d,C]",), THREADS, DEFAULT))
-    assert keys[0] is not None and keys[0] == keys[1] != keys[2], keys
+def test_kernel_without_a_source_file_is_not_in_functions(cache_dir, kernel_files, rng):
+    namespace = {"nv": nv}
+    exec("def kern(x, y):\n"
+         "    i = nv.global_id(0)\n"
+         "    if i < x.shape[0]:\n"
+         "        y[i] = x[i] * x[i] * x[i]\n", namespace)
+    kernel = nv.jit(cache=True)(namespace["kern"])
+    assert kernelcache.function_key(kernel.py_func, kernel.options, SIG[1:], THREADS,
+                                    DEFAULT) is None
+    # Launched, it is compiled and stored in kernels/ alone, and computes the same.
+    run_cube(kernel, rng)
+    assert counts("functions") == {"uncacheable": 2}
+    assert counts("kernels") == {"misses": 1, "stores": 1}
+    assert not (cache_dir / "functions").exists() or not any((cache_dir / "functions").iterdir())
+    # A kernel in a file that calls a function without one is not stored either.
+    module = _import(kernel_files, "kc_kernel")
+    exec("def plain(v):\n    return v\n", namespace)
+    module.SCALE = namespace["plain"]
+    assert _function_key(module) is None
+    assert counts("functions") == {"uncacheable": 3}
 
 
 def _module_key(module, sig=SIG, target=DEFAULT, **options):

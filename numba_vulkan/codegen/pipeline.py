@@ -13,7 +13,7 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
+from numba_vulkan.codegen import (backend, exact, fixups, groupops, int32, legalize, libclc_link,
                                    logical, looplimit, narrow, optimize, rounding, strip,
                                    structurize, validate, workarounds)
 
@@ -138,7 +138,7 @@ def emit(job):
 def repair(job):
     """``job.spirv`` without the backend's debug noise and with its known
     mistakes fixed."""
-    job.spirv = fixups.repair(strip.strip(job.spirv))
+    job.spirv = fixups.repair(strip.strip(groupops.lower(job.spirv)))
     return job.spirv
 
 

@@ -2,9 +2,12 @@
 
 An AOT entry is found by this key, computed from the kernel object at run
 time without Numba. It is :func:`numba_vulkan.codehash.code_key_parts` of
-the kernel's Python function and options, the key of the kernel cache's
-``functions/`` tier too; that module says what is in it and what is not
-(file names, line numbers, modification times).
+the kernel's Python function and options; that module says what is in it
+and what is not (file names, line numbers, modification times). The kernel
+cache's ``functions/`` key holds it too, with the source files' stamps
+added (:func:`numba_vulkan.kernelcache.source_stamp`), which an AOT key
+leaves out: a directory is built on another machine, and its file times do
+not travel with it.
 
 A kernel reading a value that has no stable key (a dict, an instance of an
 application class) cannot be found in an AOT directory: :func:`kernel_key`

@@ -25,7 +25,7 @@ package works as well as one on disk. It imports neither Numba nor Vulkan.
 import hashlib
 import json
 
-from numba_vulkan import abi, modulecheck, signature
+from numba_vulkan import abi, modulecheck, signature, spirv
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.errors import AOTError
 from numba_vulkan.target import TargetDescription
@@ -52,6 +52,7 @@ CAPABILITY_FEATURES = {
     "StorageBuffer16BitAccess": "storage16",
     "UniformAndStorageBuffer16BitAccess": "storage16",
     "Int64Atomics": "int64_atomics", "AtomicFloat32AddEXT": "float32_atomic_add",
+    **spirv.SUBGROUP_FEATURES,
 }
 
 _ENTRY_FIELDS = {
