@@ -194,7 +194,7 @@ def test_a_kernel_without_loops_needs_no_status():
 
 def _info(name, vendor):
     return DeviceInfo(0, name, vendor, 0, 0, (1, 3, 0), "cpu", frozenset({"float64", "int64"}),
-                      8, (1024, 1024, 1024), 1024, (65535, 65535, 65535), 32768, 128)
+                      8, (1024, 1024, 1024), 1024, (65535, 65535, 65535), 32768, 128, 32)
 
 
 def test_lavapipe_targets_have_the_limit_others_not():
