@@ -99,6 +99,20 @@ def cache_max_bytes():
     return int(number) * _UNITS[unit]
 
 
+def remote_cache():
+    """URL of the shared remote kernel cache, or None (``NUMBA_VULKAN_REMOTE_CACHE``).
+
+    ``redis://host:port/db`` or ``rediss://host:port/db`` (TLS), optionally
+    with ``user:password@`` before the host.
+    """
+    return _text("NUMBA_VULKAN_REMOTE_CACHE")
+
+
+def remote_cache_password():
+    """Password of the remote cache's server, if not in its URL, or None."""
+    return _text("NUMBA_VULKAN_REMOTE_CACHE_PASSWORD")
+
+
 def debug_cache():
     """Whether each cache lookup logs a line (``NUMBA_VULKAN_DEBUG_CACHE``)."""
     return _flag("NUMBA_VULKAN_DEBUG_CACHE", False)
