@@ -45,3 +45,19 @@ def test_host_array_buffers_are_reused(rng):
     np.testing.assert_allclose(x, expected)
     pool = current_device().transient_buffers
     assert sum(len(v) for v in pool.values()) >= 1
+
+
+def test_exit_with_a_staged_copy_in_flight():
+    """A copy through staging that nobody waits for, then exit: freeing its
+    buffer at exit, under the device, crashed the process (2 runs in 3)."""
+    import subprocess
+    import sys
+    script = ("import numpy as np, numba_vulkan as nv\n"
+              "src = nv.to_device(np.arange(1 << 22, dtype=np.float32))\n"
+              "dst = nv.device_array_like(src)\n"
+              "dst.buffer.mapped = None\n"
+              "dst.copy_to_device(src.copy_to_host())\n")
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]

@@ -85,6 +85,10 @@ class Buffer:
                 int(ffi.cast("uintptr_t", pointer[0])))
         self._finalizer = weakref.finalize(self, Buffer._release, device, self.handle,
                                            self.memory)
+        # At exit the finalizer would run even while the queue still uses the
+        # buffer (a copy not waited for): freeing it then crashed the driver.
+        # Devices are never destroyed, so the process's end frees it.
+        self._finalizer.atexit = False
 
     def _destroy_buffer(self):
         v = vk.module()
