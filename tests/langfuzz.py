@@ -97,8 +97,6 @@ FEATURES = {
     "tuples": "tuples as values, unpacking and swaps",
     "complex": "complex arithmetic",
     "many_args": "argument lists of more than 128 bytes of push constants",
-    "chosen_arrays": "an element of one of two arrays chosen per invocation, "
-                     "(X if c else Y)[i]",
 }
 
 #: Features known to fail on main, with the issue item that fixes them;
@@ -374,10 +372,6 @@ class _Case:
         if not choices:
             return None
         array = self.rng.choice(choices)
-        if self.on("chosen_arrays") and self.chance(0.12):
-            chosen = self.chosen_element(array, choices)
-            if chosen:
-                return chosen, array.dtype
         is_shared = any(array is a for a, _ in self.shared)
         const = not is_shared or self.on("shared_const_index")
         if is_shared:
@@ -387,24 +381,6 @@ class _Case:
         if array.name.startswith("T"):
             self.use("global_arrays")
         return self.element(array, const=const), array.dtype
-
-    def chosen_element(self, array, choices):
-        """``(X if c else Y)[i]`` for ``array`` and another array of its dtype
-        and rank, at an index in range for both, or None."""
-        others = [a for a in choices if a is not array and a.dtype == array.dtype
-                  and len(a.shape) == len(array.shape) and not a.name.startswith("T")]
-        if not others or array.name.startswith("T"):
-            return None
-        other = self.rng.choice(others)
-        shared = [a for a in (array, other) if any(a is s for s, _ in self.shared)]
-        const = not shared or self.on("shared_const_index")
-        if shared:
-            self.use("shared")
-        self.use("chosen_arrays")
-        indices = [self.index_into(n, str(n), const=const)
-                   for n in map(min, zip(array.shape, other.shape))]
-        cond = self.rng.choice(("t % 2 == 0", "(t & 3) > 1", f"{self.sint_expr(1)} > 0"))
-        return f"({array.name} if {cond} else {other.name})[{', '.join(indices)}]"
 
     # Expressions ---------------------------------------------------------
 
