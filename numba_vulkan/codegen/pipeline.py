@@ -13,7 +13,7 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
+from numba_vulkan.codegen import (backend, exact, fixups, int32, ir, legalize, libclc_link,
                                    logical, looplimit, narrow, optimize, rounding, strip,
                                    structurize, validate, workarounds)
 
@@ -31,12 +31,14 @@ def _machine(job):
 
 
 def link(job):
-    """``job.sources`` (narrowed first) and the libclc functions they call,
-    linked into ``job.module`` (on a target with a loop limit, the library's
-    loops marked to stay rolled)."""
-    narrowed = narrow.sources(job.sources, job.target.narrowed)
-    kernel = optimize.link(narrowed, job.target.triple, DATA_LAYOUT)
-    texts = libclc_link.link(str(kernel))
+    """``job.sources`` linked into one, narrowed, and linked with the libclc
+    functions they call into ``job.module`` (on a target with a loop limit,
+    the library's loops marked to stay rolled); ``job.contract`` says
+    whether the kernel's own float operations may be fused."""
+    kernel = ir.parse(str(optimize.link(job.sources, job.target.triple, DATA_LAYOUT)))
+    narrow.module(kernel, job.target.narrowed)
+    job.contract = exact.contraction_allowed(kernel)
+    texts = libclc_link.link(kernel)
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
@@ -119,7 +121,7 @@ def legalise(job):
     final = legalize.legalize(job.text)
     if "int64" not in job.target.narrowed:
         final = rounding.exact_rounding(final)
-    if "float64" not in job.target.narrowed and not exact.contraction_allowed(job.sources):
+    if "float64" not in job.target.narrowed and not job.contract:
         final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)
     job.llvm_ir = final
@@ -145,7 +147,7 @@ def repair(job):
 def exact_floats(job):
     """``job.spirv`` with every float operation kept as written, unless the
     kernel allows contraction (``fastmath``)."""
-    if not exact.contraction_allowed(job.sources):
+    if not job.contract:
         job.spirv = exact.decorate(job.spirv)
     return job.spirv
 

@@ -78,6 +78,8 @@ class Compilation:
         machine: LLVM's target machine for ``target``, made on first use.
         module: The LLVM module (``llvmlite.binding.ModuleRef``) between
             the stages that link and optimise.
+        contract: Whether the kernel's own float operations may be fused
+            (``fastmath``), found at link.
         text: IR text between the stages that rewrite text.
         llvm_ir: The IR handed to the backend.
         spirv: The SPIR-V module.
@@ -102,6 +104,7 @@ class Compilation:
     cache_key: str = None
     machine: object = None
     module: object = None
+    contract: bool = False
     text: str = None
     llvm_ir: str = None
     spirv: bytes = None
@@ -213,8 +216,9 @@ STAGES = (
           "an entry point that reads the arguments through marker calls"),
     Stage("cache", _lookup, "the kernel cache's `kernels/` tier, keyed on Numba's IR: a hit "
           "ends the compilation here"),
-    Stage("link", _codegen("link"), "64-bit types the target lacks are narrowed; the modules "
-          "and the libclc functions they call are linked into one", llvm=True),
+    Stage("link", _codegen("link"), "Numba's modules are linked into one and the 64-bit types "
+          "the target lacks narrowed, then linked with the libclc functions they call",
+          llvm=True),
     Stage("optimize", _codegen("optimise"), "everything is inlined into the entry point and "
           "optimised, with no C library, so that no loop becomes an `llvm.memset` or "
           "`llvm.memcpy` of a whole array", llvm=True),
