@@ -25,10 +25,11 @@ class VulkanTypingContext(typing.Context):
     """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
 
     def load_additional_registries(self):
-        from numba_vulkan.compiler import mathimpl, stubs
+        from numba_vulkan.compiler import mathimpl, stubs, subgroups
         super().load_additional_registries()
         self.install_registry(stubs.typing_registry)
         self.install_registry(mathimpl.typing_registry)
+        self.install_registry(subgroups.typing_registry)
 
     def resolve_value_type(self, val):
         from numba_vulkan.compiler.functions import device_function_type
@@ -169,12 +170,13 @@ class VulkanTargetContext(BaseContext):
         from numba.core import optional  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.compiler import mathimpl as vulkan_mathimpl
-        from numba_vulkan.compiler import stubs
+        from numba_vulkan.compiler import stubs, subgroups
         self.install_registry(cmathimpl.registry)
         self.install_registry(mathimpl.registry)
         self.install_registry(npyimpl.registry)
         self.install_registry(stubs.lowering_registry)
         self.install_registry(vulkan_mathimpl.lowering_registry)
+        self.install_registry(subgroups.lowering_registry)
 
     def get_ufunc_info(self, ufunc_key):
         """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""
