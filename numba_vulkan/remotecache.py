@@ -10,7 +10,7 @@ This module only moves bytes and keeps the tier from ever costing much:
 * Every request has a :data:`TIMEOUT`; the first one that fails (refused,
   timed out, a reply that is not Redis's protocol) turns the tier off for
   the rest of the process, with one :class:`~numba_vulkan.errors.CacheWarning`;
-  so does a lookup that took longer than :data:`SLOW`.
+  so do two lookups in a row that took longer than :data:`SLOW`.
   A lookup then costs nothing, and a compile never fails because of the server.
 * Reads are bounded: ``GETRANGE`` asks for at most the caller's limit.
 * Stores go to a queue that one background thread drains, so a compile
@@ -34,9 +34,10 @@ from numba_vulkan.errors import CacheWarning
 
 #: Seconds one request (connecting included) may take before the tier is off.
 TIMEOUT = 1.0
-#: A lookup that took longer than this (it did not time out) turns the tier
-#: off as well: a server that always answers just in time would cost that
-#: much on every lookup.
+#: Two lookups in a row that took longer than this (without timing out) turn
+#: the tier off as well: a server that always answers just in time would
+#: cost that much on every lookup. One is not enough: a loaded machine may
+#: keep a lookup waiting for its thread once.
 SLOW = TIMEOUT / 2
 #: Stores waiting for the writer thread; further ones are dropped.
 QUEUE_LIMIT = 1024
@@ -50,7 +51,7 @@ COUNTERS = ("hits", "misses", "rejected", "errors", "stores", "dropped", "bytes_
 _lock = threading.Lock()
 _counts = dict.fromkeys(COUNTERS, 0)
 _state = {"url": None, "client": None, "off": None, "queue": None, "writer": None,
-          "exit_hook": False}
+          "exit_hook": False, "slow": 0}
 
 
 def url():
@@ -164,11 +165,11 @@ def get(key, limit):
 
     At most ``limit`` bytes are transferred; a longer value counts as rejected.
     """
+    client = _client()
+    if client is None:
+        return None
     start = time.monotonic()
     try:
-        client = _client()
-        if client is None:
-            return None
         value = _within(TIMEOUT, client.getrange, key, 0, limit)
     except Exception as exc:  # the client's errors, and whatever a garbage reply raises
         _failed(exc)
@@ -176,8 +177,10 @@ def get(key, limit):
     finally:
         waited = time.monotonic() - start
         count("wait_ms", round(1000 * waited))
-    if waited > SLOW:
-        _turn_off(f"it took {waited:.1f} s to answer a lookup")
+    with _lock:
+        slow = _state["slow"] = _state["slow"] + 1 if waited > SLOW else 0
+    if slow >= 2:
+        _turn_off(f"it took {waited:.1f} s to answer a lookup, the one before too")
     if not isinstance(value, bytes) or not value:
         count("misses")
         return None
@@ -303,7 +306,7 @@ def ping():
 def forget():
     """Start afresh: the next request connects again (for tests)."""
     with _lock:
-        _state.update(url=None, client=None, off=None)
+        _state.update(url=None, client=None, off=None, slow=0)
 
 
 def _after_fork():

@@ -316,7 +316,8 @@ class _SlowProxy:
 
 @pytest.mark.parametrize("delay", [20, 0.7])
 def test_a_slow_server_costs_one_timeout(server, project, machine_a, tmp_path, delay):
-    # 20 s: the request times out; 0.7 s: it is answered, too late to be worth asking again.
+    # 20 s: the first request times out. 0.7 s: both lookups are answered,
+    # and the tier is off after them, as a server this slow is not worth asking.
     proxy = _SlowProxy(server.port, delay=delay)
     try:
         b = _machine(project, tmp_path / "b", f"redis://127.0.0.1:{proxy.port}/0")
@@ -324,16 +325,16 @@ def test_a_slow_server_costs_one_timeout(server, project, machine_a, tmp_path, d
         proxy.stop()
     remote = b["stats"]["remote"]
     assert remote["errors"] == 1
-    # The one answered lookup, if any, was a hit; then the tier was off.
-    assert _compiles(b) == 3 - 2 * remote["hits"]
-    assert remote["hits"] == (delay < remotecache.TIMEOUT)
-    assert 1000 * min(delay, remotecache.TIMEOUT) - 100 <= remote["wait_ms"]
-    assert remote["wait_ms"] <= 1000 * remotecache.TIMEOUT + 1000
+    if delay > remotecache.TIMEOUT:
+        assert _compiles(b) == 3 and remote["hits"] == 0
+        assert 1000 * remotecache.TIMEOUT - 100 <= remote["wait_ms"]
+        assert remote["wait_ms"] <= 1000 * remotecache.TIMEOUT + 1000
+        assert "no complete answer within" in b["stderr"] or "Timeout" in b["stderr"]
+    else:
+        assert _compiles(b) == 0 and remote["hits"] == 2
+        assert 2000 * delay - 100 <= remote["wait_ms"] <= 2000 * remotecache.TIMEOUT
+        assert "to answer a lookup, the one before too" in b["stderr"]
     assert b["stderr"].count("CacheWarning") == 1, b["stderr"]
-    # A request past the timeout: the lookup's deadline, or the socket's.
-    assert any(why in b["stderr"] for why in (
-        ("no complete answer within", "Timeout") if delay > remotecache.TIMEOUT
-        else ("to answer a lookup",)))
     # Every request waits at the proxy: the whole run took far less than 20 s a request.
     assert b["seconds"] < 20 + 60
 
