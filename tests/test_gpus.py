@@ -277,7 +277,7 @@ def test_a_launch_on_one_device_does_not_wait_for_another(gpus):
         return counter[0]
 
     trips = 4000
-    for _ in range(4):
+    for _ in range(3):      # at most 64000 trips: lavapipe's loop limit is far above
         started = threading.Event()
         target = a.stream._submitted + 1
 
