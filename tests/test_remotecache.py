@@ -113,7 +113,7 @@ def _free_port():
 class Server:
     """A redis-server of the test's own, on 127.0.0.1."""
 
-    def __init__(self, directory, *options):
+    def __init__(self, directory, *options, password=None):
         self.port = _free_port()
         directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
@@ -123,7 +123,8 @@ class Server:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         import redis
-        self.client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        self.client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5,
+                                  password=password)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -370,6 +371,43 @@ def test_a_server_killed_mid_build(project, tmp_path):
     # gone (the writer thread's and a lookup's may both fail).
     assert remote["misses"] == 2 and 1 <= remote["errors"] <= 2
     assert b["stderr"].count("CacheWarning") == 1, b["stderr"]
+
+
+def test_a_password_from_the_environment_and_a_wrong_one(tmp_path, monkeypatch):
+    from numba_vulkan.errors import CacheWarning
+    locked = Server(tmp_path / "redis", "--requirepass", "s3cret", password="s3cret")
+    name, entry = "ab" * 32, {"spirv": b"\x03\x02\x23\x07" + bytes(16), "note": [1, "x"]}
+    monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", locked.url)
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE_PASSWORD", "s3cret")
+    remotecache.forget()
+    kernelcache.reset_stats()
+    try:
+        kernelcache.store(name, entry)
+        assert remotecache.flush(10)
+        shutil.rmtree(tmp_path / "cache" / "kernels")
+        assert kernelcache.load(name) == entry
+        assert kernelcache.stats()["remote"]["hits"] == 1
+        assert (tmp_path / "cache" / "kernels" / (name + ".entry")).is_file()
+        shutil.rmtree(tmp_path / "cache" / "kernels")
+        monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE_PASSWORD", "wrong")
+        remotecache.forget()
+        with pytest.warns(CacheWarning, match="is off in this process"):
+            assert kernelcache.load(name) is None
+        assert kernelcache.stats()["remote"]["errors"] == 1
+        assert kernelcache.load(name) is None
+        assert kernelcache.stats()["remote"]["errors"] == 1
+    finally:
+        remotecache.forget()
+        kernelcache.reset_stats()
+        locked.stop()
+
+
+def test_the_url_shown_hides_the_password(monkeypatch):
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", "rediss://bob:s3cret@cache.example:6380/2")
+    assert remotecache.url() == "rediss://bob:***@cache.example:6380/2"
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", "redis://cache.example:6379/0")
+    assert remotecache.url() == "redis://cache.example:6379/0"
 
 
 def test_a_server_that_breaks_off_its_reply(project, tmp_path):
