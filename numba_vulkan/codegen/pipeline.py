@@ -13,7 +13,7 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, int32, legalize, libclc_link,
+from numba_vulkan.codegen import (backend, exact, fixups, indices, int32, legalize, libclc_link,
                                    logical, looplimit, narrow, optimize, rounding, strip,
                                    structurize, validate, workarounds)
 
@@ -33,10 +33,11 @@ def _machine(job):
 def link(job):
     """``job.sources`` (narrowed first) and the libclc functions they call,
     linked into ``job.module`` (on a target with a loop limit, the library's
-    loops marked to stay rolled)."""
+    loops marked to stay rolled), the workgroup size ``job.threads`` made a
+    constant."""
     narrowed = narrow.sources(job.sources, job.target.narrowed)
     kernel = optimize.link(narrowed, job.target.triple, DATA_LAYOUT)
-    texts = libclc_link.link(str(kernel))
+    texts = libclc_link.link(logical.constant_local_size(str(kernel), job.threads))
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
@@ -51,8 +52,9 @@ def optimise(job):
 
 def logical_addressing(job):
     """``job.text``: ``job.module`` with every access through a buffer handle
-    (``job.bindings``) instead of a byte address."""
-    job.text = logical.rewrite(str(job.module), job.bindings)
+    (``job.bindings``) instead of a byte address, at an element index
+    computed in elements where the byte offset's terms allow it."""
+    job.text = indices.element_indices(logical.rewrite(str(job.module), job.bindings))
     return job.text
 
 
