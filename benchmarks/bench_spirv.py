@@ -9,7 +9,10 @@ launches with, prints the number of instructions in its function, blocks
 (``OpLabel``), phis, loops (``OpLoopMerge``), instructions inside loops,
 and the instructions whose result is a 64-bit integer or a float64 (the
 64-bit integer ones cost two or more 32-bit steps on a GPU). Plain rows
-also show their instruction and 64-bit counts over the tuned twin's.
+also show their instruction and 64-bit counts over the tuned twin's. Last,
+each innermost loop's instructions and 64-bit ones: a loop whose counter
+is bounded by a 64-bit value appears twice, its 32-bit copy (the one that
+runs when the bound fits) and the original.
 ``--target gpu`` (the default) compiles for a Vulkan 1.3 GPU with int64,
 float64 and float atomics and no loop limit, as on the H200, without
 needing one; ``device`` for the current device (lavapipe adds its
@@ -43,7 +46,9 @@ def disassemble(binary):
 
 
 def counts(text):
-    """The counts of :data:`COLUMNS` for a disassembled module with one function."""
+    """The counts of :data:`COLUMNS` for a disassembled module with one
+    function, and ``loops_detail``: ``[instructions, int64]`` of each
+    innermost loop, in the module's order."""
     wide_int, wide_float = set(), set()
     body = []
     for line in text.splitlines():
@@ -57,30 +62,43 @@ def counts(text):
     out = dict.fromkeys(COLUMNS, 0)
     # Blocks of a loop lie between its header and its merge block in the
     # module's order (the structured order LLVM's backend writes).
-    open_merges, label = [], None
+    stack, loops = [], []
+    block = [0, 0]  # instructions and 64-bit ones since the block's label
     for words in body:
-        if not words or words[0] in ("OpFunctionEnd",) or (len(words) > 2 and words[2] in
-                                                             ("OpFunction", "OpLabel")):
-            if len(words) > 2 and words[2] == "OpLabel":
-                label = words[0]
-                out["blocks"] += 1
-                while label in open_merges:
-                    open_merges.remove(label)
+        if not words or words[0] == "OpFunctionEnd" or words[2:3] == ["OpFunction"]:
+            continue
+        if words[2:3] == ["OpLabel"]:
+            out["blocks"] += 1
+            while stack and stack[-1][0] == words[0]:
+                stack.pop()
+            block = [0, 0]
             continue
         out["instructions"] += 1
         op = words[2] if len(words) > 2 and words[1] == "=" else words[0]
-        if open_merges:
+        wide = words[1:2] == ["="] and len(words) > 3 and words[3] in wide_int
+        block[0] += 1
+        block[1] += wide
+        if stack:
             out["in_loops"] += 1
+            stack[-1][1][0] += 1
+            stack[-1][1][1] += wide
         if op == "OpPhi":
             out["phis"] += 1
         if op == "OpLoopMerge":
             out["loops"] += 1
-            open_merges.append(words[1])
-        if words[1:2] == ["="] and len(words) > 3:
-            if words[3] in wide_int:
-                out["int64"] += 1
-            elif words[3] in wide_float:
-                out["float64"] += 1
+            # The header block belongs to the loop, from its label on.
+            if stack:
+                stack[-1][1][2] = False
+            else:
+                out["in_loops"] += block[0]
+            entry = [block[0], block[1], True]
+            loops.append(entry)
+            stack.append((words[1], entry))
+        if wide:
+            out["int64"] += 1
+        elif words[1:2] == ["="] and len(words) > 3 and words[3] in wide_float:
+            out["float64"] += 1
+    out["loops_detail"] = [entry[:2] for entry in loops if entry[2]]
     return out
 
 
@@ -112,8 +130,8 @@ def main(argv=None):
     target = gpu_target() if args.target == "gpu" else None
     only = set(args.only.split(",")) if args.only else None
     results = {}
-    print(f"{'kernel':22}" + "".join(f" {c:>12}" for c in COLUMNS) + f" {'instr/tuned':>11}"
-          f" {'int64/tuned':>11}")
+    print(f"{'kernel':22}" + "".join(f" {c:>9}" for c in COLUMNS) + f" {'instr/tuned':>11}"
+          f" {'int64/tuned':>11}  innermost loops: instructions/int64")
     for bench in suite.BENCHMARKS:
         if only and bench.name not in only:
             continue
@@ -127,12 +145,15 @@ def main(argv=None):
             with open(os.path.join(args.dump, bench.name + ".spvasm"), "w") as f:
                 f.write(text)
         row = results[bench.name] = counts(text)
-        line = f"{bench.name:22}" + "".join(f" {row[c]:>12}" for c in COLUMNS)
+        line = f"{bench.name:22}" + "".join(f" {row[c]:>9}" for c in COLUMNS)
         twin = results.get(bench.tuned)
         if twin:
             line += f" {row['instructions'] / twin['instructions']:>10.2f}x"
             line += (f" {row['int64'] / twin['int64']:>10.2f}x" if twin["int64"]
                      else f" {row['int64'] - twin['int64']:>+10d} ")
+        else:
+            line += " " * 24
+        line += "  " + " ".join(f"{n}/{w}" for n, w in row["loops_detail"])
         print(line, flush=True)
     if args.json:
         with open(args.json, "w") as f:

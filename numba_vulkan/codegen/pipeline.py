@@ -15,7 +15,7 @@ from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
 from numba_vulkan.codegen import (backend, exact, fixups, indices, int32, legalize, libclc_link,
                                    logical, looplimit, narrow, optimize, rounding, strip,
-                                   structurize, validate, workarounds)
+                                   structurize, validate, versioning, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -68,9 +68,16 @@ def unroll_hints(job):
 
 
 def reoptimise(job):
-    """``job.module``: ``job.text`` optimised again, with what the rewrite exposed."""
+    """``job.module``: ``job.text`` optimised again, with what the rewrite
+    exposed; loops bounded by 64-bit values get a copy for bounds that fit
+    in 32 bits."""
     job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
     optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2)
+    text = str(job.module)
+    versioned = versioning.version_loops(text)
+    if versioned is not text:
+        job.module = optimize.link([versioned], job.target.triple, DATA_LAYOUT)
+        job.module.verify()
     return str(job.module)
 
 
