@@ -40,6 +40,11 @@ _TO_CUDA = [
     (r"nv\.local\.array\(", "cuda.local.array("),
     (r"nv\.barrier\(\)", "cuda.syncthreads()"),
     (r"nv\.atomic\.", "cuda.atomic."),
+    (r"nv\.subgroup\.shuffle_down\(", "cuda.shfl_down_sync(0xFFFFFFFF, "),
+    (r"nv\.subgroup\.size\(\)", "cuda.warpsize"),
+    (r"nv\.subgroup\.local_id\(\)", "cuda.laneid"),
+    # CUDA numbers warps along threadIdx.x (1-d blocks here).
+    (r"nv\.subgroup\.id\(\)", "(cuda.threadIdx.x // cuda.warpsize)"),
 ]
 
 

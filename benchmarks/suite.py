@@ -158,6 +158,29 @@ def reduce_sum(x, out):
 """
 
 
+REDUCE_SUBGROUP = """
+def reduce_subgroup(x, out):
+    # One slot per subgroup: 256 invocations in subgroups of 8 or more.
+    partial = nv.shared.array(32, float32)
+    i = nv.global_id(0)
+    value = float32(0.0)
+    if i < x.shape[0]:
+        value = x[i]
+    offset = nv.subgroup.size() // 2
+    while offset > 0:
+        value += nv.subgroup.shuffle_down(value, offset)
+        offset //= 2
+    if nv.subgroup.local_id() == 0:
+        partial[nv.subgroup.id()] = value
+    nv.barrier()
+    if nv.local_id(0) == 0:
+        total = float32(0.0)
+        for k in range(nv.local_size(0) // nv.subgroup.size()):
+            total += partial[k]
+        nv.atomic.add(out, 0, total)
+"""
+
+
 def reduce_cpu(x, out):
     total = np.float32(0.0)
     for i in prange(x.shape[0]):
@@ -956,6 +979,8 @@ BENCHMARKS = [
     Saxpy("saxpy", "memory", SAXPY, saxpy_cpu, 1,
           {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
     Reduce("reduce_sum", "memory", REDUCE, reduce_cpu, 1,
+           {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
+    Reduce("reduce_subgroup", "memory", REDUCE_SUBGROUP, reduce_cpu, 1,
            {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
     Matmul("matmul", "compute", MATMUL, matmul_cpu, 2,
            {"full": 4096, "quick": 256, "tiny": 32}, threads=(16, 16)),

@@ -17,6 +17,8 @@ Importing this package loads no Vulkan library and opens no device; the
 first launch, copy or device query does.
 """
 
+import sys
+
 from numba_vulkan import aot
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
@@ -24,22 +26,32 @@ from numba_vulkan.errors import (AOTError, CacheWarning, CompilerError, DriverEr
                                  LaunchError, NarrowingWarning, ToolError, UnsupportedError, ValidationError,
                                  VulkanError)
 from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
-                                     const, fence, global_id, global_size, grid,
+                                     brev, clz, const, fence, ffs, global_id, global_size, grid,
                                      gridsize, group_id, lane_id, local, local_id, local_size,
-                                     num_groups, shared, subgroup_size, workgroup_fence)
+                                     num_groups, popc, shared, subgroup, subgroup_size,
+                                     workgroup_fence)
 from numba_vulkan.runtime.device import list_devices, select_device
 from numba_vulkan.runtime.memory import DeviceArray, device_array, device_array_like, to_device
 from numba_vulkan.target import TargetDescription
+from numba_vulkan.numba_target import register_numba_target
+from numba_vulkan.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
 
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "device_array_like", "DeviceArray",
     "list_devices", "select_device", "global_id", "local_id", "group_id",
     "local_size", "num_groups", "global_size", "grid", "gridsize", "shared", "local", "const",
     "barrier", "barrier_count", "barrier_and", "barrier_or", "lane_id", "subgroup_size",
+    "subgroup", "popc", "brev", "clz", "ffs",
     "fence", "workgroup_fence",
-    "atomic",
+    "atomic", "vectorize", "guvectorize", "reduce", "Reduce", "VulkanUFunc", "VulkanGUFunc",
+    "register_numba_target",
     "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
     "ValidationError", "DriverError", "LaunchError", "AOTError", "NarrowingWarning", "aot",
     "CacheWarning",
 ]
+
+# numba.vectorize(..., target="vulkan") where Numba is already loaded; loading
+# it here would cost every import.
+if "numba.np.ufunc.decorators" in sys.modules:
+    register_numba_target()

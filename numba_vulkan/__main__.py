@@ -16,6 +16,8 @@ def info():
                         "int64_atomics"):
             print(f"    {feature + ':':15} {'yes' if feature in d.features else 'no'}")
         print(f"    subgroup size:  {d.subgroup_size}")
+        operations = [f[len("subgroup_"):] for f in sorted(d.features) if f.startswith("subgroup_")]
+        print(f"    subgroup ops:   basic, {', '.join(operations)}")
         print(f"    workgroup:      {d.max_workgroup_invocations} invocations, "
               f"size {list(d.max_workgroup_size)}, count {list(d.max_workgroup_count)}")
         print(f"    shared memory:  {d.max_shared_memory} bytes")

@@ -52,6 +52,10 @@ ABI_VERSION = 2
 #: Bytes at the start of the push constant block that the runtime fills.
 HEADER_SIZE = 16
 
+#: Workgroup size of ``forall`` launches (capped by the device's limit), and
+#: so of AOT entries whose manifest names none.
+FORALL_THREADS = 256
+
 #: dtypes an argument may have, by name; the value is the size in bytes a
 #: scalar of that dtype takes in the push constant block. Scalars narrower
 #: than 32 bits travel widened to 32, which keeps 8- and 16-bit types (and the

@@ -22,9 +22,6 @@ _COMPLEX = ("complex64", "complex128")
 # How a launch passes each argument (_Plan.kinds).
 _ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
 
-#: Workgroup size of ``forall`` launches, capped by the device's limit.
-FORALL_THREADS = 256
-
 #: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
 OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
 
@@ -50,6 +47,23 @@ def _dim3(value, what):
     return value + (1,) * (3 - len(value))
 
 
+#: What a kernel uses that needs each subgroup feature, for launch errors.
+_SUBGROUP_USES = {
+    "subgroup_vote": "subgroup votes (nv.subgroup.all, any, all_equal; cuda.all_sync, "
+                     "any_sync, eq_sync)",
+    "subgroup_arithmetic": "subgroup reductions or scans (nv.subgroup.reduce_*, "
+                           "inclusive_*, exclusive_*)",
+    "subgroup_ballot": "subgroup ballots or broadcasts (nv.subgroup.ballot, broadcast; "
+                       "cuda.ballot_sync, activemask)",
+    "subgroup_shuffle": "subgroup shuffles (nv.subgroup.shuffle, shuffle_xor; "
+                        "cuda.shfl_sync, shfl_xor_sync)",
+    "subgroup_shuffle_relative": "relative subgroup shuffles (nv.subgroup.shuffle_up, "
+                                 "shuffle_down; cuda.shfl_up_sync, shfl_down_sync)",
+    "subgroup_extended_types": "subgroup sums, minima or maxima of 64-bit integers "
+                               "(shaderSubgroupExtendedTypes)",
+}
+
+
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
@@ -64,12 +78,18 @@ class _Plan:
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
+        lacking = sorted(modulecheck.subgroup_features(kernel.spirv) - device.info.features)
+        if lacking:
+            uses = "; ".join(_SUBGROUP_USES[f] for f in lacking)
+            raise LaunchError(f"{kernel.name} uses {uses}, which device {device.info.name} "
+                              "does not support (python -m numba_vulkan info lists its "
+                              "subgroup operations)")
         # Per argument: whether it is an array the kernel may write.
         written = modulecheck.written_bindings(kernel.spirv)
         self.written = tuple(p.kind == "array" and p.binding in written
                              for p in kernel.params if p.kind in ("array", "scalar"))
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
-                                 cache=pipeline_cache.for_device(device))
+                                 cache=pipeline_cache.for_device(device), name=kernel.name)
         # Where a kernel compiled with error checks reports the first error.
         self.status = None
         if any(p.kind == "status" for p in kernel.params):
@@ -197,7 +217,7 @@ class VulkanDispatcher:
             raise ValueError(f"forall(n): n must not be negative, not {n}")
         if threads is None:
             limit = current_device().info.max_workgroup_invocations
-            threads = min(FORALL_THREADS, limit)
+            threads = min(abi.FORALL_THREADS, limit)
         groups = -(-int(n) // threads)
         return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1))
 
@@ -240,7 +260,7 @@ class VulkanDispatcher:
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
-                from numba_vulkan.aot import lookup
+                from numba_vulkan.aot.loader import lookup
                 compiled = lookup.find(self, sig, threads, target)
                 name = None
                 if compiled is None and self.options.get("cache"):
@@ -302,7 +322,7 @@ class VulkanDispatcher:
                         if "aot" not in compiled.metadata:
                             raise
                         # A shipped module the driver refuses: the JIT's instead.
-                        from numba_vulkan.aot import lookup
+                        from numba_vulkan.aot.loader import lookup
                         lookup.refused_by_driver(compiled, exc)
                         from numba_vulkan.compiler import stages
                         compiled = stages.compile(self.py_func, sig, threads, device.target,

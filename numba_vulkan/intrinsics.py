@@ -119,6 +119,91 @@ const = _namespace("const", "Constant memory (numba.cuda's ``cuda.const``).",
     global NumPy array it reads directly; writes to it are not allowed.
     """)
 
+_REDUCE_DOC = """The {what} of ``value`` over the active invocations of the subgroup;
+    every invocation gets it."""
+_SCAN_DOC = """The {what} of ``value`` over the active invocations of the subgroup with
+    a lower :func:`subgroup.local_id` {than}."""
+_SCAN_NAMES = {"add": "sum", "min": "minimum", "max": "maximum", "and": "bitwise and",
+               "or": "bitwise or", "xor": "bitwise xor"}
+
+subgroup = _namespace(
+    "subgroup",
+    """Subgroups: the invocations of a workgroup that the device runs together
+(numba.cuda's warp). Their size is the device's, 8 on lavapipe and 32 on
+NVIDIA GPUs: read :func:`subgroup.size`, never assume it.
+
+The operations take part among the *active* invocations of the subgroup,
+those that reach the call together. Values are ints (8 to 64 bits), bools
+and floats (32 and 64 bits); a device may lack a class of operations
+(``python -m numba_vulkan info`` lists them), and a kernel using one fails
+at launch with a ``LaunchError`` naming it.
+""",
+    id="""Index of this invocation's subgroup in its workgroup.""",
+    all="""Whether ``predicate`` is true in every active invocation of the subgroup.""",
+    any="""Whether ``predicate`` is true in some active invocation of the subgroup.""",
+    all_equal="""Whether ``value`` is the same in every active invocation of the subgroup.""",
+    ballot="""The lanes whose ``predicate`` is true, as a uint64: bit ``k`` is
+    invocation ``local_id() == k`` (lanes 64 and up, on devices with subgroups
+    that large, are left out; inactive lanes are 0).""",
+    broadcast="""``value`` of the invocation whose :func:`subgroup.local_id` is ``lane``.
+
+    ``lane`` must be the same in every active invocation (use
+    :func:`subgroup.shuffle` otherwise) and name an active one.""",
+    shuffle="""``value`` of the invocation whose :func:`subgroup.local_id` is ``lane``
+    modulo the subgroup size; the lane may differ per invocation.""",
+    shuffle_xor="""``value`` of the invocation ``local_id() ^ mask``, or this invocation's
+    own ``value`` if there is no such lane.""",
+    shuffle_up="""``value`` of the invocation ``local_id() - delta``, or this invocation's
+    own ``value`` if there is no such lane.""",
+    shuffle_down="""``value`` of the invocation ``local_id() + delta``, or this invocation's
+    own ``value`` if there is no such lane.""",
+    barrier="""Wait until every active invocation of the subgroup reaches this call;
+    their writes to workgroup and buffer memory before it are visible after it
+    (numba.cuda's ``syncwarp``).""",
+    **{f"reduce_{op}": _REDUCE_DOC.format(what=what) for op, what in _SCAN_NAMES.items()},
+    **{f"inclusive_{op}": _SCAN_DOC.format(what=what, than="or equal")
+       for op, what in _SCAN_NAMES.items()},
+    **{f"exclusive_{op}": _SCAN_DOC.format(what=what, than="(the operation's identity in "
+                                           "the first: 0 for a sum)")
+       for op, what in _SCAN_NAMES.items()},
+)
+subgroup.size = subgroup_size
+subgroup.local_id = lane_id
+
+popc = _device_only("popc")
+popc.__doc__ = """Number of bits set in an integer (numba.cuda's ``popc``)."""
+
+brev = _device_only("brev")
+brev.__doc__ = """An integer's bits in reverse order, as an unsigned integer of its width
+(numba.cuda's ``brev``)."""
+
+clz = _device_only("clz")
+clz.__doc__ = """Number of zero bits above an integer's highest set bit, its width for 0
+(numba.cuda's ``clz``)."""
+
+ffs = _device_only("ffs")
+ffs.__doc__ = """Position of an integer's lowest set bit counted from 1, or 0 if none is
+set, as a uint32 (numba.cuda's ``ffs``)."""
+
+#: numba.cuda's warp functions, which :mod:`numba_vulkan.cuda` exports
+#: (``docs/cuda.md`` says how they map onto :data:`subgroup`).
+cuda_warp = _namespace(
+    "cuda", "numba.cuda's warp functions.",
+    shfl_sync="numba.cuda's ``shfl_sync(mask, value, src_lane)``.",
+    shfl_up_sync="numba.cuda's ``shfl_up_sync(mask, value, delta)``.",
+    shfl_down_sync="numba.cuda's ``shfl_down_sync(mask, value, delta)``.",
+    shfl_xor_sync="numba.cuda's ``shfl_xor_sync(mask, value, lane_mask)``.",
+    all_sync="numba.cuda's ``all_sync(mask, predicate)``.",
+    any_sync="numba.cuda's ``any_sync(mask, predicate)``.",
+    eq_sync="numba.cuda's ``eq_sync(mask, predicate)``.",
+    ballot_sync="numba.cuda's ``ballot_sync(mask, predicate)``.",
+    activemask="numba.cuda's ``activemask()``.",
+    lanemask_lt="numba.cuda's ``lanemask_lt()``.",
+    match_any_sync="numba.cuda's ``match_any_sync(mask, value)``.",
+    match_all_sync="numba.cuda's ``match_all_sync(mask, value)``.",
+    syncwarp="numba.cuda's ``syncwarp(mask=0xFFFFFFFF)``.",
+)
+
 _ATOMIC_DOC = """Atomically {what} ``array[index]``; return the old value.
 
     ``index`` is an int or a tuple of ints; the array is a kernel argument

@@ -15,8 +15,11 @@ cache off.
 Kernels compiled with ``@nv.jit(cache=True)`` are stored whole as well, in
 ``functions/``, which skips Numba's pipeline too. They are found by their
 bytecode, the timestamps of their source files and those of the ``@nv.jit``
-functions they call, as with Numba's ``cache=True``; see
-:meth:`numba_vulkan.dispatcher.VulkanDispatcher.compile`.
+functions they call, as with Numba's ``cache=True`` (:func:`source_stamp`),
+and by the content of their code and of the globals it reads
+(:mod:`numba_vulkan.codehash`, the key of AOT directories too); see
+:meth:`numba_vulkan.dispatcher.VulkanDispatcher.compile`. A kernel without
+a source file (defined with ``exec`` or interactively) is not stored there.
 
 An entry is one file, ``NAME.entry``: a line naming the format and its
 version, a line of JSON (the key, the entry's JSON values, the size and
@@ -53,7 +56,6 @@ import shutil
 import sys
 import threading
 import time
-import types
 from collections import namedtuple
 
 try:
@@ -61,7 +63,7 @@ try:
 except ImportError:  # Windows: processes add their counts without taking turns
     fcntl = None
 
-from numba_vulkan import abi, config, files, jitoptions, libclc, modulecheck
+from numba_vulkan import abi, codehash, config, files, jitoptions, libclc, modulecheck
 
 #: The environment variable that turns the cache off when set to 0.
 ENV_VAR = "NUMBA_VULKAN_CACHE"
@@ -82,13 +84,6 @@ SUFFIX = ".entry"
 #: make a lookup read gigabytes).
 _MAX_FILE = 256 << 20
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-#: Top-level packages whose functions a kernel may name without their code
-#: being stamped: their versions (or this package's source) are in the keys.
-_LIBRARIES = frozenset({"numpy", "numba", "numba_vulkan", "llvmlite", "math", "cmath",
-                        "operator", "builtins"})
-#: Most functions a kernel may reach through its globals before it is
-#: deemed too entangled to cache whole.
-_MAX_FUNCTIONS = 256
 
 _lock = threading.Lock()
 _counters = {tier: {"hits": 0, "misses": 0, "rejected": 0, "stores": 0, "store_failures": 0,
@@ -300,24 +295,6 @@ def key(source, *settings):
 # Keys of the functions/ tier -----------------------------------------------
 
 
-def _describe_code(code):
-    consts = []
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            consts.append(_describe_code(const))
-        elif isinstance(const, frozenset):
-            # A set literal's order depends on string hashing, which differs
-            # between processes.
-            consts.append("frozenset" + repr(sorted(map(repr, const))))
-        else:
-            consts.append(type(const).__name__ + ":" + repr(const))
-    return repr((getattr(code, "co_qualname", code.co_name), code.co_argcount,
-                 code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
-                 code.co_firstlineno,
-                 code.co_code.hex(), consts, code.co_names, code.co_varnames,
-                 code.co_freevars, code.co_cellvars))
-
-
 def source_stamp(function):
     """What identifies a Python function's code across processes.
 
@@ -328,6 +305,11 @@ def source_stamp(function):
         bytes or None: Its bytecode with the name, size and modification
         time of its source file, or None if it has no source file (it was
         defined interactively or with ``exec``), and cannot be cached.
+
+    A touched or edited file changes the stamps of all its functions, and
+    so the key of every kernel calling one of them: an edit the code's
+    content does not show (an ``@overload`` implementation in the kernel's
+    own file) recompiles too.
     """
     code = getattr(function, "__code__", None)
     if code is None or code.co_filename.startswith("<"):
@@ -339,157 +321,7 @@ def source_stamp(function):
         return None
     return "\0".join([path, str(st.st_size), str(st.st_mtime_ns),
                       getattr(function, "__qualname__", code.co_name),
-                      _describe_code(code)]).encode()
-
-
-class _Uncacheable(Exception):
-    """A kernel reads something its stamps cannot describe."""
-
-
-def _code_names(code):
-    names = list(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names.extend(_code_names(const))
-    return names
-
-
-def _options_text(value):
-    options = getattr(value, "options", None)
-    if not isinstance(options, dict):
-        options = getattr(value, "targetoptions", None)
-    if not isinstance(options, dict):
-        return "{}"
-    return repr(sorted((str(k), repr(v)) for k, v in options.items() if k != "cache"))
-
-
-def _is_library(value):
-    module = getattr(value, "__module__", None) or ""
-    return module.split(".")[0] in _LIBRARIES
-
-
-class _Stamper:
-    """Collects the stamps of a kernel and of what it reads, recursively."""
-
-    def __init__(self):
-        self.stamps = []
-        self.seen = set()
-        self.modules = []
-
-    def function(self, function, options="{}"):
-        if id(function) in self.seen:
-            return
-        self.seen.add(id(function))
-        if len(self.seen) > _MAX_FUNCTIONS:
-            raise _Uncacheable(f"it reaches more than {_MAX_FUNCTIONS} functions")
-        stamp = source_stamp(function)
-        if stamp is None:
-            raise _Uncacheable(f"{function.__qualname__} has no source file")
-        # The kernel's stamp comes first, then those of its callees.
-        index = len(self.stamps)
-        self.stamps.append(None)
-        values = []
-        code = function.__code__
-        names = _code_names(code)
-        scope = function.__globals__
-        for name in dict.fromkeys(names):
-            if name in scope:
-                values.append((name, self.value(scope[name], names)))
-        for name, cell in zip(code.co_freevars, function.__closure__ or ()):
-            try:
-                contents = cell.cell_contents
-            except ValueError:
-                continue
-            values.append((name, self.value(contents, names)))
-        values.append(("defaults", self.value(function.__defaults__, names)))
-        self.stamps[index] = (stamp + b"\0" + options.encode() + b"\0"
-                              + repr(values).encode())
-
-    def module(self, module, names):
-        """A module the code names, with those of its attributes that the
-        code may read as ``module.name`` (Numba freezes them too)."""
-        # Described again on each visit, as each function names other
-        # attributes; only a module that (indirectly) contains itself stops.
-        if module in self.modules:
-            return f"module:{module.__name__}"
-        self.modules.append(module)
-        library = module.__name__.split(".")[0] in _LIBRARIES
-        attributes = []
-        for name in dict.fromkeys(names):
-            if name not in module.__dict__:
-                continue
-            attr = module.__dict__[name]
-            # A library's attributes are its API, versioned in the keys;
-            # only jitted functions there carry code of the user's.
-            if library and not callable(getattr(attr, "py_func", None)):
-                continue
-            attributes.append((name, self.value(attr, names)))
-        self.modules.pop()
-        return f"module:{module.__name__}:{attributes!r}"
-
-    def value(self, value, names):
-        """A stable description of a global or closure value; recurses into
-        the functions it is or holds."""
-        import numpy as np
-        if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-            return f"{type(value).__name__}:{value!r}"
-        if isinstance(value, tuple):
-            return "(" + ",".join(self.value(v, names) for v in value) + ")"
-        if isinstance(value, np.ndarray):
-            data = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
-            return f"ndarray:{value.dtype.str}:{value.shape}:{data}"
-        if isinstance(value, np.generic):
-            return f"{value.dtype.str}:{value.tobytes().hex()}"
-        if isinstance(value, np.dtype):
-            return f"dtype:{value.str}"
-        if isinstance(value, types.ModuleType):
-            return self.module(value, names)
-        py_func = getattr(value, "py_func", None)
-        if isinstance(py_func, types.FunctionType):
-            self.function(py_func, _options_text(value))
-            return f"jit:{py_func.__module__}.{py_func.__qualname__}"
-        if isinstance(value, types.FunctionType):
-            if _is_library(value):
-                return f"library:{value.__module__}.{value.__qualname__}"
-            self.function(value)
-            return f"function:{value.__module__}.{value.__qualname__}"
-        if isinstance(value, (type, types.BuiltinFunctionType)):
-            return f"{type(value).__name__}:{value.__module__}.{value.__qualname__}"
-        kind = type(value)
-        if kind.__module__.split(".")[0] in _LIBRARIES:
-            # Library objects such as NumPy's ufuncs and Numba's types print
-            # as what they are, unless their repr is an address.
-            text = repr(value)
-            if " at 0x" not in text:
-                return f"{kind.__module__}.{kind.__qualname__}:{text}"
-        raise _Uncacheable(f"it reads a global of type {kind.__qualname__}")
-
-
-def dependency_stamps(function):
-    """:func:`source_stamp` of a kernel and of every function it reaches.
-
-    Functions are found through the names its code uses: globals and
-    closure variables that are jitted functions (``@nv.jit``, ``@numba.njit``)
-    or plain Python functions, and jitted functions reached as attributes of
-    a module it names, recursively. The values of the other globals it reads
-    (numbers, arrays, ...) are part of the stamps, as Numba freezes them into
-    the code.
-
-    Args:
-        function (function): The kernel's Python function.
-
-    Returns:
-        list of bytes or None: The stamps, or None if something the kernel
-        reads cannot be described (then it is not cached whole).
-    """
-    stamper = _Stamper()
-    try:
-        stamper.function(function)
-    except _Uncacheable as exc:
-        _log("functions", "uncacheable", getattr(function, "__qualname__", "?"), str(exc))
-        _count("functions", "uncacheable")
-        return None
-    return stamper.stamps
+                      codehash.code_digest(code)]).encode()
 
 
 def kernel_key(stamps, *settings):
@@ -499,7 +331,8 @@ def kernel_key(stamps, *settings):
         stamps (list of bytes): :func:`source_stamp` of the kernel and of
             every function it calls.
         *settings: Argument types, grid, narrowing mode and options
-            (JSON-compatible values).
+            (JSON-compatible values); :func:`function_key` adds the content
+            key of :func:`numba_vulkan.codehash.walk`.
 
     Returns:
         str: A hexadecimal digest.
@@ -954,16 +787,39 @@ def _versions():
     return [_installed_version("numba"), numpy.__version__, sys.implementation.cache_tag]
 
 
+def _uncacheable(function, why):
+    _log("functions", "uncacheable", getattr(function, "__qualname__", "?"), why)
+    _count("functions", "uncacheable")
+
+
 def function_key(function, options, sig, local_size, target):
     """The ``functions/`` name of a ``cache=True`` kernel, or None if caching is
-    off or the kernel cannot be keyed (see :func:`dependency_stamps`)."""
+    off or the kernel cannot be keyed.
+
+    The key holds :func:`source_stamp` of the kernel and of every function
+    :func:`numba_vulkan.codehash.walk` reaches from it, and the walk's
+    content key, the one AOT directories use: the stamps see what a file's
+    time says (any edit), the content key what no file says (globals and
+    closure values set at run time). A kernel the walk cannot key
+    (:class:`~numba_vulkan.codehash.Unkeyable`), or which calls a function
+    without a source file (or is one), is counted ``uncacheable``.
+    """
     if not enabled():
         return None
-    stamps = dependency_stamps(function)
-    if stamps is None:
+    try:
+        found = codehash.walk(function, options)
+    except codehash.Unkeyable as exc:
+        _uncacheable(function, str(exc))
         return None
-    return kernel_key(stamps, list(sig), list(local_size), target.key(), _options(options),
-                      abi.ABI_VERSION, _versions(), config.numba_settings())
+    stamps = []
+    for reached in found.functions:
+        stamp = source_stamp(reached)
+        if stamp is None:
+            _uncacheable(function, f"{reached.__qualname__} has no source file")
+            return None
+        stamps.append(stamp)
+    return kernel_key(stamps, found.key, list(sig), list(local_size), target.key(),
+                      _options(options), abi.ABI_VERSION, _versions(), config.numba_settings())
 
 
 def load_compiled(name, sig, local_size, target, label):

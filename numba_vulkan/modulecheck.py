@@ -496,3 +496,29 @@ def written_bindings(binary):
             for target in targets:
                 written |= points.get(target, set())
     return written
+
+
+#: Opcodes of SPIR-V's non-uniform group instructions (OpGroupNonUniformElect
+#: to OpGroupNonUniformQuadSwap), whose first operands are a result type and id.
+_GROUP_OPCODES = range(333, 367)
+
+
+def subgroup_features(binary):
+    """Device features (as in ``DeviceInfo.features``) a module's subgroup
+    operations need: the operation class of each subgroup capability it
+    declares, and ``subgroup_extended_types`` where an operation yields an
+    integer of other than 32 bits."""
+    _, instructions = spirv.parse(binary)
+    needed = set()
+    widths = {}
+    for inst in instructions:
+        opcode = inst[0] & 0xFFFF
+        if opcode == _OP_CAPABILITY:
+            feature = spirv.SUBGROUP_FEATURES.get(CAPABILITIES.get(inst[1], ""))
+            if feature:
+                needed.add(feature)
+        elif opcode == _OP_TYPE_INT:
+            widths[inst[1]] = inst[2]
+        elif opcode in _GROUP_OPCODES and widths.get(inst[1], 32) != 32:
+            needed.add("subgroup_extended_types")
+    return needed

@@ -14,6 +14,21 @@ CAPABILITIES = {
     6034: "AtomicFloat64AddEXT", 4441: "VariablePointersStorageBuffer",
     4442: "VariablePointers", 5612: "AtomicFloat32MinMaxEXT",
     4464: "DenormPreserve", 4465: "DenormFlushToZero", 4466: "SignedZeroInfNanPreserve",
+    61: "GroupNonUniform", 62: "GroupNonUniformVote", 63: "GroupNonUniformArithmetic",
+    64: "GroupNonUniformBallot", 65: "GroupNonUniformShuffle",
+    66: "GroupNonUniformShuffleRelative",
+}
+
+#: The device feature (as in ``DeviceInfo.features``: the operation classes
+#: of ``VkPhysicalDeviceSubgroupProperties.supportedOperations``) each
+#: subgroup capability needs. GroupNonUniform itself is in every Vulkan 1.1
+#: device.
+SUBGROUP_FEATURES = {
+    "GroupNonUniformVote": "subgroup_vote",
+    "GroupNonUniformArithmetic": "subgroup_arithmetic",
+    "GroupNonUniformBallot": "subgroup_ballot",
+    "GroupNonUniformShuffle": "subgroup_shuffle",
+    "GroupNonUniformShuffleRelative": "subgroup_shuffle_relative",
 }
 
 _OP_CAPABILITY = 17

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.aot import index, lookup
+from numba_vulkan.aot.loader import index, lookup
 from numba_vulkan.aot.__main__ import main
+from numba_vulkan.errors import AOTWarning
 from numba_vulkan.target import TargetDescription
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -309,24 +310,24 @@ def test_contiguous_launch_uses_a_strided_entry_but_not_the_reverse(project, ker
     found = lookup.find(kernels.shift, ("float32[1d,C]", "float32[1d,C]"), (256, 1, 1), target)
     assert found.signature == ("float32[1d,A]", "float32[1d,A]")
     assert found.llvm_ir == "" and found.spirv[:4] == b"\x03\x02\x23\x07"
-    with pytest.warns(nv.aot.lookup.AOTWarning, match="signatures:"):
+    with pytest.warns(AOTWarning, match="signatures:"):
         assert lookup.find(kernels.fill, ("int32[1d,A]", "int32"), (64, 1, 1), target) is None
 
 
 def test_other_threads_or_profile_is_a_miss_naming_the_manifest_lines(project, kernels, search):
     search(project / "aot")
-    with pytest.warns(nv.aot.lookup.AOTWarning) as caught:
+    with pytest.warns(AOTWarning) as caught:
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (128, 1, 1),
                            TargetDescription()) is None
     message = str(caught[0].message)
     assert "  - function: aotkern_test_copy:fill" in message
     assert 'signatures: ["void(int32[::1], int32)"]' in message and "threads: [[128]]" in message
     narrow = TargetDescription(float64=False, int64=False)
-    with pytest.warns(nv.aot.lookup.AOTWarning, match="profile narrow"):
+    with pytest.warns(AOTWarning, match="profile narrow"):
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1), narrow) is None
     assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
                        TargetDescription(vulkan=(1, 3))) is not None
-    with pytest.warns(nv.aot.lookup.AOTWarning):
+    with pytest.warns(AOTWarning):
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
                            TargetDescription(vulkan=(1, 1))) is None
 
@@ -361,7 +362,7 @@ def test_entry_of_the_previous_abi_is_a_miss(project, kernels, search, tmp_path)
     (copy / index.INDEX).write_text(json.dumps(data))
     sig = tuple(entry["signature"])
     search(copy)
-    with pytest.warns(nv.aot.lookup.AOTWarning, match="not in the AOT directories"):
+    with pytest.warns(AOTWarning, match="not in the AOT directories"):
         assert lookup.find(kernels.stencil, sig, (8, 8, 1), TargetDescription()) is None
     search(copy, strict=True)
     with pytest.raises(nv.AOTError, match="NUMBA_VULKAN_AOT_STRICT"):
@@ -379,7 +380,7 @@ def test_tampered_module_is_rejected(project, kernels, search, tmp_path, capsys)
     module.write_bytes(bytes(data))
     search(copy)
     before = nv.aot.stats()["rejected"]
-    with pytest.warns(nv.aot.lookup.AOTWarning, match="does not match its SHA-256"):
+    with pytest.warns(AOTWarning, match="does not match its SHA-256"):
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
                            TargetDescription()) is None
     assert nv.aot.stats()["rejected"] == before + 1
@@ -404,7 +405,7 @@ def test_damaged_index_is_never_used(project, kernels, search, tmp_path, capsys,
     shutil.copytree(project / "aot", copy)
     (copy / index.INDEX).write_text(damage((copy / index.INDEX).read_text()))
     search(copy)
-    with pytest.warns(nv.aot.lookup.AOTWarning, match=message):
+    with pytest.warns(AOTWarning, match=message):
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
                            TargetDescription()) is None
     assert main(["verify", str(copy)]) == 1

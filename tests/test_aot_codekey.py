@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.aot.codekey import kernel_key
+from numba_vulkan.aot.loader.codekey import kernel_key
 
 KERNEL = '''
 import numba_vulkan as nv
@@ -155,7 +155,7 @@ def test_globals_without_a_stable_value_are_refused(value):
 def test_key_is_the_same_in_other_processes_and_directories(tmp_path):
     script = ("import sys; sys.path.insert(0, sys.argv[1])\n"
               "from examples.saxpy import saxpy\n"
-              "from numba_vulkan.aot.codekey import kernel_key\n"
+              "from numba_vulkan.aot.loader.codekey import kernel_key\n"
               "print(kernel_key(saxpy))\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     keys = set()

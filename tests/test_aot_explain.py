@@ -8,7 +8,7 @@ import types
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.aot import codekey, lookup
+from numba_vulkan.aot.loader import codekey, lookup
 from numba_vulkan.runtime.device import current_device
 
 KERNELS = '''

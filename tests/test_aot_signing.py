@@ -19,7 +19,9 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.aot import __main__ as cli
-from numba_vulkan.aot import build, index, lookup, signing
+from numba_vulkan.aot import build
+from numba_vulkan.aot.keys import signer
+from numba_vulkan.aot.loader import index, lookup, signing
 from numba_vulkan.dispatcher import VulkanDispatcher
 from numba_vulkan.errors import AOTWarning
 from numba_vulkan.runtime.device import current_device
@@ -152,7 +154,7 @@ def _tamper(directory):
 def _resign_with_theirs(keys):
     def damage(directory):
         text = (directory / index.INDEX).read_bytes()
-        sign = signing.signer(str(keys / "theirs.pem"))
+        sign = signer(str(keys / "theirs.pem"))
         (directory / signing.SIGNATURE).write_bytes(sign(text))
     return damage
 
@@ -234,7 +236,7 @@ def test_a_private_key_is_refused_as_a_public_one_and_back(signed, tmp_path):
     with pytest.raises(nv.AOTError, match="not a PEM public key"):
         signing.PublicKey(str(keys / "ours.pem"))
     with pytest.raises(nv.AOTError, match="not an unencrypted PEM private key"):
-        signing.signer(str(keys / "ours.pub"))
+        signer(str(keys / "ours.pub"))
     result = _cli("build", "kernels.yaml", "--sign", keys / "ours.pub", "-o", tmp_path / "out",
                   cwd=root, extra_path=[root])
     assert result.returncode == 2 and "private key" in result.stderr
@@ -264,7 +266,7 @@ def test_rebuilding_a_signed_directory_replaces_its_signature(signed, tmp_path):
 _NO_CRYPTOGRAPHY = """
 import sys
 import numba_vulkan as nv
-from numba_vulkan.aot import lookup
+from numba_vulkan.aot.loader import lookup
 nv.aot.register(sys.argv[1])
 for directory in lookup.directories():
     directory.entries("x")

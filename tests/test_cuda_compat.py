@@ -293,16 +293,17 @@ def test_error_hints_name_what_the_cuda_module_has():
     for name in diagnostics.CUDA_MODULE_NAMES:
         assert name in cuda.__all__, name
         assert "from numba_vulkan import cuda" in diagnostics.cuda_hint(name)
-    assert "from numba_vulkan import cuda" not in diagnostics.cuda_hint("syncwarp")
+    assert "from numba_vulkan import cuda" not in diagnostics.cuda_hint("this_grid")
 
 
 def test_a_missing_cuda_name_is_a_compile_error_with_a_hint():
-    def warp_sync(out):
-        cuda.syncwarp()
+    def grid_sync(out):
+        cuda.cg.this_grid().sync()
         out[0] = 1
 
-    with pytest.raises(nv.CompilerError, match="numba.cuda's syncwarp is nv.barrier()"):
-        cuda.jit(warp_sync).compile("void(int32[::1])")
+    with pytest.raises(nv.CompilerError, match="numba.cuda's cg has no numba_vulkan "
+                                               "equivalent"):
+        cuda.jit(grid_sync).compile("void(int32[::1])")
 
 
 @cuda.jit

@@ -194,7 +194,7 @@ def _no_such(out):
     (_sync, "nv.syncthreads()", "numba_vulkan has no attribute 'syncthreads'",
      "numba.cuda's syncthreads is nv.barrier() in numba_vulkan"),
     (_syncwarp, "nv.syncwarp", "numba_vulkan has no attribute 'syncwarp'",
-     "numba.cuda's syncwarp is nv.barrier() in numba_vulkan"),
+     "numba.cuda's syncwarp is nv.subgroup.barrier() in numba_vulkan"),
     (_no_such, "nv.foo", "numba_vulkan has no attribute 'foo'", None),
 ], ids=lambda v: v.__name__.strip("_") if callable(v) else None)
 def test_numba_cuda_names_hint_at_ours(function, text, attribute, hint):

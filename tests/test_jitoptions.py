@@ -7,7 +7,8 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan import dispatcher, files, jitoptions, kernelcache, libclc
-from numba_vulkan.aot import codekey, manifest
+from numba_vulkan.aot import manifest
+from numba_vulkan.aot.loader import codekey
 
 
 def _kernel(x):

@@ -349,21 +349,19 @@ def kernel_files(tmp_path):
     _forget(directory)
 
 
-def test_dependency_stamps_reach_called_functions(kernel_files):
+def test_library_objects_are_keyed_and_others_make_kernels_uncacheable(kernel_files,
+                                                                         cache_dir):
     module = _import(kernel_files, "kc_kernel")
-    stamps = kernelcache.dependency_stamps(module.kern.py_func)
-    assert len(stamps) == 3
-    assert stamps[0].startswith(kernelcache.source_stamp(module.kern.py_func))
-    joined = b"".join(stamps)
-    assert b"square" in joined and b"kc_helpers.py" in joined
-    # Library objects are named, not stamped.
     import numba
+    keys = set()
     for value in (np.sqrt, np.float32, np.dtype("f4"), numba.float32, np.float32(2)):
         module.SCALE = value
-        assert kernelcache.dependency_stamps(module.kern.py_func) is not None, value
-    # Something that cannot be described makes the kernel uncacheable.
+        keys.add(_function_key(module))
+    assert None not in keys and len(keys) == 5, keys
+    # Something whose value has no stable key makes the kernel uncacheable.
     module.SCALE = object()
-    assert kernelcache.dependency_stamps(module.kern.py_func) is None
+    assert _function_key(module) is None
+    assert kernelcache.stats()["functions"]["uncacheable"] == 1
 
 
 def _function_key(module, sig=SIG, threads=THREADS, target=DEFAULT, **options):
@@ -393,6 +391,11 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     keys["numba setting"] = _function_key(_import(kernel_files, "kc_kernel"))
     monkeypatch.delenv("NUMBA_BOUNDSCHECK")
     assert _function_key(_import(kernel_files, "kc_kernel")) == base
+    # Touched only: the stamp of every function of the file changes.
+    _edit(kernel_files / "kc_helpers.py", "", "")
+    keys["touched file of a callee"] = _function_key(_import(kernel_files, "kc_kernel"))
+    _edit(kernel_files / "kc_kernel.py", "", "")
+    keys["touched file of the kernel"] = _function_key(_import(kernel_files, "kc_kernel"))
     _edit(kernel_files / "kc_helpers.py", "v + 1.0", "v + 2.0")
     keys["callee in another module"] = _function_key(_import(kernel_files, "kc_kernel"))
     _edit(kernel_files / "kc_kernel.py", "return v * v", "return v * v * v")
@@ -404,13 +407,26 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     assert len(set(keys.values())) == len(keys), keys
 
 
-def test_kernel_key_without_source_is_none():
+def test_kernel_without_a_source_file_is_not_in_functions(cache_dir, kernel_files, rng):
     namespace = {"nv": nv}
-    exec("def kern(x):\n    x[0] = 1\n", namespace)
+    exec("def kern(x, y):\n"
+         "    i = nv.global_id(0)\n"
+         "    if i < x.shape[0]:\n"
+         "        y[i] = x[i] * x[i] * x[i]\n", namespace)
     kernel = nv.jit(cache=True)(namespace["kern"])
-    assert kernelcache.function_key(kernel.py_func, kernel.options, ("float32[1d,C]",),
-                                    THREADS, DEFAULT) is None
-    assert kernelcache.stats()["functions"]["uncacheable"] >= 1
+    assert kernelcache.function_key(kernel.py_func, kernel.options, SIG[1:], THREADS,
+                                    DEFAULT) is None
+    # Launched, it is compiled and stored in kernels/ alone, and computes the same.
+    run_cube(kernel, rng)
+    assert counts("functions") == {"uncacheable": 2}
+    assert counts("kernels") == {"misses": 1, "stores": 1}
+    assert not (cache_dir / "functions").exists() or not any((cache_dir / "functions").iterdir())
+    # A kernel in a file that calls a function without one is not stored either.
+    module = _import(kernel_files, "kc_kernel")
+    exec("def plain(v):\n    return v\n", namespace)
+    module.SCALE = namespace["plain"]
+    assert _function_key(module) is None
+    assert counts("functions") == {"uncacheable": 3}
 
 
 def _module_key(module, sig=SIG, target=DEFAULT, **options):

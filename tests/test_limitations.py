@@ -212,3 +212,43 @@ def test_array_argument_chosen_at_run_time():
     out = np.zeros(8, np.float32)
     pick[1, 8](out, x, -x, 1)
     np.testing.assert_array_equal(out, x)
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError, reason="ufuncs have no accumulate")
+def test_ufunc_accumulate():
+    @nv.vectorize(["float32(float32, float32)"])
+    def add(a, b):
+        return a + b
+
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(add.accumulate(x), np.cumsum(x))
+
+
+@pytest.mark.xfail(strict=True, reason="the target is registered only with Numba loaded")
+def test_numba_vectorize_with_numba_imported_last():
+    import subprocess
+    import sys
+    script = ("import numba_vulkan, numba\n"
+              "numba.vectorize(['float32(float32)'], target='vulkan')(lambda x: x)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="an AOT key is the content of the code the kernel "
+                   "reaches, which no @overload implementation is part of")
+def test_aot_key_sees_an_edited_overload():
+    from numba.extending import overload
+
+    from numba_vulkan.aot.loader import codekey
+
+    def key(step):
+        namespace = {"nv": nv}
+        exec("def bump(v):\n    raise NotImplementedError\n"
+             "def kern(x):\n    x[0] = bump(x[0])\n", namespace)
+
+        @overload(namespace["bump"], target="generic")
+        def _bump(v):
+            return lambda v: v + step
+        return codekey.kernel_key(nv.jit(namespace["kern"]))
+    assert key(1.0) != key(2.0)

@@ -282,7 +282,7 @@ def test_library_loops_are_kept_rolled():
 
 def test_aot_lookup_prefers_entries_built_for_the_device_loop_limit():
     from numba_vulkan import abi
-    from numba_vulkan.aot import lookup
+    from numba_vulkan.aot.loader import lookup
 
     def entry(target):
         return {"threads": [64, 1, 1], "abi_version": abi.ABI_VERSION, "target": target.key(),

@@ -24,7 +24,8 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan import files, kernelcache, libclc, modulecheck
-from numba_vulkan.aot import build, index, lookup
+from numba_vulkan.aot import build
+from numba_vulkan.aot.loader import index, lookup
 from numba_vulkan.dispatcher import VulkanDispatcher
 from numba_vulkan.errors import AOTWarning
 from numba_vulkan.runtime import pipeline_cache

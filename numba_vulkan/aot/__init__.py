@@ -11,9 +11,11 @@ up there before compiling anything::
 
 ``NUMBA_VULKAN_AOT_PATH`` adds directories too, and
 ``NUMBA_VULKAN_AOT_STRICT=1`` makes a kernel missing from them an error.
-Importing this package imports neither Numba nor Vulkan.
+Importing this package imports only the run-time loader
+(:mod:`numba_vulkan.aot.loader`): neither Numba nor Vulkan nor the build
+(``manifest``, ``build``, ``keys`` and the command line, which sit on top).
 """
 
-from numba_vulkan.aot.lookup import directories, register, stats, unregister
+from numba_vulkan.aot.loader.lookup import directories, register, stats, unregister
 
 __all__ = ["register", "unregister", "stats", "directories"]

@@ -118,8 +118,8 @@ def verify_command(args):
 
 
 def keygen_command(args):
-    from numba_vulkan.aot import signing
-    fingerprint = signing.keygen(args.private, args.public)
+    from numba_vulkan.aot import keys
+    fingerprint = keys.keygen(args.private, args.public)
     print(f"wrote the private key {args.private} (keep it secret) and the public key "
           f"{args.public} (ship it with the app), fingerprint {fingerprint}")
     return EXIT_OK
@@ -127,7 +127,7 @@ def keygen_command(args):
 
 def _entries(directory):
     from numba_vulkan import files
-    from numba_vulkan.aot import index
+    from numba_vulkan.aot.loader import index
     path = os.path.join(_directory(directory), index.INDEX)
     try:
         data = files.read_regular(path, index.INDEX_LIMIT)
@@ -157,7 +157,7 @@ def _same_signature(wanted, entry):
 
 
 def inspect_command(args):
-    from numba_vulkan.aot import index
+    from numba_vulkan.aot.loader import index
     from numba_vulkan.codegen import validate
     entries = [e for e in _entries(args.directory)
                if args.kernel in (e["kernel"], e["kernel"].partition(":")[2])
@@ -179,7 +179,8 @@ def inspect_command(args):
 
 def explain_command(args):
     """Look a kernel up in one directory as a strict launch would, and say why it misses."""
-    from numba_vulkan.aot import index, lookup, manifest
+    from numba_vulkan.aot import manifest
+    from numba_vulkan.aot.loader import index, lookup
     from numba_vulkan.target import TargetDescription
     directory = os.path.abspath(_directory(args.directory))
     module_name, _, qualname = args.kernel.partition(":")
@@ -230,11 +231,13 @@ def record_command(args):
                     continue
                 seen.add(ident)
                 module, _, qualname = record["function"].partition(":")
-                if module == "__main__" or "<locals>" in qualname:
+                if module == "__main__" or "<" in qualname:
                     _error(f"{record['function']} is not importable by name (a kernel of a "
-                           "script run as a file, or one defined inside a function); "
-                           "it is not recorded: run the script with python -m, and define "
-                           "kernels at module level")
+                           "script run as a file, one defined inside a function, or one "
+                           "generated for a lambda, such as nv.reduce(lambda a, b: a + b)'s); "
+                           "it is not recorded: run the script with python -m, define "
+                           "kernels at module level, and name a reduction's lambda by the "
+                           "module attribute that holds it (docs/ufuncs.md)")
                     continue
                 records.append(record)
     finally:

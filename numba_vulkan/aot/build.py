@@ -39,7 +39,8 @@ except ImportError:  # not on Windows: builds of one output are not serialised t
     fcntl = None
 
 from numba_vulkan import abi, files, modulecheck, spirv
-from numba_vulkan.aot import codekey, index, manifest as manifests, signing
+from numba_vulkan.aot import keys as signing_keys, manifest as manifests
+from numba_vulkan.aot.loader import codekey, index, signing
 from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
 #: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
@@ -272,7 +273,7 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
         jobs: Worker processes compiling at once.
         progress: Called as ``progress(done, total, label)`` after each module.
         sign: An Ed25519 private key (a PEM file's path or the PEM text) to
-            sign the index with (:mod:`numba_vulkan.aot.signing`), or None.
+            sign the index with (:mod:`numba_vulkan.aot.keys`), or None.
 
     Returns:
         A :class:`Result`. The output is replaced only if no module failed.
@@ -285,7 +286,7 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
     signer = None
     if sign is not None:
         try:
-            signer = signing.signer(sign)
+            signer = signing_keys.signer(sign)
         except AOTError as exc:
             raise ManifestError(str(exc)) from None
     m = manifests.load(manifest_path)

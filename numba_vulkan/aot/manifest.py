@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from numba_vulkan import jitoptions
-from numba_vulkan.aot import index
+from numba_vulkan.aot.loader import index
 from numba_vulkan.errors import ManifestError
 from numba_vulkan.target import TargetDescription
 
@@ -381,7 +381,8 @@ def _import(manifest, spec):
                                 manifest.path, spec.line)
         value = getattr(value, part)
     from numba_vulkan.dispatcher import VulkanDispatcher
-    if not isinstance(value, VulkanDispatcher):
+    if not isinstance(value, VulkanDispatcher) and not callable(
+            getattr(type(value), "aot_entries", None)):
         hint = (": decorate it with @nv.jit" if inspect.isfunction(value) else "")
         raise ManifestError(f"{spec.function} is a {type(value).__name__}, not an @nv.jit "
                             f"kernel{hint}", manifest.path, spec.line)
@@ -425,27 +426,49 @@ def resolve(manifest):
     """
     tasks, dispatchers, seen = [], {}, {}
     for spec in manifest.kernels:
-        dispatcher = dispatchers.get(spec.function) or _import(manifest, spec)
-        dispatchers[spec.function] = dispatcher
-        options = dict(dispatcher.options)
-        options.pop("cache", None)
-        options.update(spec.options)
+        value = dispatchers.get(spec.function) or _import(manifest, spec)
         profiles = [p for p in manifest.profiles
                     if spec.profiles is None or p.name in spec.profiles]
         for text, line in spec.signatures:
-            sig = _signature(manifest, spec, dispatcher, text, line)
-            for threads, _ in spec.threads:
-                for profile in profiles:
-                    ident = (spec.function, sig, threads, profile.name)
-                    if ident in seen:
-                        raise ManifestError(
-                            f"duplicate entry: {spec.function} with signature {text!r}, "
-                            f"threads {list(threads)} and profile {profile.name} is already "
-                            f"listed at line {seen[ident]}", manifest.path, line)
-                    seen[ident] = line
-                    tasks.append(Task(spec.function, text, sig, threads, profile,
-                                      tuple(sorted(options.items())), line))
+            for function, dispatcher, kernel_text in _kernels_of(manifest, spec, value, text,
+                                                                 line):
+                dispatchers[function] = dispatcher
+                options = dict(dispatcher.options)
+                options.pop("cache", None)
+                options.update(spec.options)
+                sig = _signature(manifest, spec, dispatcher, kernel_text, line)
+                for threads, _ in spec.threads:
+                    for profile in profiles:
+                        ident = (function, sig, threads, profile.name)
+                        if ident in seen:
+                            raise ManifestError(
+                                f"duplicate entry: {function} with signature {text!r}, "
+                                f"threads {list(threads)} and profile {profile.name} is "
+                                f"already listed at line {seen[ident]}", manifest.path, line)
+                        seen[ident] = line
+                        tasks.append(Task(function, kernel_text, sig, threads, profile,
+                                          tuple(sorted(options.items())), line))
     return tasks, dispatchers
+
+
+def _kernels_of(manifest, spec, value, text, line):
+    """``(module:qualname, kernel, kernel signature)`` for one signature line.
+
+    An ``nv.jit`` kernel is itself. A ufunc object (``nv.vectorize``,
+    ``nv.guvectorize``, ``nv.reduce``) takes its own signatures
+    (``float32(float32, float32)``) and names the kernels generated for
+    them, which are its attributes (``mod:add.loop_float32_float32_1d_aa``).
+    """
+    entries = getattr(type(value), "aot_entries", None)
+    if entries is None:
+        return [(spec.function, value, text)]
+    try:
+        found = entries(value, text)
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(f"signature {text!r} of {spec.function}: {exc}", manifest.path,
+                            line) from None
+    return [(f"{spec.function}.{name}", getattr(value, name), kernel_text)
+            for name, kernel_text in found]
 
 
 def merge_records(path, records):

@@ -13,9 +13,9 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, indices, int32, legalize, libclc_link,
-                                   logical, looplimit, narrow, optimize, rounding, strip,
-                                   structurize, validate, versioning, workarounds)
+from numba_vulkan.codegen import (backend, exact, fixups, groupops, indices, int32, legalize,
+                                   libclc_link, logical, looplimit, narrow, optimize, rounding,
+                                   strip, structurize, validate, versioning, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -151,7 +151,7 @@ def emit(job):
 def repair(job):
     """``job.spirv`` without the backend's debug noise and with its known
     mistakes fixed."""
-    job.spirv = fixups.repair(strip.strip(job.spirv))
+    job.spirv = fixups.repair(strip.strip(groupops.lower(job.spirv)))
     return job.spirv
 
 

@@ -153,8 +153,10 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
     params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
     typing_context, target_context = contexts()
     with global_compiler_lock, target_override("vulkan"):
-        # The lowering of atomics reads this; the lock keeps it per compile.
+        # The lowering of atomics reads this, that of subgroup operations and
+        # bit functions the other; the lock keeps them per compile.
         target_context.float32_atomic_add = float32_atomic_add
+        target_context.int64_narrowed = "int64" in narrowed
         try:
             cres = compiler.compile_extra(typing_context, target_context, pyfunc,
                                           args=argtypes, return_type=None,
@@ -170,6 +172,7 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
             raise error from None
         finally:
             target_context.float32_atomic_add = False
+            target_context.int64_narrowed = False
         if cres.signature.return_type not in (types.none, types.void):
             raise CompilerError(diagnostics.located(
                 pyfunc, f"it returns {cres.signature.return_type}; kernels must not return "

@@ -27,8 +27,22 @@ CUDA_NAMES = {
              "(nv.global_id(0), nv.global_id(1))"),
     "gridsize": ("nv.gridsize(ndim)", "cuda.gridsize(1) is nv.global_size(0)"),
     "syncthreads": ("nv.barrier()", "it also makes workgroup memory writes visible"),
-    "syncwarp": ("nv.barrier()", "numba_vulkan has no warp-level barrier; a workgroup "
-                 "barrier is stronger"),
+    "syncwarp": ("nv.subgroup.barrier()", "the subgroup is Vulkan's warp"),
+    **{name: (f"nv.subgroup.{native}", "the subgroup is Vulkan's warp; the mask is ignored")
+       for name, native in (("shfl_sync", "shuffle(value, lane)"),
+                            ("shfl_up_sync", "shuffle_up(value, delta)"),
+                            ("shfl_down_sync", "shuffle_down(value, delta)"),
+                            ("shfl_xor_sync", "shuffle_xor(value, mask)"))},
+    **{name: (f"nv.subgroup.{native}", "the subgroup is Vulkan's warp")
+       for name, native in (("all_sync", "all(predicate)"), ("any_sync", "any(predicate)"),
+                            ("eq_sync", "all_equal(predicate)"),
+                            ("ballot_sync", "ballot(predicate)"),
+                            ("activemask", "ballot(True)"))},
+    "lanemask_lt": ("(1 << nv.lane_id()) - 1", "a mask of the lower lanes"),
+    **{name: (f"nv.{name}(x)", "the same function") for name in ("popc", "brev", "clz", "ffs")},
+    "match_any_sync": ("a comparison with nv.subgroup.shuffle(value, k) for each lane k",
+                       "one shuffle per lane"),
+    "match_all_sync": ("nv.subgroup.all_equal(value)", "its predicate"),
     "threadfence_block": ("nv.workgroup_fence()", "a fence, not a barrier"),
     "threadfence": ("nv.fence()", "device-wide"),
     "threadfence_system": ("nv.fence()", "device-wide: kernels have no wider scope"),
@@ -63,7 +77,11 @@ CUDA_MODULE_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gr
                      "syncthreads", "syncthreads_count", "syncthreads_and",
                      "syncthreads_or", "threadfence", "threadfence_block",
                      "threadfence_system", "shared", "local", "const", "atomic", "jit", "to_device",
-                     "device_array", "device_array_like", "laneid", "warpsize")
+                     "device_array", "device_array_like", "laneid", "warpsize", "syncwarp",
+                     "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
+                     "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask",
+                     "lanemask_lt", "match_any_sync", "match_all_sync", "popc", "brev",
+                     "clz", "ffs")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: "During: typing of call at /path/file.py (12)" and "File "file.py", line 12:".
@@ -140,7 +158,10 @@ def _location_in(text):
     for pattern in (_AT, _FILE):
         m = pattern.search(text)
         if m:
-            found.append((m.start(), os.path.abspath(m.group(1)), int(m.group(2))))
+            name = m.group(1)
+            # "<...>" names source held in linecache (generated code), not a file.
+            found.append((m.start(), name if name.startswith("<") else os.path.abspath(name),
+                          int(m.group(2))))
     if not found:
         return None
     _, filename, line = min(found)

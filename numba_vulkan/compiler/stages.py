@@ -240,8 +240,9 @@ STAGES = (
           "express, integer operations on constants folded; the result is the IR handed to "
           "the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
-    Stage("repair", _repair, "debug noise stripped and the backend's known mistakes fixed; a "
-          "module with an unmerged switch goes back to `structurize` without breaks"),
+    Stage("repair", _repair, "placeholder calls become subgroup instructions, debug noise is "
+          "stripped and the backend's known mistakes fixed; a module with an unmerged switch "
+          "goes back to `structurize` without breaks"),
     Stage("exact", _codegen("exact_floats"), "float operations kept exactly as written "
           "(NoContraction), unless `fastmath`"),
     Stage("validate", _codegen("check"), "spirv-val, unless `NUMBA_VULKAN_VALIDATE=0`"),

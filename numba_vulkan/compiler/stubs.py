@@ -131,6 +131,7 @@ _register_ndim(intrinsics.gridsize, "gridsize", intrinsics.global_size)
 _NULLARY_INTRINSICS = {
     intrinsics.lane_id: "llvm.spv.subgroup.local.invocation.id",
     intrinsics.subgroup_size: "llvm.spv.subgroup.size",
+    intrinsics.subgroup.id: "llvm.spv.subgroup.id",
 }
 
 

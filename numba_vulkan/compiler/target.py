@@ -9,6 +9,8 @@ from numba.core.codegen import CodeLibrary, Codegen
 from numba.core.descriptors import TargetDescriptor
 from numba.core.target_extension import GPU, dispatcher_registry, target_registry
 
+from numba_vulkan import numba_target
+
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
                "v256:256-v512:512-v1024:1024-n8:16:32:64-G10")
@@ -19,16 +21,19 @@ class Vulkan(GPU):
 
 
 target_registry["vulkan"] = Vulkan
+# numba.vectorize(..., target="vulkan") too, once Numba is loaded for a compile.
+numba_target.register_numba_target()
 
 
 class VulkanTypingContext(typing.Context):
     """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
 
     def load_additional_registries(self):
-        from numba_vulkan.compiler import mathimpl, stubs
+        from numba_vulkan.compiler import mathimpl, stubs, subgroups
         super().load_additional_registries()
         self.install_registry(stubs.typing_registry)
         self.install_registry(mathimpl.typing_registry)
+        self.install_registry(subgroups.typing_registry)
 
     def resolve_value_type(self, val):
         from numba_vulkan.compiler.functions import device_function_type
@@ -169,12 +174,13 @@ class VulkanTargetContext(BaseContext):
         from numba.core import optional  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.compiler import mathimpl as vulkan_mathimpl
-        from numba_vulkan.compiler import stubs
+        from numba_vulkan.compiler import stubs, subgroups
         self.install_registry(cmathimpl.registry)
         self.install_registry(mathimpl.registry)
         self.install_registry(npyimpl.registry)
         self.install_registry(stubs.lowering_registry)
         self.install_registry(vulkan_mathimpl.lowering_registry)
+        self.install_registry(subgroups.lowering_registry)
 
     def get_ufunc_info(self, ufunc_key):
         """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""

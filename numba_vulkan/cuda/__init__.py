@@ -19,6 +19,8 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float32, fl
 
 from numba_vulkan import dispatcher as _dispatcher
 from numba_vulkan import intrinsics as _intrinsics
+from numba_vulkan import numba_target as _numba_target
+from numba_vulkan import ufunc as _ufunc
 from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
 from numba_vulkan.runtime import memory as _memory
@@ -27,12 +29,16 @@ __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
     "local", "const", "atomic", "syncthreads", "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "threadfence", "threadfence_block", "threadfence_system", "laneid",
-    "warpsize", "to_device", "device_array", "device_array_like", "synchronize", "stream",
+    "warpsize", "syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
+    "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask", "lanemask_lt",
+    "match_any_sync", "match_all_sync", "popc",
+    "brev", "clz", "ffs", "to_device", "device_array", "device_array_like", "synchronize", "stream",
     "default_stream", "legacy_default_stream", "per_thread_default_stream", "Stream", "Event",
     "event", "event_elapsed_time", "pinned_array", "mapped_array", "pinned", "is_available",
     "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
     "complex64", "complex128", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
-    "uint8", "uint16", "uint32", "uint64", "uintp", "void",
+    "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
+    "Reduce",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -57,6 +63,25 @@ syncthreads_and = _intrinsics.barrier_and
 syncthreads_or = _intrinsics.barrier_or
 laneid = _intrinsics.KernelValue("laneid", _intrinsics.lane_id)
 warpsize = _intrinsics.KernelValue("warpsize", _intrinsics.subgroup_size)
+# Warp functions: nv.subgroup's operations with numba.cuda's masks and
+# out-of-range rules (numba_vulkan/compiler/subgroups.py).
+syncwarp = _intrinsics.cuda_warp.syncwarp
+shfl_sync = _intrinsics.cuda_warp.shfl_sync
+shfl_up_sync = _intrinsics.cuda_warp.shfl_up_sync
+shfl_down_sync = _intrinsics.cuda_warp.shfl_down_sync
+shfl_xor_sync = _intrinsics.cuda_warp.shfl_xor_sync
+all_sync = _intrinsics.cuda_warp.all_sync
+any_sync = _intrinsics.cuda_warp.any_sync
+eq_sync = _intrinsics.cuda_warp.eq_sync
+ballot_sync = _intrinsics.cuda_warp.ballot_sync
+activemask = _intrinsics.cuda_warp.activemask
+lanemask_lt = _intrinsics.cuda_warp.lanemask_lt
+match_any_sync = _intrinsics.cuda_warp.match_any_sync
+match_all_sync = _intrinsics.cuda_warp.match_all_sync
+popc = _intrinsics.popc
+brev = _intrinsics.brev
+clz = _intrinsics.clz
+ffs = _intrinsics.ffs
 
 #: numba.cuda.jit options that only tune numba.cuda's own code generation.
 _IGNORED_OPTIONS = ("debug", "opt", "lineinfo", "max_registers", "link")
@@ -366,3 +391,23 @@ class _Gpus:
 
 gpus = _Gpus()
 
+
+# Ufuncs ----------------------------------------------------------------------
+
+def vectorize(signatures, target="cuda", **options):
+    """numba's ``vectorize(..., target='cuda')``: a GPU ufunc
+    (:func:`numba_vulkan.vectorize`); ``target`` is accepted and ignored."""
+    return _ufunc.vectorize(signatures, **options)
+
+
+def guvectorize(signatures, layout, target="cuda", **options):
+    """numba's ``guvectorize(..., target='cuda')``: a generalized GPU ufunc
+    (:func:`numba_vulkan.guvectorize`); ``target`` is accepted and ignored."""
+    return _ufunc.guvectorize(signatures, layout, **options)
+
+
+#: numba.cuda's ``Reduce``/``reduce``: :class:`numba_vulkan.Reduce`.
+Reduce = reduce = _ufunc.Reduce
+
+# Importing this module imports Numba: numba.vectorize(target="vulkan") too.
+_numba_target.register_numba_target()

@@ -38,13 +38,21 @@ class DeviceInfo:
         features: Names of the optional features the device has, such as
             ``float64``, ``int64``, ``int16``, ``int8``, ``storage8``,
             ``storage16``, ``int64_atomics``, ``float32_atomic_add`` (native
-            float32 atomic add on buffers and workgroup memory).
+            float32 atomic add on buffers and workgroup memory), the subgroup
+            operation classes of compute shaders ``subgroup_vote``,
+            ``subgroup_arithmetic``, ``subgroup_ballot``, ``subgroup_shuffle``,
+            ``subgroup_shuffle_relative``, and ``subgroup_extended_types``
+            (subgroup operations on 8-, 16- and 64-bit integers).
         subgroup_size: Invocations per subgroup.
         max_workgroup_size: Largest workgroup along x, y and z.
         max_workgroup_invocations: Largest workgroup, all axes together.
         max_workgroup_count: Most workgroups along x, y and z.
         max_shared_memory: Bytes of workgroup memory.
         max_push_constants: Bytes of push constants.
+        max_storage_buffers: Storage buffers one kernel may bind: the least
+            of ``maxPerStageDescriptorStorageBuffers``,
+            ``maxDescriptorSetStorageBuffers`` and ``maxPerStageResources``
+            (32 on lavapipe; drivers crash on a layout beyond it).
         pipeline_cache_uuid: Identifies pipeline cache data the driver accepts.
     """
 
@@ -62,6 +70,7 @@ class DeviceInfo:
     max_workgroup_count: tuple
     max_shared_memory: int
     max_push_constants: int
+    max_storage_buffers: int
     pipeline_cache_uuid: str = field(default="")
 
     def target(self):
@@ -166,6 +175,9 @@ class Instance:
             max_workgroup_count=tuple(limits.maxComputeWorkGroupCount[i] for i in range(3)),
             max_shared_memory=limits.maxComputeSharedMemorySize,
             max_push_constants=limits.maxPushConstantsSize,
+            max_storage_buffers=min(limits.maxPerStageDescriptorStorageBuffers,
+                                    limits.maxDescriptorSetStorageBuffers,
+                                    limits.maxPerStageResources),
             pipeline_cache_uuid=uuid)
 
     @staticmethod
@@ -194,10 +206,30 @@ class Instance:
             "float32_atomic_add": atomic_float is not None and (
                 atomic_float.shaderBufferFloat32AtomicAdd
                 and atomic_float.shaderSharedFloat32AtomicAdd),
+            "subgroup_extended_types": f12.shaderSubgroupExtendedTypes,
+            **Instance.subgroup_operations(physical),
         }
         masked = config.mask_features()
         have = {n for n, on in names.items() if on and n not in masked}
         return have, (f2, f12, f11)
+
+    @staticmethod
+    def subgroup_operations(physical):
+        """Which classes of subgroup operations compute shaders may use, by feature name."""
+        v = vk.module()
+        subgroup = vk.new("VkPhysicalDeviceSubgroupProperties*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        props2 = vk.new("VkPhysicalDeviceProperties2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": subgroup})
+        v.lib.vkGetPhysicalDeviceProperties2(physical, props2)
+        compute = bool(subgroup.supportedStages & v.VK_SHADER_STAGE_COMPUTE_BIT)
+        bits = {"subgroup_vote": v.VK_SUBGROUP_FEATURE_VOTE_BIT,
+                "subgroup_arithmetic": v.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT,
+                "subgroup_ballot": v.VK_SUBGROUP_FEATURE_BALLOT_BIT,
+                "subgroup_shuffle": v.VK_SUBGROUP_FEATURE_SHUFFLE_BIT,
+                "subgroup_shuffle_relative": v.VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT}
+        return {name: compute and bool(subgroup.supportedOperations & bit)
+                for name, bit in bits.items()}
 
     @staticmethod
     def device_extensions(physical):
@@ -244,7 +276,8 @@ class Device:
         for name in ("shaderFloat64", "shaderInt64", "shaderInt16"):
             setattr(enabled.features, name, getattr(core, name))
         for name in ("shaderInt8", "storageBuffer8BitAccess", "shaderBufferInt64Atomics",
-                     "shaderSharedInt64Atomics", "uniformAndStorageBuffer8BitAccess"):
+                     "shaderSharedInt64Atomics", "uniformAndStorageBuffer8BitAccess",
+                     "shaderSubgroupExtendedTypes"):
             setattr(e12, name, getattr(f12, name))
         if not f12.timelineSemaphore:
             raise DriverError(f"device {self.info.name} lacks timeline semaphores "

@@ -18,6 +18,27 @@ _RECORDED_LAUNCHES = 32
 _SLOT_ALIGNMENT = 256
 
 
+def _kernel(name):
+    return f"kernel {name}" if name else "the kernel"
+
+
+def _check_storage_buffers(name, params, count, info):
+    """Raise LaunchError if a kernel binds more storage buffers than the device
+    allows: a driver given such a layout may crash rather than fail."""
+    if count <= info.max_storage_buffers:
+        return
+    arrays = sum(1 for p in params if p.kind == "array")
+    extra = [what for kind, what in (("status", "its status buffer"),
+                                     ("args", "the argument buffer"))
+             if any(p.kind == kind for p in params)]
+    parts = ", ".join([f"{arrays} array arguments"] + extra)
+    raise LaunchError(f"{_kernel(name)} binds {count} storage buffers ({parts}), but device "
+                      f"{info.name} allows {info.max_storage_buffers} per kernel (the least of "
+                      "its maxPerStageDescriptorStorageBuffers, maxDescriptorSetStorageBuffers "
+                      "and maxPerStageResources): pass fewer arrays, for instance several of "
+                      "one shape as one array of one more dimension")
+
+
 class Pipeline:
     """A compute pipeline for one SPIR-V module on one device.
 
@@ -25,6 +46,11 @@ class Pipeline:
     shader module, descriptor set layout, pipeline layout, pipeline and the
     packer of push constants. A launch with the same buffers, scalars and
     grid as a recent one resubmits that launch's recorded command buffer.
+
+    ``name``, the kernel's, is for error messages. A kernel binding more
+    storage buffers than the device allows, or needing more push constants
+    than it offers, raises :class:`~numba_vulkan.errors.LaunchError` before
+    any driver call.
 
     A kernel whose arguments do not all fit the push constant block reads
     the rest from its argument buffer (see :mod:`numba_vulkan.abi`): one
@@ -34,7 +60,7 @@ class Pipeline:
     another's arguments, and kernels that fit the block pay nothing.
     """
 
-    def __init__(self, device, spirv, params, push_size, entry="main", cache=None):
+    def __init__(self, device, spirv, params, push_size, entry="main", cache=None, name=None):
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         self.device = device
@@ -46,10 +72,11 @@ class Pipeline:
         bound = self.arrays + ([self.args] if self.args is not None else [])
         self.packer = struct.Struct(abi.push_format(self.params, push_size))
         if push_size > device.info.max_push_constants:
-            raise LaunchError(f"the kernel's arguments need {push_size} bytes of push "
+            raise LaunchError(f"{_kernel(name)}: its arguments need {push_size} bytes of push "
                               f"constants; the device offers {device.info.max_push_constants}: "
                               "compile it for this device's target (device.target), which "
                               "puts what does not fit in the argument buffer")
+        _check_storage_buffers(name, self.params, len(bound), device.info)
         self._handles = []
         code = ffi.new("char[]", bytes(spirv))
         info = vk.new("VkShaderModuleCreateInfo*", {

@@ -2,7 +2,7 @@
 
 An AOT directory holds ``index.json`` and the SPIR-V modules it lists under
 ``spirv/``, each named by its SHA-256, and, if it was signed, the index's
-signature (:mod:`numba_vulkan.aot.signing`). Nothing else: no code, no
+signature (:mod:`numba_vulkan.aot.loader.signing`). Nothing else: no code, no
 pickle, no absolute path, no timestamp. The index::
 
     {"format": 1, "abi_version": 2,
@@ -10,7 +10,7 @@ pickle, no absolute path, no timestamp. The index::
      "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<codekey>", ...}, ...]}
 
 Each entry names the kernel (``module:qualname``), its content key (see
-:mod:`numba_vulkan.aot.codekey`), argument types in text form
+:mod:`numba_vulkan.aot.loader.codekey`), argument types in text form
 (:mod:`numba_vulkan.signature`) and as the manifest wrote them, the
 workgroup size, the profile and the target it was built for, the required
 Vulkan version, capabilities and device features, the module's file,
@@ -25,9 +25,8 @@ package works as well as one on disk. It imports neither Numba nor Vulkan.
 import hashlib
 import json
 
-from numba_vulkan import abi, modulecheck, signature
+from numba_vulkan import abi, modulecheck, signature, spirv
 from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.dispatcher import FORALL_THREADS
 from numba_vulkan.errors import AOTError
 from numba_vulkan.target import TargetDescription
 
@@ -43,7 +42,7 @@ MODULE_LIMIT = 64 << 20
 
 #: Workgroup size of a manifest entry that names none: the one ``forall``
 #: launches use on any device that allows it.
-DEFAULT_THREADS = (FORALL_THREADS, 1, 1)
+DEFAULT_THREADS = (abi.FORALL_THREADS, 1, 1)
 
 #: The device feature (as in :class:`numba_vulkan.runtime.device.DeviceInfo`)
 #: each SPIR-V capability needs.
@@ -53,6 +52,7 @@ CAPABILITY_FEATURES = {
     "StorageBuffer16BitAccess": "storage16",
     "UniformAndStorageBuffer16BitAccess": "storage16",
     "Int64Atomics": "int64_atomics", "AtomicFloat32AddEXT": "float32_atomic_add",
+    **spirv.SUBGROUP_FEATURES,
 }
 
 _ENTRY_FIELDS = {

@@ -1,4 +1,4 @@
-"""Signed AOT directories: an Ed25519 signature of the index, beside it.
+"""Signed AOT directories, the reader's side: checking the index's Ed25519 signature.
 
 The index names every module by its SHA-256, and the loader checks each
 module against it, so a signature of the index bytes covers the whole
@@ -10,8 +10,9 @@ signature of :data:`CONTEXT` followed by the index's bytes; the context
 keeps a signature made for anything else from passing as one of an index.
 
 Keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public), written
-by ``python -m numba_vulkan.aot keygen``. The ``cryptography`` package is
-imported only here, and only when a key is used.
+by ``python -m numba_vulkan.aot keygen`` (:mod:`numba_vulkan.aot.keys`,
+the build side, which signs). The ``cryptography`` package is imported only
+here, and only when a key is used.
 """
 
 import hashlib
@@ -31,8 +32,9 @@ _KEY_LIMIT = 64 << 10
 _PEM = b"-----BEGIN"
 
 
-def _crypto():
-    """The ``cryptography`` modules signing needs; AOTError if not installed."""
+def crypto():
+    """``(serialization, ed25519, InvalidSignature)`` of the ``cryptography``
+    package; AOTError if it is not installed."""
     try:
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives import serialization
@@ -49,7 +51,7 @@ def _is_pem(source):
     return isinstance(source, bytes) and source.lstrip().startswith(_PEM)
 
 
-def _pem(source, what):
+def pem_bytes(source, what):
     """PEM bytes from PEM text (``str`` or ``bytes``) or a path to a PEM file."""
     if _is_pem(source):
         return source.encode("ascii", "replace") if isinstance(source, str) else source
@@ -63,7 +65,8 @@ def _pem(source, what):
                        f"{exc.strerror or exc}") from None
 
 
-def _named(source):
+def key_label(source):
+    """Where a key came from (its path, or that it was PEM text), for messages."""
     if _is_pem(source):
         return "given as PEM text"
     try:
@@ -82,9 +85,9 @@ class PublicKey:
 
     def __init__(self, source):
         """Load a key from a PEM file's path or PEM text; raises AOTError."""
-        serialization, ed25519, _ = _crypto()
-        self.label = _named(source)
-        data = _pem(source, "public key")
+        serialization, ed25519, _ = crypto()
+        self.label = key_label(source)
+        data = pem_bytes(source, "public key")
         try:
             key = serialization.load_pem_public_key(data)
         except (ValueError, TypeError) as exc:
@@ -109,7 +112,7 @@ class PublicKey:
             raise AOTError(f"AOT directory {where} is not signed (it has no {SIGNATURE}), "
                            f"and a public key ({self.label}) is required; build it with "
                            "python -m numba_vulkan.aot build MANIFEST --sign PRIVATE_KEY")
-        _, _, invalid = _crypto()
+        _, _, invalid = crypto()
         try:
             if len(signature) != _SIGNATURE_SIZE:
                 raise invalid()
@@ -118,60 +121,3 @@ class PublicKey:
             raise AOTError(f"AOT directory {where} is not signed by the public key "
                            f"{self.label} (fingerprint {self.fingerprint}): its index was "
                            "changed after signing, or another key signed it") from None
-
-
-def signer(private_key):
-    """A function signing an index's bytes with a private key.
-
-    Args:
-        private_key: An unencrypted Ed25519 private key: a PEM file's path
-            or the PEM text.
-
-    Raises:
-        AOTError: The key cannot be read or is not an Ed25519 private key.
-    """
-    serialization, ed25519, _ = _crypto()
-    label = _named(private_key)
-    data = _pem(private_key, "private key")
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
-        raise AOTError(f"the private key {label} is not an unencrypted PEM private key: "
-                       f"{exc}") from None
-    if not isinstance(key, ed25519.Ed25519PrivateKey):
-        raise AOTError(f"the private key {label} is a {type(key).__name__}, not an Ed25519 "
-                       "key (make one with python -m numba_vulkan.aot keygen)")
-    return lambda index_bytes: key.sign(CONTEXT + index_bytes)
-
-
-def keygen(private_path, public_path):
-    """Write a new Ed25519 key pair as PEM files.
-
-    The private key is created readable by its owner only and never
-    overwrites a file; the public one is meant to ship with the app.
-
-    Raises:
-        AOTError: A file exists already or cannot be written.
-    """
-    serialization, ed25519, _ = _crypto()
-    key = ed25519.Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM,
-                                serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo)
-    for path in (private_path, public_path):
-        if os.path.lexists(path):
-            raise AOTError(f"{path} exists; keygen never overwrites a key")
-    written = []
-    try:
-        for path, data, mode in ((private_path, private, 0o600), (public_path, public, 0o644)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            written.append(path)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-    except OSError as exc:
-        for path in written:
-            os.unlink(path)
-        raise AOTError(f"cannot write the key pair: {exc.strerror or exc}") from None
-    return PublicKey(public).fingerprint

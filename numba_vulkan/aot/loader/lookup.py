@@ -3,7 +3,7 @@
 The dispatcher asks :func:`find` before it compiles anything. The search
 path is the directories of ``NUMBA_VULKAN_AOT_PATH`` (in order), then those
 added with :func:`register` (in the order they were added). A kernel is
-found by its content key (:mod:`numba_vulkan.aot.codekey`), its argument
+found by its content key (:mod:`numba_vulkan.aot.loader.codekey`), its argument
 types, its workgroup size and the profile that fits the target, so a hit
 runs no Numba typing or lowering and no LLVM: this module imports neither.
 
@@ -26,7 +26,7 @@ import warnings
 import weakref
 
 from numba_vulkan import config, files, modulecheck
-from numba_vulkan.aot import codekey, index, signing
+from numba_vulkan.aot.loader import codekey, index, signing
 from numba_vulkan.errors import AOTError, AOTWarning
 
 _lock = threading.RLock()
@@ -48,7 +48,7 @@ class Directory:
     def __init__(self, label, root, public_key=None):
         self.label = label
         self.root = root
-        #: The :class:`~numba_vulkan.aot.signing.PublicKey` that must have
+        #: The :class:`~numba_vulkan.aot.loader.signing.PublicKey` that must have
         #: signed the index, or None for ``NUMBA_VULKAN_AOT_PUBLIC_KEY``'s.
         self.public_key = public_key
         self.problem = None

@@ -1,0 +1,15 @@
+"""The run-time side of AOT directories: what a shipped app runs.
+
+* :mod:`~numba_vulkan.aot.loader.index`: the directory format, reading and
+  checking the index and each module against its entry;
+* :mod:`~numba_vulkan.aot.loader.lookup`: the search path
+  (``register``, ``NUMBA_VULKAN_AOT_PATH``) and finding a launch's kernel;
+* :mod:`~numba_vulkan.aot.loader.signing`: checking the index's signature;
+* :mod:`~numba_vulkan.aot.loader.codekey`: a kernel's content key
+  (:mod:`numba_vulkan.codehash`).
+
+It sits below the dispatcher, which asks it before compiling anything, and
+imports neither Numba, the dispatcher, nor the build side
+(:mod:`numba_vulkan.aot.build`, :mod:`~numba_vulkan.aot.manifest`,
+:mod:`~numba_vulkan.aot.keys` and the command line), which sit on top of it.
+"""
