@@ -318,8 +318,10 @@ class VulkanDispatcher:
             variant = lowering_variant()
             device = self._device_functions.get(variant)
             if device is None:
+                # Numba's target knows only the options that change code
+                # (``cache`` is the dispatcher's).
                 device = self._device_functions[variant] = DeviceDispatcher(
-                    self.py_func, targetoptions=self.options)
+                    self.py_func, targetoptions=jitoptions.code_options(self.options))
             return device
 
     # Launching -------------------------------------------------------------
@@ -381,7 +383,8 @@ class VulkanDispatcher:
                 flat += value.launch_fields
                 buffers.append(value.buffer)
             elif kind == _SCALAR:
-                flat.append(value)
+                # struct packs Python numbers; np.bool_ is not an int.
+                flat.append(value.item() if isinstance(value, np.generic) else value)
             else:
                 flat += (value.real, value.imag)
         status = plan.status

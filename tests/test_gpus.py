@@ -14,13 +14,14 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.runtime import device as rt
-from numba_vulkan.runtime import pipeline_cache
+from numba_vulkan.runtime import pipeline_cache, vk
 from numba_vulkan.runtime.pipeline import Pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -183,7 +184,7 @@ def test_copy_between_unmapped_devices_goes_a_chunk_at_a_time(gpus, monkeypatch,
     from numba_vulkan.runtime import transfer
     a, b, _ = gpus
     x = rng.random(10_001).astype(np.float32)
-    src = nv.to_device(x, device=a.id)
+    src = nv.to_device(x, device=np.int64(a.id))
     dst = nv.device_array(x.shape, np.float32, device=b)
     monkeypatch.setattr(transfer, "CHUNK", 4096)
     monkeypatch.setattr(src.buffer, "readable", False)
@@ -241,6 +242,66 @@ def test_current_device_is_per_thread_and_launches_run_from_two_threads(gpus):
     assert rt._default is b
     nv.select_device(main)
     assert nv.get_current_device() is main
+
+
+@nv.jit
+def spin(out, trips):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        acc = np.float32(0.0)
+        for _ in range(trips):
+            acc = acc * np.float32(0.5) + np.float32(1.0)
+        out[i] = acc
+
+
+def test_a_launch_on_one_device_does_not_wait_for_another(gpus):
+    """While one thread's long launch runs on A (lavapipe runs it inside the
+    submission, a GPU while the thread waits), a launch and synchronize on B
+    from another thread finishes: nothing serialises devices, and the GIL is
+    released while the driver works."""
+    a, b, _ = gpus
+    with a:
+        long = nv.device_array(1 << 14, np.float32)
+    with b:
+        short = nv.device_array(64, np.float32)
+        spin.forall(short.size)(short, np.int32(4))
+        nv.synchronize()
+    v = vk.module()
+    counter = v.ffi.new("uint64_t*")
+
+    def finished_on_a():
+        """A's finished submissions, read past the queue's lock, which a
+        waiting thread holds."""
+        vk.check(v.lib.vkGetSemaphoreCounterValue(a.handle, a.stream._semaphore_handle,
+                                                  counter), "vkGetSemaphoreCounterValue")
+        return counter[0]
+
+    trips = 4000
+    for _ in range(3):      # at most 64000 trips: lavapipe's loop limit is far above
+        started = threading.Event()
+        target = a.stream._submitted + 1
+
+        def run_long():
+            with a:
+                started.set()
+                spin.forall(long.size)(long, np.int32(trips))
+                nv.synchronize()
+
+        worker = threading.Thread(target=run_long)
+        worker.start()
+        started.wait()
+        time.sleep(0.01)    # A's launch is in the driver by now
+        with b:
+            spin.forall(short.size)(short, np.int32(4))
+            nv.synchronize()
+        overlapped = finished_on_a() < target
+        worker.join()
+        if overlapped:
+            break
+        trips *= 4          # A finished first: make it longer and try again
+    assert overlapped, "the launch on B waited for A's"
+    assert np.array_equal(short.copy_to_host(), np.full(64, 1.875, np.float32))
+    assert np.allclose(long.copy_to_host(), 2.0)
 
 
 def test_each_device_has_its_own_pipeline_cache_file(gpus, monkeypatch, tmp_path):

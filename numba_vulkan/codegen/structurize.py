@@ -667,6 +667,8 @@ _PTR_SELECT = re.compile(r"^(\s*)(%[-\w.$]+) = select i1 (\S+), (ptr addrspace\(
 _HANDLE = re.compile(r"^\s*(%[-\w.$]+) = (?:tail )?call target\(.*@llvm\.spv\.resource\."
                      r"handlefrombinding")
 _TOKEN = re.compile(r"%[-\w.$]+")
+_HANDLE_PHI = re.compile(r"^\s*(%[-\w.$]+) = phi target\(\"spirv\.VulkanBuffer\".*?\) (\[.*)$")
+_INCOMING = re.compile(r"\[ ([^,\s]+), ")
 _ELEMENT_CALLEES = ("@llvm.spv.resource.getpointer.", f"@{markers.ELEMENT}")
 
 
@@ -712,13 +714,40 @@ class _PointerLocaliser:
         return out
 
     def hoist_handles(self):
-        handles = [line for line in self.lines if _HANDLE.match(line)]
+        """Move the handles to the entry block, one per binding.
+
+        LLVM may duplicate a handle's call along with a block and join the
+        copies in a phi; a phi of handles has no SPIR-V form, so copies
+        become the first call and phis of one handle become that handle."""
+        handles, same = {}, {}
+        for line in self.lines:
+            if _HANDLE.match(line):
+                name, _, call = line.strip().partition(" = ")
+                same[name] = handles.setdefault(call.removeprefix("tail ").removeprefix("call "),
+                                                name)
         if not handles:
             return
-        rest = [line for line in self.lines if not _HANDLE.match(line)]
+        changed = True
+        while changed:
+            changed = False
+            for line in self.lines:
+                m = _HANDLE_PHI.match(line)
+                if m and m.group(1) not in same:
+                    incoming = {same.get(v, v) for v in _INCOMING.findall(m.group(2))}
+                    incoming -= {"undef", "poison", m.group(1)}
+                    if len(incoming) == 1 and incoming <= set(same.values()):
+                        same[m.group(1)] = incoming.pop()
+                        changed = True
+        rest = []
+        for line in self.lines:
+            if _HANDLE.match(line) or (_HANDLE_PHI.match(line) and
+                                       _HANDLE_PHI.match(line).group(1) in same):
+                continue
+            rest.append(_TOKEN.sub(lambda t: same.get(t.group(0), t.group(0)), line))
         entry = next(i for i, line in enumerate(rest)
                      if line.strip() and not _LABEL.match(line.strip()))
-        self.lines = rest[:entry] + handles + rest[entry:]
+        calls = [f"  {name} = call {call}" for call, name in handles.items()]
+        self.lines = rest[:entry] + calls + rest[entry:]
 
     def calls(self):
         found = {}
