@@ -30,15 +30,16 @@ from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count
                                      gridsize, group_id, lane_id, local, local_id, local_size,
                                      num_groups, popc, shared, subgroup, subgroup_size,
                                      workgroup_fence)
-from numba_vulkan.runtime.device import list_devices, select_device
+from numba_vulkan.runtime.device import get_current_device, gpus, list_devices, select_device
 from numba_vulkan.runtime.memory import DeviceArray, device_array, device_array_like, to_device
 from numba_vulkan.target import TargetDescription
-from numba_vulkan.ufunc import (Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce,
-                                register_numba_target, vectorize)
+from numba_vulkan.numba_target import register_numba_target
+from numba_vulkan.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
 
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "device_array_like", "DeviceArray",
-    "list_devices", "select_device", "global_id", "local_id", "group_id",
+    "list_devices", "select_device", "get_current_device", "gpus", "global_id", "local_id",
+    "group_id",
     "local_size", "num_groups", "global_size", "grid", "gridsize", "shared", "local", "const",
     "barrier", "barrier_count", "barrier_and", "barrier_or", "lane_id", "subgroup_size",
     "subgroup", "popc", "brev", "clz", "ffs",

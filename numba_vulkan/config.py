@@ -35,6 +35,24 @@ def device():
     return _text("NUMBA_VULKAN_DEVICE")
 
 
+def device_copies():
+    """How many logical devices ``nv.gpus`` opens on each physical device.
+
+    1 by default. More lets code for several GPUs run, and be tested, on one:
+    each copy has its own queue, memory, pipelines and pipeline cache file.
+    A value that is not a positive integer is refused.
+    """
+    value = _text("NUMBA_VULKAN_DEVICE_COPIES", "1")
+    try:
+        copies = int(value)
+    except ValueError:
+        copies = 0
+    if copies < 1:
+        raise ValueError(f"NUMBA_VULKAN_DEVICE_COPIES={value!r}: expected a positive "
+                         "integer, the logical devices to open on each physical one")
+    return copies
+
+
 def validate():
     """Whether every generated module goes through spirv-val.
 
@@ -79,6 +97,20 @@ def cache_max_bytes():
         raise ValueError(f"NUMBA_VULKAN_CACHE_MAX_BYTES={value!r}: expected a number of "
                          "bytes such as 1073741824, 500M or 2G (0 for no cap)")
     return int(number) * _UNITS[unit]
+
+
+def remote_cache():
+    """URL of the shared remote kernel cache, or None (``NUMBA_VULKAN_REMOTE_CACHE``).
+
+    ``redis://host:port/db`` or ``rediss://host:port/db`` (TLS), optionally
+    with ``user:password@`` before the host.
+    """
+    return _text("NUMBA_VULKAN_REMOTE_CACHE")
+
+
+def remote_cache_password():
+    """Password of the remote cache's server, if not in its URL, or None."""
+    return _text("NUMBA_VULKAN_REMOTE_CACHE_PASSWORD")
 
 
 def debug_cache():

@@ -126,6 +126,19 @@ def _refuse_read_only(dispatcher, plan, args, value):
                       "kernel writes it; pass a writable array (a copy)")
 
 
+def _refuse_other_device(dispatcher, plan, args, value, device):
+    """Raise for a device array of another device than the launch's."""
+    # The first argument that is this array is the one found wanting.
+    param = plan.params[next(k for k, a in enumerate(args) if a is value)]
+    other = value.buffer.device
+    raise LaunchError(f"{dispatcher.__qualname__}(): parameter {param.name!r} lives on "
+                      f"another device: it is an array of device {other.id} ({other.name}), "
+                      f"and the launch runs on device {device.id} ({device.name}), the "
+                      "calling thread's current one. Launch inside `with nv.gpus["
+                      f"{other.id}]:`, or copy the array over with "
+                      f"nv.to_device(array, device={device.id})")
+
+
 def _scalar_error(dispatcher, plan, args):
     """The LaunchError naming the scalar argument its type cannot hold, or None."""
     for param, value in zip(plan.params, args):
@@ -248,20 +261,27 @@ class VulkanDispatcher:
         running Numba.
         """
         from numba_vulkan.compiler.compile import signature_text
+        features = None
         if target is None:
-            target = current_device().target
-        return self._compile(signature_text(sig), _dim3(threads, "threads"), target)
+            device = current_device()
+            target, features = device.target, device.info.features
+        return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
 
-    def _compile(self, sig, threads, target):
+    def _compile(self, sig, threads, target, features=None):
         """Find or make the kernel: shipped AOT directories first, then the
         ``functions/`` tier of the kernel cache (``cache=True`` only), then a
-        compile."""
+        compile.
+
+        Kept by target description: devices that share one share the kernel
+        (each makes its own pipeline). ``features`` are the launching
+        device's, for the AOT lookup.
+        """
         key = (sig, threads, target)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
-                compiled = lookup.find(self, sig, threads, target)
+                compiled = lookup.find(self, sig, threads, target, features=features)
                 name = None
                 if compiled is None and self.options.get("cache"):
                     name = kernelcache.function_key(self.py_func, self.options, sig, threads,
@@ -298,8 +318,10 @@ class VulkanDispatcher:
             variant = lowering_variant()
             device = self._device_functions.get(variant)
             if device is None:
+                # Numba's target knows only the options that change code
+                # (``cache`` is the dispatcher's).
                 device = self._device_functions[variant] = DeviceDispatcher(
-                    self.py_func, targetoptions=self.options)
+                    self.py_func, targetoptions=jitoptions.code_options(self.options))
             return device
 
     # Launching -------------------------------------------------------------
@@ -315,7 +337,8 @@ class VulkanDispatcher:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    compiled = self._compile(sig, threads, device.target)
+                    compiled = self._compile(sig, threads, device.target,
+                                             device.info.features)
                     try:
                         plan = _Plan(compiled, device)
                     except DriverError as exc:
@@ -356,13 +379,12 @@ class VulkanDispatcher:
                         copy_backs = []
                     copy_backs.append(copy_back)
                 elif value.buffer.device is not device:
-                    # The first argument that is this array is the one found wanting.
-                    param = plan.params[next(k for k, a in enumerate(args) if a is value)]
-                    raise LaunchError(f"argument {param.name!r} lives on another device")
+                    _refuse_other_device(self, plan, args, value, device)
                 flat += value.launch_fields
                 buffers.append(value.buffer)
             elif kind == _SCALAR:
-                flat.append(value)
+                # struct packs Python numbers; np.bool_ is not an int.
+                flat.append(value.item() if isinstance(value, np.generic) else value)
             else:
                 flat += (value.real, value.imag)
         status = plan.status
@@ -402,6 +424,7 @@ def jit(func=None, **options):
 
 
 def synchronize():
-    """Wait for every launch and copy submitted on the current device."""
+    """Wait for every launch and copy submitted on the calling thread's
+    current device."""
     current_device().stream.synchronize()
 

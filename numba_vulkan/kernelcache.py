@@ -38,6 +38,12 @@ checked against the kernel's interface before it is used
 A cache directory that cannot be created or written turns the cache off
 with one warning (:func:`numba_vulkan.files.cache_root`).
 
+With ``NUMBA_VULKAN_REMOTE_CACHE`` set, a lookup that misses the disk asks
+a Redis server (:mod:`numba_vulkan.remotecache`) under :func:`remote_key`;
+what it returns is an entry file's bytes, read and checked as one from disk
+and then written to the disk. Stores are sent there from a background
+thread. ``docs/remote.md`` says what this trusts.
+
 Entries of both tiers are kept under ``NUMBA_VULKAN_CACHE_MAX_BYTES``:
 a hit renews an entry's modification time, and a store over the cap evicts
 the least recently used ones (:func:`evict`). Each process adds its
@@ -63,7 +69,8 @@ try:
 except ImportError:  # Windows: processes add their counts without taking turns
     fcntl = None
 
-from numba_vulkan import abi, codehash, config, files, jitoptions, libclc, modulecheck
+from numba_vulkan import (abi, codehash, config, files, jitoptions, libclc, modulecheck,
+                          remotecache)
 
 #: The environment variable that turns the cache off when set to 0.
 ENV_VAR = "NUMBA_VULKAN_CACHE"
@@ -74,6 +81,8 @@ FORMAT_VERSION = 2
 
 #: The two tiers: directory names below the cache directory.
 TIERS = ("kernels", "functions")
+#: The name of the remote tier in :func:`stats` (:mod:`numba_vulkan.remotecache`).
+REMOTE = "remote"
 
 _NAME = re.compile(r"^[0-9a-f]{64}$")
 _MAGIC_PREFIX = b"numba_vulkan cache entry "
@@ -90,6 +99,7 @@ _counters = {tier: {"hits": 0, "misses": 0, "rejected": 0, "stores": 0, "store_f
                     "uncacheable": 0, "evicted": 0} for tier in TIERS}
 #: The part of ``_counters`` already added to the cache's ``stats.json``.
 _flushed = {tier: dict.fromkeys(counts, 0) for tier, counts in _counters.items()}
+_flushed[REMOTE] = dict.fromkeys(remotecache.COUNTERS, 0)
 _exit_hook = []
 _digests = {}
 
@@ -138,17 +148,47 @@ def _package_part():
     return "package:" + _tree_digest(_PACKAGE_DIR)
 
 
+def _recorded(package_dir, distribution):
+    """``{path: (hash, size)}`` from the installer's RECORD of a distribution
+    whose dist-info lies beside ``package_dir``; empty if there is none."""
+    site = os.path.dirname(package_dir)
+    try:
+        infos = sorted(n for n in os.listdir(site)
+                       if n.startswith(distribution + "-") and n.endswith(".dist-info"))
+        if len(infos) != 1:
+            return {}
+        text = files.read_regular(os.path.join(site, infos[0], "RECORD"), 1 << 20).decode()
+    except (OSError, UnicodeError):
+        return {}
+    out = {}
+    for line in text.splitlines():
+        path, _, rest = line.partition(",")
+        digest, _, size = rest.partition(",")
+        if digest:
+            out[path] = (digest, size)
+    return out
+
+
 def _llvmlite_part():
-    # The version pins LLVM's for llvmlite's own builds; the library's size
-    # and mtime catch one rebuilt against another LLVM. llvmlite.binding is
-    # not imported: that loads LLVM, which a cache hit must not need.
+    # The version pins LLVM's for llvmlite's own builds; the library's hash
+    # in the installer's RECORD (the same on every machine that installed
+    # the same wheel, which a remote cache's users share) or, where the
+    # file is not the recorded one, its size and mtime catch one rebuilt
+    # against another LLVM. llvmlite.binding is not imported: that loads
+    # LLVM, which a cache hit must not need.
     import llvmlite
+    package = os.path.dirname(llvmlite.__file__)
+    recorded = _recorded(package, "llvmlite")
     library = ""
-    directory = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
+    directory = os.path.join(package, "binding")
     for name in sorted(os.listdir(directory)):
         if name.startswith("libllvmlite"):
             st = os.stat(os.path.join(directory, name))
-            library += f"{name}:{st.st_size}:{st.st_mtime_ns}"
+            digest, size = recorded.get(f"llvmlite/binding/{name}", ("", ""))
+            if digest and size == str(st.st_size):
+                library += f"{name}:{digest}"
+            else:
+                library += f"{name}:{st.st_size}:{st.st_mtime_ns}"
     return f"llvmlite:{llvmlite.__version__}:{library}"
 
 
@@ -347,7 +387,13 @@ def _count(tier, what):
     with _lock:
         _counters[tier][what] += 1
         if not _exit_hook:
-            _exit_hook.append(atexit.register(flush_stats))
+            _exit_hook.append(atexit.register(_at_exit))
+
+
+def _at_exit():
+    # The remote tier's last stores first, so that their count is added too.
+    remotecache.flush()
+    flush_stats()
 
 
 def stats():
@@ -358,10 +404,15 @@ def stats():
         "store_failures", "uncacheable", "evicted"}}``; ``rejected`` counts
         entries found but damaged or not matching, ``uncacheable`` kernels
         that could not be keyed, ``evicted`` entries removed to keep the
-        cache under ``NUMBA_VULKAN_CACHE_MAX_BYTES``.
+        cache under ``NUMBA_VULKAN_CACHE_MAX_BYTES``. The ``"remote"`` tier
+        has ``hits``, ``misses``, ``rejected``, ``errors``, ``stores`` and
+        the others of :func:`numba_vulkan.remotecache.counts`; a remote
+        hit is a miss of its local tier.
     """
     with _lock:
-        return {tier: dict(counts) for tier, counts in _counters.items()}
+        out = {tier: dict(counts) for tier, counts in _counters.items()}
+    out[REMOTE] = remotecache.counts()
+    return out
 
 
 def reset_stats():
@@ -371,6 +422,8 @@ def reset_stats():
             for what in counts:
                 counts[what] = 0
                 _flushed[tier][what] = 0
+        _flushed[REMOTE] = dict.fromkeys(remotecache.COUNTERS, 0)
+    remotecache.reset_counts()
 
 
 #: The file below the cache directory that adds up every process's counters.
@@ -381,6 +434,7 @@ _STATS_LIMIT = 1 << 16
 def _read_totals(root):
     """The totals of ``stats.json``, or zeros if it is missing or damaged."""
     totals = {tier: dict.fromkeys(_counters[tier], 0) for tier in TIERS}
+    totals[REMOTE] = dict.fromkeys(remotecache.COUNTERS, 0)
     try:
         data = json.loads(files.read_regular(os.path.join(root, STATS), _STATS_LIMIT))
     except (OSError, ValueError, UnicodeError, RecursionError):
@@ -403,10 +457,12 @@ def flush_stats():
     root = files.cache_root()
     if root is None:
         return
+    remote = remotecache.counts()
     with _lock:
+        current = dict(_counters, **{REMOTE: remote})
         delta = {tier: {w: n - _flushed[tier][w] for w, n in counts.items()}
-                 for tier, counts in _counters.items()}
-        for tier, counts in _counters.items():
+                 for tier, counts in current.items()}
+        for tier, counts in current.items():
             _flushed[tier].update(counts)
     if not any(n for counts in delta.values() for n in counts.values()):
         return
@@ -451,7 +507,11 @@ def _entry_path(tier, name):
 
 def _read_entry(tier, name):
     """The entry as stored, or raise (OSError, ValueError) why not."""
-    data = files.read_regular(_entry_path(tier, name), _MAX_FILE)
+    return _parse_entry(tier, name, files.read_regular(_entry_path(tier, name), _MAX_FILE))
+
+
+def _parse_entry(tier, name, data):
+    """The entry an entry file's bytes hold, or raise ValueError why not."""
     if not data.startswith(_MAGIC_PREFIX):
         raise ValueError("not a cache entry")
     if not data.startswith(_MAGIC):
@@ -504,12 +564,11 @@ def _lookup(tier, name, label=None, check=None):
     except FileNotFoundError:
         _count(tier, "misses")
         _log(tier, "miss", label, name[:16])
-        return None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeError,
-            RecursionError, OverflowError) as exc:
+        return _remote_lookup(tier, name, label, check)
+    except _DAMAGED as exc:
         _count(tier, "rejected")
         _log(tier, "rejected", label, f"{name[:16]}: {exc}")
-        return None
+        return _remote_lookup(tier, name, label, check)
     _count(tier, "hits")
     _log(tier, "hit", label, name[:16])
     try:
@@ -521,12 +580,93 @@ def _lookup(tier, name, label=None, check=None):
     return entry
 
 
+#: What reading or checking a damaged or mismatched entry raises.
+_DAMAGED = (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeError,
+            RecursionError, OverflowError)
+
+
+def remote_key(tier, name):
+    """The key of an entry on the remote cache's server.
+
+    Namespaced by the entry format and :func:`fingerprint`, so that servers
+    shared by several versions of the package never mix their entries (the
+    name covers both as well)."""
+    return f"numba_vulkan:{FORMAT_VERSION}:{fingerprint()}:{tier}:{name}"
+
+
+def _remote_lookup(tier, name, label, check):
+    """The entry from the remote tier, checked as one from disk and then
+    written there; None if there is none or it does not check out."""
+    if config.remote_cache() is None:
+        return None
+    data = remotecache.get(remote_key(tier, name), _MAX_FILE)
+    if data is None:
+        _log(REMOTE, "miss", label, name[:16])
+        return None
+    try:
+        entry = _parse_entry(tier, name, data)
+        if check is not None:
+            check(entry)
+    except _DAMAGED as exc:
+        remotecache.count("rejected")
+        _log(REMOTE, "rejected", label, f"{name[:16]}: {exc}")
+        return None
+    remotecache.count("hits")
+    _log(REMOTE, "hit", label, name[:16])
+    try:
+        root = files.cache_root()
+        if root is not None:
+            os.makedirs(os.path.join(root, tier), exist_ok=True)
+            files.write_atomic(os.path.join(root, tier, name + SUFFIX), data)
+            evict(root, keep=_entry_path(tier, name))
+    except OSError as exc:
+        _log(tier, "store failed", name[:16], str(exc))
+    return entry
+
+
+def remote_load(tier, name, check=None):
+    """An entry of the remote tier alone, for what has no local tier (AOT
+    builds keep modules in their previous output).
+
+    Args:
+        tier: A namespace of the server's keys, such as ``"aot"``.
+        name: A 64-digit hexadecimal name.
+        check: Called with the entry; raising ValueError rejects it.
+
+    Returns:
+        dict or None: As passed to :func:`remote_store`, checked as an entry
+        file is; None if there is none, it does not check out, or the tier
+        is off or unset.
+    """
+    if not enabled() or config.remote_cache() is None or not _NAME.match(name):
+        return None
+    data = remotecache.get(remote_key(tier, name), _MAX_FILE)
+    if data is None:
+        return None
+    try:
+        entry = _parse_entry(tier, name, data)
+        if check is not None:
+            check(entry)
+    except _DAMAGED as exc:
+        remotecache.count("rejected")
+        _log(REMOTE, "rejected", name[:16], str(exc))
+        return None
+    remotecache.count("hits")
+    return entry
+
+
+def remote_store(tier, name, entry):
+    """Send an entry to the remote tier alone (see :func:`remote_load`); never blocks."""
+    if enabled() and config.remote_cache() is not None:
+        remotecache.put(remote_key(tier, name), _encode_entry(tier, name, entry))
+
+
 #: Text values longer than this are stored raw after the header, not as JSON.
 _TEXT_BLOB = 256
 
 
-def _write_entry(tier, name, entry):
-    """Store ``entry``; False if it could not be written.
+def _encode_entry(tier, name, entry):
+    """The bytes of an entry file holding ``entry``.
 
     Raises:
         ValueError: ``name`` is not an entry name.
@@ -556,8 +696,20 @@ def _write_entry(tier, name, entry):
         raise TypeError(f"a cache entry's values must be JSON-serialisable: {exc}") from None
     record["checksum"] = _checksum(record)
     header = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    return b"".join([_MAGIC, header, b"\n", *contents])
+
+
+def _write_entry(tier, name, entry):
+    """Store ``entry``; False if it could not be written.
+
+    Raises:
+        ValueError, TypeError: As :func:`_encode_entry`.
+    """
+    data = _encode_entry(tier, name, entry)
     if not enabled():
         return False
+    if config.remote_cache() is not None:
+        remotecache.put(remote_key(tier, name), data)
     try:
         root = files.cache_root()
         if root is None:
@@ -569,7 +721,7 @@ def _write_entry(tier, name, entry):
             # A directory where an entry file belongs would refuse every
             # later store under this name.
             shutil.rmtree(path, ignore_errors=True)
-        files.write_atomic(path, b"".join([_MAGIC, header, b"\n", *contents]))
+        files.write_atomic(path, data)
     except OSError as exc:
         _count(tier, "store_failures")
         _log(tier, "store failed", name[:16], str(exc))
@@ -926,7 +1078,25 @@ def info(verbose=False, out=None):
                 kernel = f"{kernel.get('name')}({', '.join(kernel.get('signature', []))})"
             size = len(entry.get("spirv") or b"")
             print(f"  {name[:16]}  {size:>8} bytes  {kernel}", file=out)
+    _remote_info(totals[REMOTE], out)
     return 0
+
+
+def _remote_info(counts, out):
+    where = remotecache.url()
+    if where is None:
+        print("remote: none (NUMBA_VULKAN_REMOTE_CACHE)", file=out)
+    else:
+        print(f"remote: {where}: {remotecache.ping()}", file=out)
+    looked = counts["hits"] + counts["misses"] + counts["rejected"]
+    if not looked and not counts["stores"] and not counts["errors"]:
+        print("  no lookups yet", file=out)
+        return
+    rate = f": hit rate {100 * counts['hits'] / looked:.0f}%" if looked else ""
+    print(f"  {counts['hits']} hits, {counts['misses']} misses, {counts['rejected']} "
+          f"rejected{rate}; {counts['errors']} errors; {counts['stores']} stores, "
+          f"{counts['dropped']} dropped; {counts['bytes_read'] / 1e6:.2f} MB read, "
+          f"{counts['bytes_written'] / 1e6:.2f} MB written", file=out)
 
 
 def clear(tiers=TIERS):

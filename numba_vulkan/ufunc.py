@@ -16,14 +16,16 @@ interface carries like any strides. NumPy operands are staged by the
 launch as for any kernel; device operands stay where they are.
 """
 
+import hashlib
 import linecache
 import math
+import os
 import re
 import threading
 
 import numpy as np
 
-from numba_vulkan import abi, intrinsics
+from numba_vulkan import abi, files, intrinsics
 from numba_vulkan.dispatcher import OPTIONS, VulkanDispatcher
 from numba_vulkan.runtime import memory
 from numba_vulkan.runtime.device import current_device
@@ -35,6 +37,9 @@ THREADS = 256
 #: Workgroups along x before a launch also spreads along y (Vulkan's
 #: guaranteed minimum of maxComputeWorkGroupCount).
 _MAX_GROUPS = 65535
+
+#: Folder of the cache directory that holds generated kernel source.
+_GENERATED = "generated"
 
 #: Workgroups of a reduction's first pass at most; each invocation folds
 #: every (groups * threads)-th element first.
@@ -154,17 +159,46 @@ def _device_function(func, options):
     return VulkanDispatcher(func, {k: v for k, v in options.items() if k != "cache"})
 
 
+def _source_file(source, label, cached):
+    """The file name generated source is compiled under.
+
+    For a ``cache=True`` ufunc, a file of the cache directory named by the
+    source's SHA-256, written once: the kernel cache's ``functions/`` tier
+    finds kernels by their source files (:func:`numba_vulkan.kernelcache.source_stamp`),
+    and an unchanged file keeps its stamp across processes. Otherwise, or
+    where the cache cannot be written, a name of its own registered with
+    :mod:`linecache`. Either way a compile error shows the generated line.
+    """
+    root = files.cache_root() if cached else None
+    if root is not None:
+        data = source.encode()
+        path = os.path.join(root, _GENERATED, hashlib.sha256(data).hexdigest() + ".py")
+        try:
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    return path
+        except OSError:
+            pass
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            files.write_atomic(path, data)
+            return path
+        except OSError:
+            pass
+    filename = f"<numba_vulkan generated {label}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return filename
+
+
 def _generate(function, name, source, options):
     """A kernel from generated source that calls ``function``.
 
     Its qualified name is ``function``'s plus ``name`` and its module is
     ``function``'s, so that a manifest names it through the ufunc object.
-    The source is registered with :mod:`linecache` under a name of its own,
-    so that a compile error shows the generated line.
     """
     qualname = f"{function.__qualname__}.{name}"
-    filename = f"<numba_vulkan generated {function.__module__}:{qualname}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    filename = _source_file(source, f"{function.__module__}:{qualname}",
+                            bool(options.get("cache")))
     namespace = dict(_KERNEL_GLOBALS, f=function, __name__=function.__module__)
     exec(compile(source, filename, "exec"), namespace)
     py_func = namespace[name]
@@ -297,8 +331,10 @@ class _Base:
         if isinstance(signatures, str) or not isinstance(signatures, (list, tuple)):
             signatures = [signatures]
         if not signatures:
-            raise TypeError(f"{what} needs a list of signatures, such as "
-                            "['float32(float32, float32)']; types are not inferred here")
+            example = ("void(float32[:], float32[:])" if what == "guvectorize"
+                       else "float32(float32, float32)")
+            raise TypeError(f"{what} needs a list of signatures, such as [{example!r}]; "
+                            "types are not inferred here")
         #: The signatures as given, for the subclass to parse.
         self._given = list(signatures)
         self._lock = threading.RLock()
@@ -431,6 +467,8 @@ class VulkanUFunc(_Base):
         _check_stream(stream)
         if len(args) == self.nin + 1 and out is None:
             *args, out = args
+        if isinstance(out, tuple) and len(out) == 1:
+            out = out[0]
         if len(args) != self.nin:
             raise TypeError(f"ufunc {self.__name__!r} takes {self.nin} input(s), "
                             f"{len(args)} were given")
@@ -730,7 +768,8 @@ class VulkanGUFunc(_Base):
             dtype, ndim = sig[k]
             if kind == "scalar":
                 if ndim:
-                    kind, value = "host", np.asarray(value, dtype).reshape((1,) * ndim)
+                    # A 0-d array, given its trailing axis of 1 below.
+                    kind, value = "host", np.asarray(value, dtype)
                 else:
                     mask.append("s")
                     launch.append(_scalar(dtype, value))
@@ -938,56 +977,3 @@ class Reduce:
 
 reduce = Reduce
 
-
-# numba.vectorize(..., target="vulkan") ---------------------------------------
-
-class _NumbaVectorize:
-    """What Numba's ``Vectorize`` expects of a target's builder: made with
-    the function and options, given signatures by :meth:`add`, and turned
-    into the ufunc by :meth:`build_ufunc`."""
-
-    def __init__(self, func, identity=None, cache=False, targetoptions=None):
-        self._func = func
-        self._signatures = []
-        self._options = dict(targetoptions or {})
-        self._options.pop("nopython", None)
-        if cache:
-            self._options["cache"] = True
-
-    def add(self, sig=None):
-        if sig is None:
-            raise TypeError("target='vulkan' needs signatures: "
-                            "numba.vectorize(['float32(float32)'], target='vulkan')")
-        self._signatures.append(sig)
-
-    def disable_compile(self):
-        """Signatures are fixed once given: nothing to disable."""
-
-    def build_ufunc(self):
-        return VulkanUFunc(self._func, self._signatures, **self._options)
-
-
-class _NumbaGUVectorize(_NumbaVectorize):
-    """:class:`_NumbaVectorize` for ``numba.guvectorize``."""
-
-    def __init__(self, func, signature, identity=None, cache=False, targetoptions=None,
-                 writable_args=(), is_dynamic=False):
-        super().__init__(func, identity, cache, targetoptions)
-        self._layout = signature
-
-    def build_ufunc(self):
-        return VulkanGUFunc(self._func, self._signatures, self._layout, **self._options)
-
-
-def register_numba_target():
-    """Make ``numba.vectorize`` and ``numba.guvectorize`` take ``target="vulkan"``.
-
-    Done on ``import numba_vulkan`` when Numba was imported first (and on
-    ``import numba_vulkan.cuda``); call it when Numba is imported later.
-    Imports Numba.
-    """
-    from numba.np.ufunc.decorators import GUVectorize, Vectorize
-    for registry, builder in ((Vectorize.target_registry, _NumbaVectorize),
-                              (GUVectorize.target_registry, _NumbaGUVectorize)):
-        if "vulkan" not in registry and "vulkan" not in registry.ondemand:
-            registry.ondemand["vulkan"] = lambda builder=builder: builder

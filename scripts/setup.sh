@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install everything numba_vulkan needs on Debian 12, idempotently:
 # the Vulkan loader, Mesa's lavapipe (a Vulkan driver that runs on the CPU),
-# SPIRV-Tools, libclc, and a virtual environment .venv with pinned packages.
+# SPIRV-Tools, libclc, redis-server (the tests start their own on a free port),
+# and a virtual environment .venv with pinned packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-tools spirv-tools libclc-22 python3-venv"
+PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-tools spirv-tools libclc-22 python3-venv redis-server"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

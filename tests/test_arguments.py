@@ -386,3 +386,16 @@ def test_launches_with_new_scalars_past_the_recorded_ones_do_not_wait_for_the_qu
     monkeypatch.setattr(stream, "synchronize", real)
     assert waits == []
     np.testing.assert_array_equal(x.copy_to_host(), np.full(1000, sum(range(100)), np.float32))
+
+
+def test_numpy_scalars_as_arguments():
+    @nv.jit
+    def pick(out, flag, x, n):
+        i = nv.global_id(0)
+        if i < out.shape[0]:
+            out[i] = x * n if flag else -x
+
+    out = np.zeros(4, np.float64)
+    for flag in (np.bool_(True), np.bool_(False)):
+        pick.forall(4)(out, flag, np.float32(1.5), np.int64(3))
+        np.testing.assert_array_equal(out, 4.5 if flag else -1.5)

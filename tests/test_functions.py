@@ -110,3 +110,19 @@ def test_device_function_is_not_callable_from_python():
     import pytest
     with pytest.raises(nv.LaunchError, match="launch it with"):
         floor_divmod(7, 2)
+
+
+def test_a_cached_kernel_is_callable_as_a_device_function():
+    @nv.jit(cache=True)
+    def twice(v):
+        return 2 * v
+
+    @nv.jit
+    def caller(a):
+        i = nv.global_id(0)
+        if i < a.shape[0]:
+            a[i] = twice(a[i])
+
+    a = np.arange(4, dtype=np.float32)
+    caller.forall(4)(a)
+    np.testing.assert_array_equal(a, 2 * np.arange(4, dtype=np.float32))

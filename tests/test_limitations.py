@@ -198,22 +198,6 @@ def test_lavapipe_loops_of_divergent_lanes(request):
     assert (out == 600000).all()
 
 
-@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
-                   reason="a pointer may point into one of two storage buffers")
-def test_array_argument_chosen_at_run_time():
-    @nv.jit
-    def pick(out, x, y, c):
-        i = nv.global_id(0)
-        a = x if c > 0 else y
-        if i < out.shape[0]:
-            out[i] = a[i]
-
-    x = np.arange(8, dtype=np.float32)
-    out = np.zeros(8, np.float32)
-    pick[1, 8](out, x, -x, 1)
-    np.testing.assert_array_equal(out, x)
-
-
 @pytest.mark.xfail(strict=True, raises=AttributeError, reason="ufuncs have no accumulate")
 def test_ufunc_accumulate():
     @nv.vectorize(["float32(float32, float32)"])

@@ -194,7 +194,7 @@ def test_a_kernel_without_loops_needs_no_status():
 
 def _info(name, vendor):
     return DeviceInfo(0, name, vendor, 0, 0, (1, 3, 0), "cpu", frozenset({"float64", "int64"}),
-                      8, (1024, 1024, 1024), 1024, (65535, 65535, 65535), 32768, 128)
+                      8, (1024, 1024, 1024), 1024, (65535, 65535, 65535), 32768, 128, 32)
 
 
 def test_lavapipe_targets_have_the_limit_others_not():
@@ -370,3 +370,28 @@ def test_loops_left_early_keep_the_drivers_limit():
         pytest.skip("the device has no loop limit")
     with pytest.raises(nv.LaunchError, match="loop limit"):
         _search[1, 1](out, _ONES, 100000)
+
+
+def test_loops_around_barriers_compile_without_llvm_warnings(capfd):
+    """LLVM cannot unroll a loop that calls a convergent function; marked for
+    unrolling, it printed a warning on every compile."""
+    @nv.jit
+    def rounds(out, n):
+        t = nv.local_id(0)
+        sm = nv.shared.array(8, np.int32)
+        acc = 0
+        for r in range(n):
+            sm[t] = r + t
+            nv.barrier()
+            acc += sm[(t + 1) % 8]
+            nv.barrier()
+        out[t] = acc
+
+    capfd.readouterr()
+    limited = rounds.compile("void(int32[::1], int32)",
+                             target=TargetDescription(loop_limit=LAVAPIPE_LOOP_LIMIT))
+    assert "loop not unrolled" not in capfd.readouterr().err
+    assert "nv.looplimit" in limited.llvm_ir
+    out = np.zeros(8, np.int32)
+    rounds[1, 8](out, 5)
+    np.testing.assert_array_equal(out, [sum(r + (t + 1) % 8 for r in range(5)) for t in range(8)])

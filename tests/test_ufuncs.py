@@ -103,6 +103,9 @@ def test_out_numpy_device_and_positional(rng):
     out2 = np.zeros((6, 7))
     assert sub(a, b, out2) is out2
     _check(out2, a - b)
+    out3 = np.zeros((6, 7))
+    assert sub(a, b, out=(out3,)) is out3
+    _check(out3, a - b)
     # A float32 result into float64 out: NumPy's 'same_kind' casting.
     wide = np.zeros((6, 7))
     sub(a.astype(np.float32), b.astype(np.float32), out=wide)
@@ -216,6 +219,13 @@ def test_gufunc_scalar_core_and_device_conversion(rng):
     _check(scaled(a, 3), a * np.float32(3))
     factors = np.arange(5, dtype=np.float32)[:, None]
     _check(scaled(a, factors[:, 0]), a * factors)
+    # A ()-input declared as an array is a 1-element array, from a scalar too.
+    @nv.guvectorize(["void(float32[:], float32[:], float32[:])"], "(n),()->(n)")
+    def scaled_by_array(a, factor, out):
+        for j in range(a.shape[0]):
+            out[j] = a[j] * factor[0]
+
+    _check(scaled_by_array(a[0], 2.0), a[0] * np.float32(2))
     # An int32 device array takes the float64 signature, converted on the device.
     ints = rng.integers(-9, 9, (5, 6)).astype(np.int32)
     got = scaled(nv.to_device(ints), 0.5)
@@ -314,7 +324,10 @@ def test_numba_vectorize_target_vulkan_and_cuda_names(rng):
 
     _check(half(a), a / 2)
     assert cuda.reduce is cuda.Reduce is nv.Reduce
-    assert cuda.guvectorize is not None
+    with pytest.raises(TypeError, match="needs a list of signatures"):
+        numba.vectorize(target="vulkan")(lambda x: x)
+    with pytest.raises(TypeError, match="needs a list of signatures"):
+        numba.guvectorize("(n)->()", target="vulkan")(lambda x, out: None)
 
 
 def test_aot_directory_serves_ufuncs_without_numba(tmp_path):
@@ -409,3 +422,31 @@ def test_signature_forms():
     assert parse_layout("(n),()->(),()") == ((("n",), ()), ((), ()))
     with pytest.raises(ValueError, match="bad gufunc layout"):
         parse_layout("(n)->")
+
+
+def test_cache_true_ufunc_is_found_by_a_new_process_without_numba(tmp_path):
+    (tmp_path / "cachedufunc.py").write_text(textwrap.dedent("""
+        import numba_vulkan as nv
+
+        @nv.vectorize(["float32(float32, float32)"], cache=True)
+        def scaled_sum(a, b):
+            return 2 * a + b
+    """))
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import cachedufunc
+        x = np.arange(50, dtype=np.float32)
+        assert (cachedufunc.scaled_sum(x, x) == 3 * x).all()
+        print("numba" in sys.modules)
+    """)
+    env = dict(os.environ, NUMBA_VULKAN_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    seen = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        seen.append(run.stdout.strip())
+    # The first process compiled (and so imported Numba); the second found it all.
+    assert seen == ["True", "False"]

@@ -2,7 +2,8 @@
 
 Commands::
 
-    build MANIFEST [-o DIR] [-j N] [--sign PRIVATE] [--quiet | --json]
+    build MANIFEST [-o DIR] [-j N] [--sign PRIVATE] [--remote URL] [--scheduler ADDRESS]
+          [--quiet | --json]
     verify DIR [--public-key PUBLIC]
     keygen PRIVATE PUBLIC
     list DIR
@@ -79,7 +80,8 @@ def build_command(args):
     if not (args.quiet or args.json):
         bar = _Progress(sys.stderr) if sys.stderr.isatty() else _Lines(sys.stderr)
     try:
-        result = build.build(args.manifest, args.output, args.jobs, bar, args.sign)
+        result = build.build(args.manifest, args.output, args.jobs, bar, args.sign,
+                             args.remote, args.scheduler)
     finally:
         if bar:
             bar.finish()
@@ -90,7 +92,8 @@ def build_command(args):
     elif not args.quiet or result.failures:
         outcome = ("output unchanged" if result.failures
                    else f"{_size(result.bytes)} in {os.path.relpath(result.output)}")
-        print(f"built {result.built}, reused {result.reused}, failed "
+        remote = f" ({result.remote} from the remote cache)" if result.remote else ""
+        print(f"built {result.built}, reused {result.reused}{remote}, failed "
               f"{len(result.failures)}: {outcome} ({result.seconds:.1f} s)",
               file=sys.stderr if result.failures else sys.stdout)
     return EXIT_FAILED if result.failures else EXIT_OK
@@ -261,6 +264,13 @@ def parser():
     b.add_argument("-j", "--jobs", type=int, default=1, help="modules to compile at once")
     b.add_argument("--sign", metavar="PRIVATE",
                    help="sign the index with this Ed25519 private key (PEM, from keygen)")
+    b.add_argument("--remote", metavar="URL",
+                   help="a Redis server (redis://host:port/db) to take modules any build "
+                        "already made from, and to send this build's to (default: "
+                        "NUMBA_VULKAN_REMOTE_CACHE)")
+    b.add_argument("--scheduler", metavar="ADDRESS",
+                   help="compile on this Dask distributed cluster (tcp://host:8786) "
+                        "instead of local processes")
     quiet = b.add_mutually_exclusive_group()
     quiet.add_argument("--quiet", action="store_true", help="print only errors")
     quiet.add_argument("--json", action="store_true", help="print the summary as JSON")

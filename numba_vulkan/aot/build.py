@@ -90,7 +90,8 @@ class Result:
     Attributes:
         output: The output directory.
         built: Modules compiled.
-        reused: Modules copied from the previous output.
+        reused: Modules copied from the previous output or, the ``remote``
+            of them, taken from the remote cache.
         failures: :class:`Failure` objects; the output is unchanged if any.
         bytes: Total size of the modules.
         seconds: Wall time.
@@ -99,6 +100,7 @@ class Result:
     output: str
     built: int = 0
     reused: int = 0
+    remote: int = 0
     failures: list = field(default_factory=list)
     bytes: int = 0
     seconds: float = 0.0
@@ -106,6 +108,7 @@ class Result:
     def summary(self):
         """The result as JSON-compatible data."""
         return {"output": self.output, "built": self.built, "reused": self.reused,
+                "remote": self.remote,
                 "failed": len(self.failures), "bytes": self.bytes,
                 "seconds": round(self.seconds, 3),
                 "failures": [f.message for f in self.failures]}
@@ -151,7 +154,6 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
         ``(spirv, metadata)`` or ``(None, message)``.
     """
     import importlib
-    from numba_vulkan.codegen import validate
     from numba_vulkan.compiler import stages
     from numba_vulkan.target import TargetDescription
     target = TargetDescription.from_key(target_key)
@@ -165,24 +167,32 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
             compiled = stages.compile(kernel.py_func, tuple(sig), tuple(threads), target,
                                       dict(options))
         binary = strip_debug(compiled.spirv)
-        validate.validate(binary, target_env)
-        # What every reader will check the module against (index.check_module).
-        modulecheck.check_params(tuple(sig), [p.to_json() for p in compiled.params],
-                                 compiled.push_size, target.narrowed,
-                                 target.max_push_constants)
-        modulecheck.check_interface(binary, compiled.params, compiled.push_size, threads,
-                                    target.vulkan)
+        meta = {"capabilities": spirv.capabilities(binary),
+                "params": [p.to_json() for p in compiled.params],
+                "push_size": compiled.push_size, "abi_version": compiled.abi_version}
+        _check_built(binary, meta, sig, threads, target, target_env)
     except Exception as exc:  # any failure is this module's, reported with the others
         return None, f"{type(exc).__name__}: {exc}"
-    capabilities = spirv.capabilities(binary)
+    capabilities = meta["capabilities"]
     lacking = [c for c, feature in (("Float64", "float64"), ("Int64", "int64"))
                if c in capabilities and not getattr(target, feature)]
     if lacking:
         return None, (f"the module uses {' and '.join(lacking)}, which profile {profile} "
                       "leaves out: the compiler did not narrow this kernel")
-    return binary, {"capabilities": capabilities,
-                    "params": [p.to_json() for p in compiled.params],
-                    "push_size": compiled.push_size, "abi_version": compiled.abi_version}
+    return binary, meta
+
+
+def _check_built(binary, meta, sig, threads, target, target_env):
+    """Raise unless ``binary`` is a valid module with the interface ``meta``
+    describes, for these argument types, threads and target."""
+    from numba_vulkan.codegen import validate
+    validate.validate(binary, target_env)
+    # What every reader will check the module against (index.check_module).
+    modulecheck.check_params(tuple(sig), meta["params"], meta["push_size"], target.narrowed,
+                             target.max_push_constants)
+    modulecheck.check_interface(binary, abi.params_from_json(meta["params"]), meta["push_size"], threads, target.vulkan)
+    if meta["capabilities"] != spirv.capabilities(binary):
+        raise ValueError("capabilities differ from the module's")
 
 
 def _worker_init(paths):
@@ -264,7 +274,8 @@ def _check_output(m, output, output_line):
                             "writable", path, line)
 
 
-def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
+def build(manifest_path, output=None, jobs=1, progress=None, sign=None, remote=None,
+          scheduler=None):
     """Build a manifest into its output directory.
 
     Args:
@@ -274,6 +285,14 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
         progress: Called as ``progress(done, total, label)`` after each module.
         sign: An Ed25519 private key (a PEM file's path or the PEM text) to
             sign the index with (:mod:`numba_vulkan.aot.keys`), or None.
+        remote: A Redis URL, as ``NUMBA_VULKAN_REMOTE_CACHE`` (which is used
+            when this is None): modules any build already sent there are
+            taken from it, after the checks a built module gets, and the
+            modules this build compiles are sent there.
+        scheduler: The address of a Dask distributed scheduler
+            (``tcp://host:8786``) whose workers compile the modules, instead
+            of ``jobs`` local processes. The workers must be able to import
+            numba_vulkan and the manifest's kernels.
 
     Returns:
         A :class:`Result`. The output is replaced only if no module failed.
@@ -283,6 +302,9 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
             the output cannot be written, or the private key is unusable.
     """
     start = time.perf_counter()
+    if remote is not None:
+        # The kernel cache's tiers of this process (and of forked workers) too.
+        os.environ["NUMBA_VULKAN_REMOTE_CACHE"] = remote
     signer = None
     if sign is not None:
         try:
@@ -315,20 +337,23 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
             done[task] = (data, entry, True)
         else:
             pending.append((task, build_key))
+    build_keys = dict(pending)
+    pending = _from_remote(pending, done)
+    result.remote = sum(1 for _, _, how in done.values() if how == _REMOTE)
     total = len(tasks)
     count = len(done) + len(result.failures)
     if progress:
         progress(count, total, "reused")
-    for task, outcome in _run(pending, m, jobs):
+    for task, outcome in _run(pending, m, jobs, scheduler):
         count += 1
         if isinstance(outcome, str):
             result.failures.append(Failure(task, outcome))
         else:
             done[task] = outcome
+            _to_remote(build_keys[task], outcome[0], outcome[1])
         if progress:
             progress(count, total, task.kernel)
     if not result.failures:
-        build_keys = dict(pending)
         entries, modules = [], {}
         for task, (data, meta, reused) in done.items():
             if reused:
@@ -338,7 +363,7 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
             # A reused entry is written afresh too, so that an incremental build
             # equals a clean one byte for byte.
             entry = _entry(task, keys[task.kernel], data, meta, fingerprint,
-                           meta["build_key"] if reused else build_keys[task])
+                           meta["build_key"] if reused is True else build_keys[task])
             entries.append(entry)
             modules[entry["spirv"]] = data
         result.bytes = sum(len(d) for d in modules.values())
@@ -347,7 +372,79 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None):
     return result
 
 
-def _run(pending, m, jobs):
+#: The remote cache's namespace of built modules, keyed by build key.
+REMOTE_TIER = "aot"
+#: How ``done`` marks a module taken from the remote cache.
+_REMOTE = "remote"
+
+
+def _from_remote(pending, done):
+    """Take what the remote cache has of ``pending`` into ``done``; the rest."""
+    from numba_vulkan import config, kernelcache
+    if config.remote_cache() is None:
+        return pending
+    rest = []
+    for task, build_key in pending:
+        target = task.profile.target()
+
+        def check(entry, task=task, target=target):
+            meta = entry["meta"]
+            if not isinstance(entry["spirv"], bytes) or not isinstance(meta, dict):
+                raise ValueError("not a built module")
+            if set(meta) != {"capabilities", "params", "push_size", "abi_version"}:
+                raise ValueError("not a built module's metadata")
+            if meta["abi_version"] != abi.ABI_VERSION:
+                raise ValueError("a module of another ABI")
+            try:
+                _check_built(entry["spirv"], meta, task.signature, task.threads, target,
+                             task.profile.target_env)
+            except VulkanError as exc:
+                raise ValueError(str(exc)) from None
+
+        entry = kernelcache.remote_load(REMOTE_TIER, build_key, check)
+        if entry is None:
+            rest.append((task, build_key))
+        else:
+            done[task] = (entry["spirv"], entry["meta"], _REMOTE)
+    return rest
+
+
+def _to_remote(build_key, data, meta):
+    from numba_vulkan import kernelcache
+    kernelcache.remote_store(REMOTE_TIER, build_key, {"spirv": data, "meta": meta})
+
+
+def _cluster_compile(paths, *arguments):
+    """:func:`_compile` on a cluster's worker, with the manifest's paths importable."""
+    _worker_init(paths)
+    return _compile(*arguments)
+
+
+def _run_on_cluster(pending, m, scheduler, arguments, outcome):
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise AOTError("--scheduler needs the distributed package (pip install "
+                       "distributed)") from None
+    paths = [m.directory] + [p for p in sys.path if p]
+    try:
+        client = Client(scheduler, timeout=30, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise AOTError(f"cannot reach the Dask scheduler {scheduler}: "
+                       f"{type(exc).__name__}: {exc}") from None
+    with client:
+        futures = {client.submit(_cluster_compile, paths, *arguments(task), pure=False,
+                                 key=f"numba_vulkan-aot-{build_key}"): task
+                   for task, build_key in pending}
+        for future in as_completed(futures, loop=client.loop):
+            task = futures[future]
+            try:
+                yield task, outcome(future.result())
+            except Exception as exc:  # a worker died or raised outside the compile
+                yield task, f"the cluster worker failed: {type(exc).__name__}: {exc}"
+
+
+def _run(pending, m, jobs, scheduler=None):
     """Compile pending tasks; yields ``(task, (spirv, metadata, False) or message)``."""
     def arguments(task):
         module_name, _, qualname = task.kernel.partition(":")
@@ -359,6 +456,9 @@ def _run(pending, m, jobs):
         data, meta = value
         return meta if data is None else (data, meta, False)
 
+    if scheduler is not None and pending:
+        yield from _run_on_cluster(pending, m, scheduler, arguments, outcome)
+        return
     if jobs <= 1 or len(pending) <= 1:
         for task, _ in pending:
             yield task, outcome(_compile(*arguments(task)))

@@ -166,9 +166,21 @@ class _Object:
 
 @dataclass
 class _Pointer:
-    #: The object pointed into: a buffer's binding (int) or an :class:`_Object`.
+    #: The object pointed into: a buffer's binding (int), an :class:`_Object`
+    #: or a :class:`_Choice`.
     object: object
     offset: str
+    #: For a :class:`_Choice`, the i32 value naming the member pointed into.
+    selector: str = None
+
+
+@dataclass(eq=False)
+class _Choice:
+    """Objects that one pointer may point into and that cannot become one
+    array (two buffers, a buffer and a workgroup array): the pointer carries
+    which member it points into as an index into ``members``."""
+
+    members: tuple
 
 
 #: Scope of an atomic on memory of an LLVM address space (default: Device).
@@ -208,15 +220,19 @@ class _Rewriter:
     def run(self):
         self._materialise_constants()
         conflicts = self.analyse()
+        if conflicts and self._merge_objects(conflicts):
+            conflicts = self.analyse()
         if conflicts:
-            self._merge_objects(conflicts)
-            self.analyse()
+            self._choose(conflicts)
         self.views = self.atomic_views()
+        self.guarded = {}
         for block in self.main.blocks:
             out = []
             for inst in block.instructions:
                 out.extend(self.rewrite_instruction(inst))
             block.instructions = out
+        if self.guarded:
+            self._guard_stores()
         entry = self.main.blocks[0].instructions
         entry[0:0] = [ir.instruction(text) for text in self.prologue()]
         for text in self.declarations():
@@ -396,22 +412,53 @@ class _Rewriter:
         scalar replacement split a private array into, chosen by a phi; two
         workgroup arrays chosen by a select) one array, each a range of it:
         Vulkan can choose between pointers only with the VariablePointers
-        capability, but between indices always."""
+        capability, but between indices always. Returns whether any merged;
+        the conflicts between objects that cannot merge are left to
+        :meth:`_choose`."""
         groups = []
-        for inst, found in conflicts:
+        for _, found in conflicts:
             if not all(map(self._mergeable, found)) or \
-                    len({o.addrspace for o in found}) != 1:
-                raise UnsupportedError(f"a pointer may point into two different arrays: {inst}")
+                    len({o.addrspace for o in found}) != 1 or \
+                    len({o.elem for o in found}) != 1:
+                continue
             for group in [g for g in groups if g & found]:
                 groups.remove(group)
                 found = found | group
             groups.append(set(found))
         for group in groups:
-            members = sorted(group, key=lambda o: o.name)
-            if len({o.elem for o in members}) != 1:
-                raise UnsupportedError("a pointer may point into arrays of different types: "
-                                       f"{', '.join(o.name for o in members)}")
-            self._merge(members)
+            self._merge(sorted(group, key=lambda o: o.name))
+        return bool(groups)
+
+    def _choose(self, conflicts):
+        """Pointers that may point into one of several objects (``x[i] if c
+        else y[i]`` after LLVM sank the two loads into one): each pointer
+        derived from such a choice carries a selector beside its offset, and
+        each access through it reads every member (at offset 0 in those not
+        selected, so that no read leaves its object) and selects the value,
+        or stores to the selected member alone, behind a branch."""
+        groups = []
+        for _, found in conflicts:
+            for group in [g for g in groups if g & found]:
+                groups.remove(group)
+                found = found | group
+            groups.append(set(found))
+        choice_of = {}
+        for group in groups:
+            choice = _Choice(tuple(sorted(group, key=_object_key)))
+            choice_of.update((member, choice) for member in group)
+        chosen = {inst.name for inst, _ in conflicts}
+        changed = True
+        while changed:
+            changed = False
+            for inst in self.main.instructions():
+                if inst.name in self.pointers and inst.name not in chosen and \
+                        any(v in chosen for v in self._pointer_inputs(inst)):
+                    chosen.add(inst.name)
+                    changed = True
+        for name in chosen:
+            pointer = self.pointers[name]
+            pointer.object = choice_of[pointer.object]
+            pointer.selector = f"{self.fresh()}.sel"
 
     def _merge(self, members):
         elem, space = members[0].elem, members[0].addrspace
@@ -452,6 +499,39 @@ class _Rewriter:
         entry[1 if space == 0 else 0:1 if space == 0 else 0] = pieces
         self.objects[merged.name] = merged
 
+    def _guard_stores(self):
+        """Put each store to a member of a choice in a block of its own that
+        runs only where that member is the one selected."""
+        blocks = self.main.blocks
+        k = 0
+        while k < len(blocks):
+            block = blocks[k]
+            at = next((i for i, inst in enumerate(block.instructions)
+                       if id(inst) in self.guarded), None)
+            if at is None:
+                k += 1
+                continue
+            if block.label is None:
+                raise UnsupportedError("a store through a pointer that may point into two "
+                                       "arrays, in an unnamed entry block")
+            store = block.instructions[at]
+            chosen = self.guarded.pop(id(store))
+            then, rest = f"nv.store{self.fresh()[3:]}", f"nv.join{self.fresh()[3:]}"
+            tail = block.instructions[at + 1:]
+            block.instructions[at:] = [ir.instruction(
+                f"br i1 {chosen}, label %{then}, label %{rest}")]
+            blocks[k + 1:k + 1] = [ir.Block(then, [store, ir.instruction(f"br label %{rest}")]),
+                                   ir.Block(rest, tail)]
+            for successor in _successors(tail[-1]):
+                for inst in self._block(successor).instructions:
+                    if inst.opcode == "phi":
+                        inst.labels = [f"%{rest}" if label == f"%{block.label}" else label
+                                       for label in inst.labels]
+            k += 2
+
+    def _block(self, label):
+        return next(b for b in self.main.blocks if f"%{b.label}" == label)
+
     # Atomics ---------------------------------------------------------------
 
     def atomic_views(self):
@@ -468,6 +548,9 @@ class _Rewriter:
             obj = self._object_of(inst.operands[0].value)
             if obj is None:
                 continue
+            if isinstance(obj, _Choice):
+                raise UnsupportedError("an atomic through a pointer that may point into two "
+                                       f"different arrays: {inst}")
             ty, natural = inst.operands[1].type, self.natural_elem(obj)
             if ty != natural:
                 if not ty.startswith("i") or views.setdefault(obj, ty) != ty or \
@@ -578,6 +661,12 @@ class _Rewriter:
         return [inst]
 
     def rewrite_pointer(self, inst, pointer):
+        out = self._offset(inst, pointer)
+        if pointer.selector is not None:
+            out.append(self._selector(inst, pointer))
+        return out
+
+    def _offset(self, inst, pointer):
         if inst.opcode == "call":
             self.used_buffers.add(pointer.object)
             return [ir.instruction(f"{pointer.offset} = add i64 0, 0")]
@@ -593,6 +682,29 @@ class _Rewriter:
         cond, a, b = inst.operands
         return [ir.instruction(f"{pointer.offset} = select {cond}, i64 {self.offset_of(a.value)}, "
                                f"i64 {self.offset_of(b.value)}")]
+
+    def _selector(self, inst, pointer):
+        """Which member of its choice ``inst``'s pointer points into."""
+        choice = pointer.object
+        if inst.opcode == "phi":
+            return ir.Instruction("phi", [ir.Operand(None, self.selector_of(o.value, choice))
+                                          for o in inst.operands],
+                                  name=pointer.selector, type="i32", labels=list(inst.labels))
+        if inst.opcode == "select":
+            cond, a, b = inst.operands
+            return ir.instruction(
+                f"{pointer.selector} = select {cond}, i32 {self.selector_of(a.value, choice)}, "
+                f"i32 {self.selector_of(b.value, choice)}")
+        return ir.instruction(f"{pointer.selector} = add i32 "
+                              f"{self.selector_of(inst.operands[0].value, choice)}, 0")
+
+    def selector_of(self, value, choice):
+        pointer = self.pointers.get(value)
+        if pointer is not None and pointer.object is choice:
+            return pointer.selector
+        if value in ("poison", "undef", "null"):
+            return "0"
+        return str(choice.members.index(self._object_of(value)))
 
     def offset_of(self, value):
         if value in self.pointers:
@@ -644,7 +756,13 @@ class _Rewriter:
         ``access_type`` at ``value`` reaches: ``(pointer, element type,
         address space)``; the instructions computing it go to ``out``."""
         obj = self._object_of(value)
-        offset = self.offset_of(value)
+        if isinstance(obj, _Choice):
+            raise UnsupportedError(
+                f"an atomic through a pointer that may point into two different arrays: {inst}")
+        return self.element_pointer_at(obj, self.offset_of(value), access_type, inst, out)
+
+    def element_pointer_at(self, obj, offset, access_type, inst, out):
+        """:meth:`element_pointer` of the element at byte ``offset`` of ``obj``."""
         if isinstance(obj, _Object):
             return self.object_element_pointer(obj, offset, access_type, inst, out)
         storage = self.bindings[obj]
@@ -704,8 +822,44 @@ class _Rewriter:
         element of its object."""
         load = inst.opcode == "load"
         ty = inst.type if load else inst.operands[0].type
+        if isinstance(self._object_of(target), _Choice):
+            return self.rewrite_chosen_access(inst, target, ty)
         out = []
         ptr, elem, space = self.element_pointer(target, ty, inst, out)
+        return out + self.access(inst, ty, ptr, elem, space)
+
+    def rewrite_chosen_access(self, inst, target, ty):
+        """A load or store through a pointer into one member of a choice."""
+        pointer = self.pointers[target]
+        out, values = [], []
+        for k, member in enumerate(pointer.object.members):
+            chosen, offset = self.fresh(), self.fresh()
+            out += [ir.instruction(f"{chosen} = icmp eq i32 {pointer.selector}, {k}"),
+                    ir.instruction(f"{offset} = select i1 {chosen}, i64 "
+                                   f"{self.offset_of(target)}, i64 0")]
+            ptr, elem, space = self.element_pointer_at(member, offset, ty, inst, out)
+            if inst.opcode == "load":
+                value = ir.Instruction(inst.opcode, list(inst.operands), self.fresh(),
+                                       list(inst.flags), inst.type, inst.tail)
+                out += self.access(value, ty, ptr, elem, space)
+                values.append((chosen, value.name))
+            else:
+                stores = self.access(inst, ty, ptr, elem, space)
+                self.guarded[id(stores[-1])] = chosen
+                out += stores
+        if values:
+            result = values[-1][1]
+            for k, (chosen, value) in reversed(list(enumerate(values[:-1]))):
+                name = inst.name if k == 0 else self.fresh()
+                out.append(ir.instruction(f"{name} = select i1 {chosen}, {ty} {value}, "
+                                          f"{ty} {result}"))
+                result = name
+        return out
+
+    def access(self, inst, ty, ptr, elem, space):
+        """``inst``, a load or store of ``ty``, at element pointer ``ptr``."""
+        load = inst.opcode == "load"
+        out = []
         flags = "".join(f"{f} " for f in inst.flags)
         where = f"ptr addrspace({space}) {ptr}{inst.tail}"
         if load and elem != ty:
@@ -767,6 +921,17 @@ class _Rewriter:
                 f"declare ptr addrspace(11) @{self.getpointer_name(binding)}({handle}, i32)",
             ]
         return lines
+
+
+def _object_key(obj):
+    """Members of a choice in a fixed order: buffers by binding, then objects
+    by name."""
+    return (1, obj.name) if isinstance(obj, _Object) else (0, str(obj))
+
+
+def _successors(terminator):
+    """Labels a terminator may branch to."""
+    return [str(o.value) for o in terminator.operands if o.type == "label"]
 
 
 def _element_marker(space, rank):
@@ -859,6 +1024,23 @@ def _push_layout(module):
         layout.append(fields[offset])
         position += _SCALAR_SIZES[fields[offset]]
     return layout, index
+
+
+def constant_local_size(module, local_size):
+    """Replace each workgroup size marker of the IR model ``module`` by
+    ``local_size``'s value on its axis, in place.
+
+    The workgroup size is fixed when a kernel is compiled, so the optimiser
+    may fold it: a tree reduction over ``nv.local_size(0) // 2`` steps
+    unrolls as one over a constant does.
+    """
+    for fn in module.functions:
+        for block in fn.blocks or ():
+            for k, inst in enumerate(block.instructions):
+                if _marker(inst, markers.LOCAL_SIZE):
+                    axis = int(inst.operands[0].value)
+                    block.instructions[k] = ir.instruction(
+                        f"{inst.name} = add i32 {local_size[axis]}, 0")
 
 
 def lower_markers(text, local_size):

@@ -38,11 +38,12 @@ def _metadata_id(item):
     return None
 
 
-def _loop_latches(function, innermost, latch_exits_only=False):
+def _loop_latches(function, innermost, latch_exits_only=False, bodies=False):
     """The latch blocks of each loop of ``function`` (an
     :class:`~numba_vulkan.codegen.ir.Function`), of innermost loops only if
     ``innermost``, of loops left only from their latches if
-    ``latch_exits_only``; loops that already carry loop metadata are left out."""
+    ``latch_exits_only``; loops that already carry loop metadata are left out.
+    With ``bodies``, each loop is ``(latches, blocks of the loop)``."""
     blocks = {block.label: block for block in function.blocks}
     succs = {label: [op.value.lstrip("%") for op in block.terminator.operands
                      if op.type == "label"]
@@ -69,7 +70,7 @@ def _loop_latches(function, innermost, latch_exits_only=False):
         else:
             stack.pop()
             on_stack.discard(node)
-    bodies = {}
+    loop_bodies = {}
     for header, latches in back.items():
         inside, work = {header}, list(latches)
         while work:
@@ -77,15 +78,19 @@ def _loop_latches(function, innermost, latch_exits_only=False):
             if n not in inside:
                 inside.add(n)
                 work.extend(preds[n])
-        bodies[header] = inside
+        loop_bodies[header] = inside
+
     def exits_elsewhere(header, inside):
         return any(t not in inside for n in inside if n not in back[header] for t in succs[n])
 
-    return [[blocks[latch] for latch in back[header]] for header, inside in bodies.items()
-            if not (innermost and any(other != header and other in inside for other in bodies))
-            and not (latch_exits_only and exits_elsewhere(header, inside))
-            and not any("!llvm.loop" in blocks[latch].terminator.tail
-                        for latch in back[header])]
+    found = [([blocks[latch] for latch in back[header]], [blocks[n] for n in inside])
+             for header, inside in loop_bodies.items()
+             if not (innermost and any(other != header and other in inside
+                                       for other in loop_bodies))
+             and not (latch_exits_only and exits_elsewhere(header, inside))
+             and not any("!llvm.loop" in blocks[latch].terminator.tail
+                         for latch in back[header])]
+    return found if bodies else [latches for latches, _ in found]
 
 
 def _mark(module, loops, prop):
@@ -115,11 +120,26 @@ def hint_unrolling(text, entry="main", count=UNROLL):
     # and some nests of `while True` then computed wrong results (the cause is
     # not yet known). Such loops keep the driver's limit, and the trip count
     # reports a launch that reaches it.
-    loops = _loop_latches(function, innermost=True, latch_exits_only=True)
+    # LLVM will not unroll a loop that calls a convergent function (a
+    # barrier, a subgroup operation), and says so on stderr at every compile.
+    convergent = _convergent_callees(module)
+    loops = [latches for latches, body in _loop_latches(function, innermost=True,
+                                                         latch_exits_only=True, bodies=True)
+             if not any(inst.opcode == "call" and inst.callee in convergent
+                        for block in body for inst in block.instructions)]
     if not loops:
         return text
     _mark(module, loops, f'!"llvm.loop.unroll.count", i32 {count}')
     return str(module)
+
+
+def _convergent_callees(module):
+    """Names of the functions ``module`` declares or defines as convergent."""
+    groups = {item.partition(" = ")[0].split()[-1] for item in module.items
+              if isinstance(item, str) and item.startswith("attributes #")
+              and "convergent" in item}
+    return {f.name for f in module.functions
+            if "convergent" in f.header or groups & set(ir.tokens(f.header))}
 
 
 def _definitions(text):

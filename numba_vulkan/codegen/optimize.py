@@ -94,12 +94,19 @@ def optimise(module, entry, tm, speed=3):
     # i65 product), which Vulkan has no type for. The option is process-wide
     # and Numba's CPU compiles read it too: set it only while this pipeline
     # runs, under Numba's compiler lock.
+    #
+    # SimplifyCFG's sinking of common code turns stores to two arrays in the
+    # two arms of an `if` into one store through a phi of the arrays, which
+    # Vulkan cannot express; after the pointer rewrite it would undo the
+    # branches that keep such stores apart (numba_vulkan.codegen.logical).
     with global_compiler_lock:
         llvm.set_option("", "-replexitval=never")
+        llvm.set_option("", "-simplifycfg-sink-common=false")
         try:
             pm.run(module, pb)
         finally:
             llvm.set_option("", "-replexitval=cheap")
+            llvm.set_option("", "-simplifycfg-sink-common=true")
     for fn in list(module.functions):
         if fn.name != entry and not fn.is_declaration:
             raise CompilerError(f"function {fn.name} was not inlined into the kernel")

@@ -626,6 +626,12 @@ class _Function:
 _ELEMENT_CALLEES = ("@llvm.spv.resource.getpointer.", f"@{markers.ELEMENT}")
 
 
+def _is_handle(inst):
+    """Whether ``inst`` makes a buffer handle."""
+    return (inst.opcode == "call" and inst.type.startswith("target(")
+            and inst.callee.startswith("@llvm.spv.resource.handlefrombinding"))
+
+
 def _element_pointer(inst):
     """Whether ``inst`` computes an element pointer of a buffer or a global."""
     return (inst.opcode == "call" and inst.type.startswith("ptr addrspace(")
@@ -675,16 +681,43 @@ class _PointerLocaliser:
         self.repeat_calls()
 
     def hoist_handles(self):
-        handles = []
+        """Move the handles to the entry block, one per binding.
+
+        LLVM may duplicate a handle's call along with a block and join the
+        copies in a phi; a phi of handles has no SPIR-V form, so copies
+        become the first call and phis of one handle become that handle."""
+        handles, same = {}, {}
+        for inst in self.function.instructions():
+            if _is_handle(inst):
+                call = ir.Instruction("call", inst.operands, type=inst.type,
+                                      callee=inst.callee, tail=inst.tail)
+                same[inst.name] = handles.setdefault(str(call), (inst.name, call))[0]
+        if not handles:
+            return
+        phis = [inst for inst in self.function.instructions() if inst.opcode == "phi"
+                and (inst.type or "").startswith('target("spirv.VulkanBuffer"')]
+        changed = True
+        while changed:
+            changed = False
+            for phi in phis:
+                if phi.name not in same:
+                    incoming = {same.get(str(o.value), str(o.value)) for o in phi.operands}
+                    incoming -= {"undef", "poison", phi.name}
+                    if len(incoming) == 1 and incoming <= set(same.values()):
+                        same[phi.name] = incoming.pop()
+                        changed = True
         for block in self.function.blocks:
-            kept = []
+            block.instructions = [inst for inst in block.instructions
+                                  if not (_is_handle(inst) or inst.name in same)]
             for inst in block.instructions:
-                is_handle = (inst.opcode == "call" and inst.type.startswith("target(")
-                             and inst.callee.startswith(
-                                 "@llvm.spv.resource.handlefrombinding"))
-                (handles if is_handle else kept).append(inst)
-            block.instructions = kept
-        self.function.blocks[0].instructions[0:0] = handles
+                for holder, value in inst.values():
+                    if value in same:
+                        holder.value = same[value]
+        calls = []
+        for name, call in handles.values():
+            call.name = name
+            calls.append(call)
+        self.function.blocks[0].instructions[0:0] = calls
 
     def calls(self):
         return {inst.name: inst for inst in self.function.instructions()

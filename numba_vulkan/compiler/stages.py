@@ -216,9 +216,9 @@ STAGES = (
           "an entry point that reads the arguments through marker calls"),
     Stage("cache", _lookup, "the kernel cache's `kernels/` tier, keyed on Numba's IR: a hit "
           "ends the compilation here"),
-    Stage("link", _codegen("link"), "Numba's modules are linked into one and the 64-bit types "
-          "the target lacks narrowed, then linked with the libclc functions they call",
-          llvm=True),
+    Stage("link", _codegen("link"), "Numba's modules are linked into one, the 64-bit types "
+          "the target lacks narrowed and the workgroup size made a constant, then linked with "
+          "the libclc functions they call", llvm=True),
     Stage("optimize", _codegen("optimise"), "everything is inlined into the entry point and "
           "optimised, with no C library, so that no loop becomes an `llvm.memset` or "
           "`llvm.memcpy` of a whole array", llvm=True),

@@ -9,6 +9,8 @@ from numba.core.codegen import CodeLibrary, Codegen
 from numba.core.descriptors import TargetDescriptor
 from numba.core.target_extension import GPU, dispatcher_registry, target_registry
 
+from numba_vulkan import numba_target
+
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
                "v256:256-v512:512-v1024:1024-n8:16:32:64-G10")
@@ -19,6 +21,8 @@ class Vulkan(GPU):
 
 
 target_registry["vulkan"] = Vulkan
+# numba.vectorize(..., target="vulkan") too, once Numba is loaded for a compile.
+numba_target.register_numba_target()
 
 
 class VulkanTypingContext(typing.Context):

@@ -19,6 +19,7 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float32, fl
 
 from numba_vulkan import dispatcher as _dispatcher
 from numba_vulkan import intrinsics as _intrinsics
+from numba_vulkan import numba_target as _numba_target
 from numba_vulkan import ufunc as _ufunc
 from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
@@ -278,7 +279,8 @@ def pinned(*arrays):
 
 
 def to_device(obj, stream=0, copy=True, to=None):
-    """Copy a NumPy array to a new device array, or into ``to``; return it.
+    """Copy a NumPy array, or a device array of any device, to a new device
+    array on the calling thread's current device, or into ``to``; return it.
 
     ``stream`` is accepted for numba.cuda's signature: copies are ordered on
     the device's one queue.
@@ -329,66 +331,27 @@ def detect(file=None):
 
 
 def select_device(device_id):
-    """Make Vulkan device ``device_id`` (an index, or part of its name) current."""
+    """Make Vulkan device ``device_id`` (a ``gpus`` index, or part of its
+    name) current for the calling thread, and the default of threads that
+    chose none."""
     return _device.select_device(device_id)
 
 
 def get_current_device():
-    """The current device (opened on first use)."""
+    """The calling thread's current device (opened on first use)."""
     return _device.current_device()
 
 
 def close():
-    """Wait for all work on the current device. Unlike numba.cuda's, the
-    device stays open: its arrays stay valid."""
+    """Wait for all work on the calling thread's current device. Unlike
+    numba.cuda's, the device stays open: its arrays stay valid."""
     if _device.opened_device() is not None:
         _dispatcher.synchronize()
 
 
-class _Gpu:
-    """One Vulkan device as an entry of :data:`gpus`; ``with gpus[i]:``
-    makes it current inside the block."""
-
-    def __init__(self, info):
-        self.id = info.index
-        self.name = info.name
-        self._previous = []
-
-    def __enter__(self):
-        self._previous.append(_device.opened_device())
-        return _device.select_device(self.id)
-
-    def __exit__(self, *exc):
-        previous = self._previous.pop()
-        if previous is not None:
-            _device.select_device(previous.info.index)
-
-    def __repr__(self):
-        return f"<numba_vulkan.cuda gpu {self.id}: {self.name}>"
-
-
-class _Gpus:
-    """numba.cuda's ``gpus``: the Vulkan devices, by index."""
-
-    def _all(self):
-        return [_Gpu(info) for info in _device.list_devices()]
-
-    def __getitem__(self, index):
-        return self._all()[index]
-
-    def __len__(self):
-        return len(_device.list_devices())
-
-    def __iter__(self):
-        return iter(self._all())
-
-    @property
-    def current(self):
-        """The current device."""
-        return _device.current_device()
-
-
-gpus = _Gpus()
+#: numba.cuda's ``gpus``: every logical Vulkan device, by index (``nv.gpus``);
+#: ``with gpus[i]:`` makes one the calling thread's current device inside the block.
+gpus = _device.gpus
 
 
 # Ufuncs ----------------------------------------------------------------------
@@ -409,4 +372,4 @@ def guvectorize(signatures, layout, target="cuda", **options):
 Reduce = reduce = _ufunc.Reduce
 
 # Importing this module imports Numba: numba.vectorize(target="vulkan") too.
-_ufunc.register_numba_target()
+_numba_target.register_numba_target()

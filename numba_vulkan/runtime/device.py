@@ -1,5 +1,7 @@
 """Vulkan instance, physical device discovery and the logical device."""
 
+import dataclasses
+import operator
 import threading
 from dataclasses import dataclass, field
 
@@ -248,21 +250,33 @@ class Instance:
 class Device:
     """A logical device with one compute queue.
 
+    Its arrays, pipelines and queue are its own: several logical devices,
+    on several GPUs or on one, run side by side (:data:`gpus`). As a context
+    manager (``with device:``) it is the current device of the calling
+    thread inside the block.
+
     Attributes:
-        info: The :class:`DeviceInfo` of the physical device, with masked
-            features removed.
+        info: The :class:`DeviceInfo` of the physical device, without the
+            features ``NUMBA_VULKAN_MASK_FEATURES`` masked when it was opened.
         target: The :class:`TargetDescription` kernels compile for.
+        id: Its position in :data:`gpus`.
+        copy: Which logical device of its physical device it is (0 unless
+            ``NUMBA_VULKAN_DEVICE_COPIES`` opens more than one).
     """
 
-    def __init__(self, instance, index):
+    def __init__(self, instance, index, copy=0):
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         self.instance = instance
         self.physical = instance.physical[index]
-        self.info = instance.devices[index]
-        self.target = self.info.target()
+        self.copy = copy
+        self.id = copy * len(instance.devices) + index
         self.lock = threading.RLock()
         have, (f2, f12, f11) = Instance.query_features(self.physical)
+        # The mask as it is now, so that devices opened under different
+        # masks describe different targets.
+        self.info = dataclasses.replace(instance.devices[index], features=frozenset(have))
+        self.target = self.info.target()
         # Enable exactly what kernels may use; nothing else.
         core = f2.features
         enabled = vk.new("VkPhysicalDeviceFeatures2*", {
@@ -332,6 +346,22 @@ class Device:
         #: Free buffers for launches with NumPy arrays, by size in bytes.
         self.transient_buffers = {}
 
+    @property
+    def name(self):
+        """The driver's name for the device."""
+        return self.info.name
+
+    def __repr__(self):
+        copy = f", logical copy {self.copy}" if self.copy else ""
+        return f"<numba_vulkan Device {self.id}: {self.info.name}{copy}>"
+
+    def __enter__(self):
+        _push(self)
+        return self
+
+    def __exit__(self, *exc):
+        _pop()
+
     def _host_import_alignment(self):
         v = vk.module()
         host = vk.new("VkPhysicalDeviceExternalMemoryHostPropertiesEXT*", {
@@ -377,8 +407,13 @@ class Device:
 
 _lock = threading.RLock()
 _instance = None
+#: Open logical devices, by their position in :data:`gpus`.
 _devices = {}
-_current = None
+#: The device of threads that chose none.
+_default = None
+#: Per thread: ``device``, the thread's current device (None: the default),
+#: and ``stack``, what it was before each ``with`` block now entered.
+_local = threading.local()
 
 
 def instance():
@@ -391,23 +426,38 @@ def instance():
 
 
 def list_devices():
-    """Every Vulkan device the loader sees, as :class:`DeviceInfo`."""
+    """Every physical Vulkan device the loader sees, as :class:`DeviceInfo`."""
     return list(instance().devices)
 
 
+def device_count():
+    """How many logical devices :data:`gpus` lists: every physical device,
+    ``NUMBA_VULKAN_DEVICE_COPIES`` times."""
+    return len(instance().devices) * config.device_copies()
+
+
 def _resolve(selector):
-    devices = instance().devices
+    """The :data:`gpus` position a selector names: an index (as an int or
+    digits) or (part of) a device's name, which names its first logical device."""
+    count = device_count()
     if isinstance(selector, int) or (isinstance(selector, str) and selector.isdigit()):
         index = int(selector)
-        if not 0 <= index < len(devices):
-            raise DriverError(f"there is no Vulkan device {index}; "
-                              f"{len(devices)} device(s) were found")
+        if not 0 <= index < count:
+            raise DriverError(f"there is no Vulkan device {index}; {count} device(s) were "
+                              f"found{_copies_note()}")
         return index
+    devices = instance().devices
     matches = [d.index for d in devices if str(selector).lower() in d.name.lower()]
     if not matches:
         names = ", ".join(repr(d.name) for d in devices)
         raise DriverError(f"no Vulkan device matches {selector!r}; devices: {names}")
     return matches[0]
+
+
+def _copies_note():
+    copies = config.device_copies()
+    return (f" ({len(instance().devices)} physical, NUMBA_VULKAN_DEVICE_COPIES={copies})"
+            if copies > 1 else "")
 
 
 def _default_index():
@@ -418,34 +468,171 @@ def _default_index():
     return min(instance().devices, key=lambda d: (order[d.device_type], d.index)).index
 
 
-def select_device(selector):
-    """Make a device current, by index or by (part of) its name."""
-    global _current
+def open_device(index):
+    """The logical device at position ``index`` of :data:`gpus`, opened on
+    first use; makes nothing current."""
     with _lock:
-        index = _resolve(selector)
-        if index not in _devices:
-            _devices[index] = Device(instance(), index)
-        _current = _devices[index]
-        return _current
+        device = _devices.get(index)
+        if device is None:
+            physical = len(instance().devices)
+            device = _devices[index] = Device(instance(), index % physical, index // physical)
+        return device
+
+
+def as_device(value):
+    """A :class:`Device` from a device, an entry of :data:`gpus`, a
+    :data:`gpus` index or (part of) a name; None for None. Makes nothing current."""
+    if value is None or isinstance(value, Device):
+        return value
+    if isinstance(value, Gpu):
+        return value.device
+    if isinstance(value, bool):
+        raise TypeError(f"not a device: {value!r}")
+    if not isinstance(value, str) and hasattr(value, "__index__"):
+        value = operator.index(value)       # a NumPy integer
+    return open_device(_resolve(value))
+
+
+def select_device(selector):
+    """Make a device current for the calling thread, and the default of
+    threads that chose none; by :data:`gpus` index, by (part of) its name,
+    or as a :class:`Device` or :data:`gpus` entry. Returns the :class:`Device`."""
+    global _default
+    with _lock:
+        device = as_device(selector)
+        _local.device = device
+        _default = device
+        return device
+
+
+def _push(device):
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(getattr(_local, "device", None))
+    _local.device = device
+
+
+def _pop():
+    _local.device = _local.stack.pop()
 
 
 def opened_device():
-    """The current :class:`Device` if one is open, else None; opens nothing."""
-    return _current
+    """The calling thread's current :class:`Device` if one is open, else
+    None; opens nothing."""
+    return getattr(_local, "device", None) or _default
 
 
 def current_device():
-    """The current :class:`Device`, opening the default one on first use.
+    """The calling thread's current :class:`Device`, opening the default one
+    on first use.
 
-    The default is ``NUMBA_VULKAN_DEVICE`` if set, else the first discrete
-    GPU, else an integrated one, else any.
+    A thread's current device is the one of the innermost ``with`` block it
+    is in (``with nv.gpus[i]:``), else the one it last selected, else the
+    default: the device ``select_device`` last chose in any thread, else
+    ``NUMBA_VULKAN_DEVICE`` if set, else the first discrete GPU, else an
+    integrated one, else any.
     """
-    current = _current
+    global _default
+    # Without the lock: every launch asks, and both are replaced whole.
+    current = getattr(_local, "device", None) or _default
     if current is not None:
-        # Read without the lock: every launch asks, and the device only
-        # changes in select_device, which replaces it whole.
         return current
     with _lock:
-        if _current is None:
-            return select_device(_default_index())
-        return _current
+        if _default is None:
+            _default = open_device(_default_index())
+        return _default
+
+
+#: numba.cuda's name for :func:`current_device`.
+get_current_device = current_device
+
+
+class Gpu:
+    """One logical device, as an entry of :data:`gpus`; opened on first use.
+
+    ``with nv.gpus[i]:`` makes it the calling thread's current device inside
+    the block (the previous one is current again after it); the block's
+    ``as`` target is the :class:`Device`.
+
+    Attributes:
+        id: Its position in :data:`gpus`.
+    """
+
+    __slots__ = ("id",)
+
+    def __init__(self, id):
+        self.id = id
+
+    @property
+    def info(self):
+        """The :class:`DeviceInfo` of its physical device, opening nothing."""
+        devices = instance().devices
+        return devices[self.id % len(devices)]
+
+    @property
+    def name(self):
+        """The driver's name for the device."""
+        return self.info.name
+
+    @property
+    def device(self):
+        """The :class:`Device`, opened on first use."""
+        return open_device(self.id)
+
+    def __enter__(self):
+        device = self.device
+        _push(device)
+        return device
+
+    def __exit__(self, *exc):
+        _pop()
+
+    def __eq__(self, other):
+        return isinstance(other, Gpu) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("gpu", self.id))
+
+    def __repr__(self):
+        copy = self.id // len(instance().devices)
+        return (f"<numba_vulkan gpu {self.id}: {self.name}"
+                f"{f', logical copy {copy}' if copy else ''}>")
+
+
+class Gpus:
+    """Every logical device, by position: each physical Vulkan device in the
+    loader's order, ``NUMBA_VULKAN_DEVICE_COPIES`` times over (positions
+    ``0 .. P-1`` are the P physical devices; the next P their second logical
+    devices, and so on). Listing opens no device.
+    """
+
+    def __len__(self):
+        return device_count()
+
+    def __getitem__(self, index):
+        count = device_count()
+        if isinstance(index, slice):
+            return [Gpu(i) for i in range(count)[index]]
+        if isinstance(index, bool) or not hasattr(index, "__index__"):
+            raise TypeError(f"gpus[{index!r}]: the index must be an int")
+        index = operator.index(index)
+        if not -count <= index < count:
+            raise IndexError(f"gpus[{index}]: there are {count} device(s)"
+                             f"{_copies_note()}")
+        return Gpu(index % count)
+
+    def __iter__(self):
+        return iter(self[:])
+
+    @property
+    def current(self):
+        """The calling thread's current :class:`Device` (opened on first use)."""
+        return current_device()
+
+    def __repr__(self):
+        return f"<numba_vulkan gpus: {len(self)} device(s)>"
+
+
+#: Every logical device: ``nv.gpus[i]``, ``len(nv.gpus)``, ``with nv.gpus[i]:``.
+gpus = Gpus()

@@ -156,8 +156,8 @@ class DeviceArray:
             strides = _c_strides(self.shape, self.dtype.itemsize)
         self.strides = tuple(int(s) for s in strides)
         if buffer is None:
-            from numba_vulkan.runtime.device import current_device
-            device = device or current_device()
+            from numba_vulkan.runtime.device import as_device, current_device
+            device = as_device(device) or current_device()
             if storage is None:
                 storage = abi.storage_dtype(self.dtype.name, device.target.narrowed)
             buffer = Buffer(device, self.size * np.dtype(storage).itemsize)
@@ -236,8 +236,16 @@ class DeviceArray:
         return ary
 
     def copy_to_device(self, ary, stream=0):
-        """Copy a NumPy array of the same shape into this array (converted to
-        its dtype); ``stream`` as for :meth:`copy_to_host`."""
+        """Copy a NumPy array, or a device array on any device, of the same
+        shape into this array (converted to its dtype); ``stream`` as for
+        :meth:`copy_to_host`.
+
+        A copy between devices goes through the host: devices share no
+        memory. It waits for the launches submitted on both devices before it.
+        """
+        if isinstance(ary, DeviceArray):
+            self._copy_from_device_array(ary)
+            return
         ary = np.asarray(ary)
         if ary.shape != self.shape:
             raise LaunchError(f"shape mismatch: {ary.shape} into {self.shape}")
@@ -248,6 +256,38 @@ class DeviceArray:
         lo, raw, view = self._read_span()
         view[...] = ary
         self.buffer.write(raw, self.offset * self.storage.itemsize + lo)
+
+    def _copy_from_device_array(self, src):
+        if src.shape != self.shape:
+            raise LaunchError(f"shape mismatch: a device array of shape {src.shape} into "
+                              f"one of shape {self.shape}")
+        contiguous = (src.buffer is not self.buffer and src.storage == self.storage
+                      and src.dtype == self.dtype and src.is_c_contiguous()
+                      and self.is_c_contiguous())
+        if not contiguous:
+            self.copy_to_device(src.copy_to_host())
+            return
+        size, item = self.size * self.storage.itemsize, self.storage.itemsize
+        start, to = src.offset * item, self.offset * item
+        if (src.buffer.mapped is not None and src.buffer.readable
+                and self.buffer.mapped is not None):
+            # Both mapped (a CPU device, unified memory): one host copy
+            # between the mappings, once both devices' earlier work is done.
+            src.device.stream.synchronize()
+            self.device.stream.synchronize()
+            transfer.host_copy(self.buffer.host_view()[to:to + size],
+                               src.buffer.host_view()[start:start + size])
+            return
+        # A chunk at a time through one host buffer: a write returns once its
+        # chunk is in staging memory, so this device's copy of one chunk
+        # overlaps the other's read of the next, and the host holds a chunk,
+        # not the array.
+        step = transfer.CHUNK
+        bounce = np.empty(min(size, step), np.uint8)
+        for done in range(0, size, step):
+            piece = bounce[:min(step, size - done)]
+            src.buffer.read(piece, start + done)
+            self.buffer.write(piece, to + done)
 
     def __array__(self, dtype=None, copy=None):
         """A host copy, so that ``np.asarray(d)`` and NumPy functions see the
@@ -374,7 +414,16 @@ def _span(shape, strides, itemsize):
 
 
 def to_device(ary, device=None):
-    """Copy a NumPy array to a new :class:`DeviceArray` (C-contiguous)."""
+    """Copy a NumPy array, or a device array of any device, to a new
+    C-contiguous :class:`DeviceArray` on ``device``.
+
+    ``device`` is a :class:`~numba_vulkan.runtime.device.Device`, an entry
+    of ``nv.gpus`` or its index; the calling thread's current device by default.
+    """
+    if isinstance(ary, DeviceArray):
+        out = DeviceArray(ary.shape, ary.dtype, device=device)
+        out.copy_to_device(ary)
+        return out
     ary = np.ascontiguousarray(ary)
     out = DeviceArray(ary.shape, ary.dtype, device=device)
     out.buffer.write(np.ascontiguousarray(ary, dtype=out.storage))

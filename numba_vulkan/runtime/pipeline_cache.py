@@ -4,12 +4,15 @@ Creating a pipeline makes the driver compile SPIR-V into machine code, which
 can cost more than our own compile (close to a second for a math-heavy kernel
 on lavapipe). A ``VkPipelineCache`` lets the driver reuse that work; this
 module keeps one per device in ``pipelines/`` below the cache directory,
-so only the first process on a machine pays it.
+so only the first process on a machine pays it. Each logical device has a
+file of its own, so that devices saving at once do not overwrite each
+other's pipelines.
 ``NUMBA_VULKAN_PIPELINE_CACHE=0`` turns it off, as does ``NUMBA_VULKAN_CACHE=0``;
 a cache directory that cannot be used keeps the cache in memory only.
 
 A file is named after, and its header records, the device's vendor ID,
-device ID, driver version and pipeline-cache UUID, with the SHA-256 of the
+device ID, driver version and pipeline-cache UUID (the name also counts the
+devices of ``nv.gpus`` before it with the same four, as ``-1``, ``-2``...), with the SHA-256 of the
 driver's data. A file that does not match the device in every field, or
 whose data is damaged, is discarded: drivers are not required to survive
 bad cache data, so it never reaches one. Files are written atomically (a
@@ -55,10 +58,20 @@ def _identity(info):
             bytes.fromhex(info.pipeline_cache_uuid or "00" * 16))
 
 
-def file_name(info):
-    """The file of a device's cache, from its identity."""
+def file_name(info, twin=0):
+    """The file of a device's cache, from its identity and ``twin``: how many
+    devices before it in ``nv.gpus`` have the same identity."""
     vendor, device, driver, uuid = _identity(info)
-    return f"{vendor:08x}-{device:08x}-{driver:08x}-{uuid.hex()}.bin"
+    suffix = f"-{twin}" if twin else ""
+    return f"{vendor:08x}-{device:08x}-{driver:08x}-{uuid.hex()}{suffix}.bin"
+
+
+def twin(device):
+    """How many devices before ``device`` in ``nv.gpus`` have its identity:
+    identical GPUs, and logical copies of the same one."""
+    physical = device.instance.devices
+    same = [info.index for info in physical if _identity(info) == _identity(device.info)]
+    return device.copy * len(same) + same.index(device.info.index)
 
 
 def pack(info, data):
@@ -204,7 +217,7 @@ def for_device(device):
     if not config.pipeline_cache() or not config.cache_enabled():
         return None
     folder = directory()
-    path = os.path.join(folder, file_name(device.info)) if folder else None
+    path = os.path.join(folder, file_name(device.info, twin(device))) if folder else None
     with _lock:
         cache = _caches.get(device)
         # Settings are read at each use: a changed cache directory gets its own cache.

@@ -318,7 +318,8 @@ def _key(dispatcher):
 
 
 def _device_features(target):
-    """Features of the current device if it is the one ``target`` describes.
+    """Features of the calling thread's current device if it is the one
+    ``target`` describes.
 
     Only looks: a compile for an explicit target must not open a device.
     """
@@ -381,7 +382,7 @@ def _record(name, sig, threads):
         f.write(line + "\n")
 
 
-def find(dispatcher, sig, threads, target, search=None, strict=None):
+def find(dispatcher, sig, threads, target, search=None, strict=None, features=None):
     """The shipped :class:`~numba_vulkan.compiled.CompiledKernel` for a launch, or None.
 
     Args:
@@ -392,6 +393,10 @@ def find(dispatcher, sig, threads, target, search=None, strict=None):
         search: The :class:`Directory` objects to search, instead of
             :func:`directories`.
         strict: Whether a miss raises, instead of ``NUMBA_VULKAN_AOT_STRICT``.
+        features: The launching device's features: entries needing others
+            are skipped. By default those of the calling thread's current
+            device where it is the one ``target`` describes, else none are
+            checked.
 
     Raises:
         AOTError: In strict mode, when no AOT directory has a usable entry.
@@ -409,7 +414,8 @@ def find(dispatcher, sig, threads, target, search=None, strict=None):
         key = None
         reasons.append(str(exc))
     if key is not None:
-        features = _device_features(target)
+        if features is None:
+            features = _device_features(target)
         for directory in search:
             kernel, ranked = _search(directory, key, sig, threads, target, features, reasons)
             if kernel is not None:
