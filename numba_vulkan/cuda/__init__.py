@@ -123,27 +123,23 @@ def jit(func_or_sig=None, device=False, **options):
 class _Kernel(_dispatcher.VulkanDispatcher):
     """A kernel that also takes numba.cuda's launch forms
     ``kernel[blocks, threads, stream]`` and
-    ``kernel[blocks, threads, stream, shared_bytes]`` (``shared_bytes`` 0)."""
+    ``kernel[blocks, threads, stream, shared_bytes]``: ``shared_bytes`` of
+    dynamic shared memory, which every ``cuda.shared.array(0, dtype)`` of the
+    kernel views (compiled once per distinct size)."""
 
     def __getitem__(self, config):
         if isinstance(config, tuple) and len(config) in (3, 4):
             _check_stream(config[2])
-            if len(config) == 4 and config[3] != 0:
-                raise UnsupportedError(
-                    f"{self.__qualname__}[blocks, threads, stream, {config[3]!r}]: dynamic "
-                    "shared memory is not supported; give cuda.shared.array a shape known "
-                    "at compile time and launch with shared_bytes 0")
-            config = config[:2]
+            config = config[:2] + config[3:]
         return super().__getitem__(config)
 
     def forall(self, ntasks, tpb=0, stream=0, sharedmem=0, threads=None):
         """A launch covering ``ntasks`` invocations, ``tpb`` per block (the
-        device's choice for 0), as numba.cuda's ``forall``."""
+        device's choice for 0), with ``sharedmem`` bytes of dynamic shared
+        memory, as numba.cuda's ``forall``."""
         _check_stream(stream)
-        if sharedmem:
-            raise UnsupportedError(f"{self.__qualname__}.forall(sharedmem={sharedmem!r}): "
-                                   "dynamic shared memory is not supported")
-        return super().forall(ntasks, threads or tpb or None)
+        return super().forall(ntasks, threads or tpb or None,
+                              _dispatcher._shared_bytes(sharedmem, "sharedmem"))
 
     @property
     def overloads(self):
