@@ -1031,6 +1031,20 @@ def _push_layout(text):
     return layout, index
 
 
+def constant_local_size(text, local_size):
+    """``text`` with each workgroup size marker replaced by ``local_size``'s
+    value on its axis.
+
+    The workgroup size is fixed when a kernel is compiled, so the optimiser
+    may fold it: a tree reduction over ``nv.local_size(0) // 2`` steps
+    unrolls as one over a constant does.
+    """
+    def constant(m):
+        return f"{m.group(1)} = add i32 {local_size[int(m.group(2))]}, 0"
+
+    return "\n".join(_LOCAL_SIZE_CALL.sub(constant, line) for line in text.splitlines()) + "\n"
+
+
 def lower_markers(text, local_size):
     """Replace the push constant and workgroup size markers, and make ``main``
     the compute entry point with workgroup size ``local_size``.

@@ -13,9 +13,9 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, groupops, int32, legalize, libclc_link,
-                                   logical, looplimit, narrow, optimize, rounding, strip,
-                                   structurize, validate, workarounds)
+from numba_vulkan.codegen import (backend, exact, fixups, groupops, indices, int32, legalize,
+                                   libclc_link, logical, looplimit, narrow, optimize, rounding,
+                                   strip, structurize, validate, versioning, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -33,10 +33,11 @@ def _machine(job):
 def link(job):
     """``job.sources`` (narrowed first) and the libclc functions they call,
     linked into ``job.module`` (on a target with a loop limit, the library's
-    loops marked to stay rolled)."""
+    loops marked to stay rolled), the workgroup size ``job.threads`` made a
+    constant."""
     narrowed = narrow.sources(job.sources, job.target.narrowed)
     kernel = optimize.link(narrowed, job.target.triple, DATA_LAYOUT)
-    texts = libclc_link.link(str(kernel))
+    texts = libclc_link.link(logical.constant_local_size(str(kernel), job.threads))
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
@@ -51,8 +52,9 @@ def optimise(job):
 
 def logical_addressing(job):
     """``job.text``: ``job.module`` with every access through a buffer handle
-    (``job.bindings``) instead of a byte address."""
-    job.text = logical.rewrite(str(job.module), job.bindings)
+    (``job.bindings``) instead of a byte address, at an element index
+    computed in elements where the byte offset's terms allow it."""
+    job.text = indices.element_indices(logical.rewrite(str(job.module), job.bindings))
     return job.text
 
 
@@ -66,9 +68,20 @@ def unroll_hints(job):
 
 
 def reoptimise(job):
-    """``job.module``: ``job.text`` optimised again, with what the rewrite exposed."""
+    """``job.module``: ``job.text`` optimised again, with what the rewrite
+    exposed; on a target without a loop limit (a GPU), loops bounded by
+    64-bit values get a copy for bounds that fit in 32 bits."""
     job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
     optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2)
+    if job.target.loop_limit:
+        # A CPU does 64-bit arithmetic at no extra cost, and lavapipe counts
+        # a trip of every loop an invocation passes, entered or not.
+        return str(job.module)
+    text = str(job.module)
+    versioned = versioning.version_loops(text)
+    if versioned is not text:
+        job.module = optimize.link([versioned], job.target.triple, DATA_LAYOUT)
+        job.module.verify()
     return str(job.module)
 
 
