@@ -429,10 +429,16 @@ class VulkanDispatcher:
                 if isinstance(value, np.ndarray):
                     if written and not value.flags.writeable:
                         _refuse_read_only(self, plan, args, value)
-                    value, copy_back = memory.staged_host_array(value, device, written)
-                    if copy_backs is None:
-                        copy_backs = []
-                    copy_backs.append(copy_back)
+                    # A mapped or pinned array is passed in place, not copied.
+                    mapped = (memory.mapped_view(value, device)
+                              if type(value) is memory.HostArray else None)
+                    if mapped is not None:
+                        value = mapped
+                    else:
+                        value, copy_back = memory.staged_host_array(value, device, written)
+                        if copy_backs is None:
+                            copy_backs = []
+                        copy_backs.append(copy_back)
                 elif value.buffer.device is not device:
                     _refuse_other_device(self, plan, args, value, device)
                 flat += value.launch_fields

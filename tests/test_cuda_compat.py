@@ -367,6 +367,59 @@ def test_pinned_arrays_are_host_arrays():
     assert host.shape == (3, 2) and host.dtype == np.int32
     host[...] = 4
     np.testing.assert_array_equal(cuda.to_device(host).copy_to_host(), host)
+    with pytest.raises(TypeError, match=r"pinned\(\*arrays\): each must be a NumPy array"):
+        with cuda.pinned([1, 2]):
+            pass
+    with pytest.raises(nv.UnsupportedError, match="mapped_array: strides"):
+        cuda.mapped_array(4, np.float32, strides=(8,))
+    with pytest.raises(TypeError, match="a stream must be"):
+        cuda.mapped_array(4, np.float32, stream="s")
+
+
+def _forbid_copies(monkeypatch):
+    from numba_vulkan.runtime import memory, transfer
+
+    def copied(*args, **kwargs):
+        raise AssertionError("a copy path was taken")
+    for module, name in ((memory, "staged_host_array"), (transfer, "write"),
+                         (transfer, "read"), (transfer, "host_copy"),
+                         (memory.Buffer, "write"), (memory.Buffer, "read")):
+        monkeypatch.setattr(module, name, copied)
+
+
+def test_mapped_arrays_are_used_in_place(monkeypatch):
+    a = cuda.mapped_array(40, np.float32)
+    out = cuda.mapped_array((2, 20), np.float32, order="F")
+    a[...] = np.random.default_rng(3).integers(-50, 50, 40)
+    before = np.array(a)
+    _forbid_copies(monkeypatch)
+    vector_add[3, TPB](a, a, out.T.reshape(40))
+    # A view of a mapped array is mapped too: a slice, written in place.
+    vector_add[1, TPB](a[:10], a[10:20], a[30:])
+    cuda.synchronize()
+    monkeypatch.undo()
+    np.testing.assert_array_equal(out.T.reshape(40), 2 * before)
+    np.testing.assert_array_equal(a[30:], before[:10] + before[10:20])
+    np.testing.assert_array_equal(a[:30], before[:30])
+    assert isinstance(a[30:], nv.runtime.memory.HostArray)
+    assert (a + 1).nv_buffer is None  # NumPy's results own other memory
+
+
+def test_copy_to_host_into_pinned_memory_is_one_device_copy(monkeypatch):
+    values = np.arange(24, dtype=np.int32).reshape(4, 6)
+    d = cuda.to_device(values)
+    pinned = cuda.pinned_array((4, 6), np.int32)
+    # As on a discrete GPU, where the host cannot read device memory.
+    monkeypatch.setattr(d.buffer, "readable", False)
+    _forbid_copies(monkeypatch)
+    stream = cuda.stream()
+    assert d.copy_to_host(pinned, stream=stream) is pinned
+    stream.synchronize()
+    np.testing.assert_array_equal(pinned, values)
+    pinned[...] = 0
+    d[1:3].copy_to_host(pinned[1:3])  # no stream: done on return
+    monkeypatch.undo()
+    np.testing.assert_array_equal(pinned, np.where((np.arange(4) % 3 != 0)[:, None], values, 0))
 
 
 def test_unknown_jit_options_are_type_errors():

@@ -254,23 +254,43 @@ def event_elapsed_time(evtstart, evtend):
 
 
 def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
-    """A host array to copy to and from: an ordinary NumPy array (copies are
-    staged by the device, so page-locking would gain nothing here)."""
+    """A host array in memory the device copies to and from directly: a
+    NumPy array (:class:`numba_vulkan.runtime.memory.HostArray`) in
+    host-visible memory of the current device. ``d.copy_to_host(ary,
+    stream=s)`` into it is one device copy, asynchronous on a stream; a
+    kernel given it uses it in place, as a mapped array."""
     if strides is not None:
-        raise UnsupportedError("pinned_array: strides are not supported")
-    return np.empty(shape, dtype, order=order)
+        raise UnsupportedError("pinned_array: strides are not supported; use order='C' or "
+                               "'F', or a view")
+    return _memory.host_array(shape, dtype, order)
 
 
 def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
                  wc=False):
-    """A host array kernels read and write: an ordinary NumPy array, which a
-    launch copies to the device and back (numba.cuda maps it instead)."""
-    return pinned_array(shape, dtype, strides, order)
+    """A host array kernels read and write in place, without copies: a
+    NumPy array (:class:`numba_vulkan.runtime.memory.HostArray`) in
+    host-visible, coherent memory of the current device (device-local where
+    the device offers that). As with numba.cuda's, the host sees a kernel's
+    writes once it has synchronized (``cuda.synchronize()``), and must not
+    touch what a running kernel uses. ``portable`` and ``wc`` are accepted
+    and have no effect."""
+    _check_stream(stream)
+    if strides is not None:
+        raise UnsupportedError("mapped_array: strides are not supported; use order='C' or "
+                               "'F', or a view")
+    return _memory.host_array(shape, dtype, order, mapped=True)
 
 
 @contextlib.contextmanager
 def pinned(*arrays):
-    """numba.cuda's page-locking context: nothing to do here."""
+    """numba.cuda's page-locking of existing host arrays: nothing to do here,
+    since copies of any NumPy array go through the device's staging (or
+    imported) memory; allocate with :func:`pinned_array` or
+    :func:`mapped_array` for copies and kernels without staging."""
+    for ary in arrays:
+        if not isinstance(ary, np.ndarray):
+            raise TypeError(f"pinned(*arrays): each must be a NumPy array, not "
+                            f"{type(ary).__name__}")
     yield
 
 
