@@ -88,6 +88,7 @@ class Compilation:
             target with a loop limit the one after the arrays.
         loop_check: Whether the module reports reaching the target's loop
             limit there (:mod:`numba_vulkan.codegen.looplimit`).
+        shared_bytes: Bytes of dynamic shared memory it is compiled for.
     """
 
     pyfunc: object
@@ -111,6 +112,7 @@ class Compilation:
     capabilities: list = None
     status: int = None
     loop_check: bool = False
+    shared_bytes: int = 0
 
     @property
     def label(self):
@@ -134,7 +136,7 @@ def _numba(job):
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
     kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
                                job.options, job.target.float32_atomic_add,
-                               job.target.max_push_constants)
+                               job.target.max_push_constants, job.shared_bytes)
     _warn_if_narrowed(job, kernel_ir)
     job.kernel_ir = kernel_ir
     job.sources = kernel_ir.modules
@@ -381,7 +383,7 @@ def run(job, stages=None):
     return job
 
 
-def compile(pyfunc, signature, threads, target, options=None, name=None):
+def compile(pyfunc, signature, threads, target, options=None, name=None, shared_bytes=0):
     """Compile a kernel for one signature, workgroup size and target.
 
     Args:
@@ -391,6 +393,9 @@ def compile(pyfunc, signature, threads, target, options=None, name=None):
         target: The :class:`~numba_vulkan.target.TargetDescription`.
         options: The kernel's ``nv.jit`` options.
         name: The kernel's name in messages; its qualified name by default.
+        shared_bytes: Bytes of dynamic shared memory (``shared.array(0, dtype)``
+            views them); the kernel cache tells sizes apart by the IR, which
+            holds the size.
 
     Returns:
         The :class:`~numba_vulkan.compiled.CompiledKernel`.
@@ -399,10 +404,12 @@ def compile(pyfunc, signature, threads, target, options=None, name=None):
         CompilerError: The kernel cannot be compiled.
     """
     job = Compilation(pyfunc, name or pyfunc.__qualname__, tuple(signature), tuple(threads),
-                      target, target, dict(options or {}))
+                      target, target, dict(options or {}), shared_bytes=shared_bytes)
     job = run(job)
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
+    if shared_bytes:
+        metadata["shared_bytes"] = shared_bytes
     capabilities = job.capabilities or spirv.capabilities(job.spirv)
     params = kernel_ir.params
     if job.loop_check:
