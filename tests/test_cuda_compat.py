@@ -389,7 +389,7 @@ def _forbid_copies(monkeypatch):
 
 def test_mapped_arrays_are_used_in_place(monkeypatch):
     a = cuda.mapped_array(40, np.float32)
-    out = cuda.mapped_array((2, 20), np.float32, order="F")
+    out = nv.mapped_array((2, 20), np.float32, order="F")  # the native name
     a[...] = np.random.default_rng(3).integers(-50, 50, 40)
     before = np.array(a)
     _forbid_copies(monkeypatch)

@@ -262,7 +262,7 @@ def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
     if strides is not None:
         raise UnsupportedError("pinned_array: strides are not supported; use order='C' or "
                                "'F', or a view")
-    return _memory.host_array(shape, dtype, order)
+    return _memory.pinned_array(shape, dtype, order)
 
 
 def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
@@ -278,7 +278,7 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
     if strides is not None:
         raise UnsupportedError("mapped_array: strides are not supported; use order='C' or "
                                "'F', or a view")
-    return _memory.host_array(shape, dtype, order, mapped=True)
+    return _memory.mapped_array(shape, dtype, order)
 
 
 @contextlib.contextmanager

@@ -482,6 +482,19 @@ def host_array(shape, dtype=np.float64, order="C", mapped=False, device=None):
     return ary
 
 
+def pinned_array(shape, dtype=np.float64, order="C", device=None):
+    """A :class:`HostArray` in host memory of ``device``: the destination of
+    ``copy_to_host`` by one device copy (``nv.pinned_array``)."""
+    return host_array(shape, dtype, order, device=device)
+
+
+def mapped_array(shape, dtype=np.float64, order="C", device=None):
+    """A :class:`HostArray` that kernels on ``device`` read and write in
+    place, without copies (``nv.mapped_array``); synchronize before reading
+    what a kernel wrote."""
+    return host_array(shape, dtype, order, mapped=True, device=device)
+
+
 def mapped_view(ary, device):
     """The :class:`DeviceArray` a launch on ``device`` passes for the
     :class:`HostArray` ``ary``, over its memory; None where the launch must
