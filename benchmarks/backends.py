@@ -14,6 +14,7 @@ memory copies on a CPU Vulkan device (whose device memory is host memory).
 
 import importlib.metadata
 import linecache
+import math
 import re
 import time
 import types
@@ -33,6 +34,8 @@ _TO_CUDA = [
     (r"nv\.group_id\(([012])\)", "cuda.blockIdx.{axis}"),
     (r"nv\.local_size\(([012])\)", "cuda.blockDim.{axis}"),
     (r"nv\.num_groups\(([012])\)", "cuda.gridDim.{axis}"),
+    (r"nv\.grid\(", "cuda.grid("),
+    (r"nv\.gridsize\(", "cuda.gridsize("),
     (r"nv\.shared\.array\(", "cuda.shared.array("),
     (r"nv\.local\.array\(", "cuda.local.array("),
     (r"nv\.barrier\(\)", "cuda.syncthreads()"),
@@ -81,7 +84,7 @@ def define(source, name, namespace, label):
 def _numba_types(real):
     import numba
     return {"float32": numba.float32, "float64": numba.float64, "int32": numba.int32,
-            "real": getattr(numba, real)}
+            "int64": numba.int64, "real": getattr(numba, real), "math": math}
 
 
 def _version(dist):

@@ -53,20 +53,27 @@ def time_of(result, which="wall"):
     return stats["median"] if stats else None
 
 
+def plain_ratio(bench, backend="numba_vulkan"):
+    """A plain variant's time over its tuned twin's on ``backend``: device
+    time where measured, else wall time; None for a tuned benchmark."""
+    ratio = (bench.get("ratios", {}).get("plain_vs_tuned") or {}).get(backend) or {}
+    return ratio.get("kernel", ratio.get("wall"))
+
+
 def table(results):
     """The results as fixed-width text."""
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
-    header = f"{'benchmark':16} {'size':28}"
+    header = f"{'benchmark':20} {'size':28}"
     labels = {name: name + (" wall/kernel" if name != "ceiling" else "") for name in backends}
     widths = {name: max(20, len(label)) for name, label in labels.items()}
     for name in backends:
         header += f" {labels[name]:>{widths[name]}}"
     ratio_keys = _ratio_columns(backends)
     header += "".join(f" {label:>8}" for _, label in ratio_keys)
-    header += f" {'vk of ceil':>10} {'vk rate':>16}"
+    header += f" {'vk of ceil':>10} {'vk rate':>16} {'plain/tuned':>11}"
     lines = [header, "-" * len(header)]
     for name, bench in results["benchmarks"].items():
-        line = f"{name:16} {bench['size']:28}"
+        line = f"{name:20} {bench['size']:28}"
         for backend in backends:
             result = bench["results"].get(backend)
             if backend == "ceiling":
@@ -84,6 +91,8 @@ def table(results):
                         for key, _ in ratio_keys)
         line += (f" {_ratio(ratios.get('vulkan_of_ceiling', {}).get('wall'), True):>10}"
                  f" {_rate(bench, vk):>16}")
+        if bench.get("tuned"):
+            line += f" {_ratio(plain_ratio(bench)):>11}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -93,7 +102,7 @@ def markdown_table(results):
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
     ratio_keys = _ratio_columns(backends)
     head = ["benchmark", "size"] + [f"{b} (ms)" for b in backends] + [
-        label for _, label in ratio_keys] + ["vk of ceiling"]
+        label for _, label in ratio_keys] + ["vk of ceiling", "vk plain/tuned"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, bench in results["benchmarks"].items():
         cells = [name, bench["size"]]
@@ -110,6 +119,7 @@ def markdown_table(results):
         ratios = bench.get("ratios", {})
         cells += [_ratio(ratios.get(key, {}).get("wall")) for key, _ in ratio_keys]
         cells.append(_ratio(ratios.get("vulkan_of_ceiling", {}).get("wall"), True))
+        cells.append(_ratio(plain_ratio(bench)) if bench.get("tuned") else "")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

@@ -179,6 +179,18 @@ def ratios(entry):
     return out
 
 
+def plain_vs_tuned(entry, tuned):
+    """Each backend's time of a plainly written variant over its tuned twin's."""
+    out = {}
+    for backend, result in entry["results"].items():
+        for which in ("wall", "kernel"):
+            t_plain = report.time_of(result, which)
+            t_tuned = report.time_of(tuned["results"].get(backend), which)
+            if t_plain and t_tuned:
+                out.setdefault(backend, {})[which] = t_plain / t_tuned
+    return out
+
+
 def run_benchmark(bench, sizes, kernel_backends, ceiling, copy_bandwidth, device_name, plan):
     size = bench.sizes[sizes]
     host = bench.inputs(size, np.random.default_rng(1234))
@@ -484,8 +496,13 @@ def main(argv=None):
     for bench in suite.BENCHMARKS:
         if bench.name not in only:
             continue
-        results["benchmarks"][bench.name] = run_benchmark(
-            bench, sizes, kernel_backends, ceiling, copy_bandwidth, device_name, plan)
+        entry = run_benchmark(bench, sizes, kernel_backends, ceiling, copy_bandwidth,
+                              device_name, plan)
+        if bench.tuned in results["benchmarks"]:
+            entry["tuned"] = bench.tuned
+            entry["ratios"]["plain_vs_tuned"] = plain_vs_tuned(
+                entry, results["benchmarks"][bench.tuned])
+        results["benchmarks"][bench.name] = entry
         report.write_json(results, json_path)
     if "transfers" in only:
         results["benchmarks"].update(run_transfers(sizes, kernel_backends, ceiling, plan))
@@ -493,7 +510,8 @@ def main(argv=None):
 
     cold_backends = [name for name, b in kernel_backends.items() if b.kinds is None]
     if not args.no_cold and cold_backends:
-        kernels = [b.name for b in suite.BENCHMARKS if b.name in only]
+        # A plain variant's first call costs what its twin's does: not timed again.
+        kernels = [b.name for b in suite.BENCHMARKS if b.name in only and not b.tuned]
         results["cold_compile"] = cold_compile(kernels, cold_backends)
     results["targets"] = evaluate_targets(results)
     report.write_json(results, json_path)

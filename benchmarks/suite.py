@@ -46,6 +46,8 @@ class Benchmark:
     sizes: dict
     real: str = "float32"
     threads: tuple = (256,)
+    #: For a plainly written variant, the name of the benchmark it rewrites.
+    tuned: str = None
 
     @property
     def function(self):
@@ -522,6 +524,453 @@ class Tiny(Benchmark):
         return {"bytes": 2 * 4 * size, "flops": size}
 
 
+# --- the same kernels, written plainly ----------------------------------------
+#
+# How a newcomer writes them: ``nv.grid`` and tuple unpacking, chained
+# comparisons, early returns, int64 counters, bounds and indices (a Python
+# int argument is int64), tuple assignment, the block size read from
+# ``nv.local_size``, 16x16 groups where the tuned kernel has 32x8. Each
+# computes what its tuned twin computes, in the same float type, so that
+# ``plain_vs_tuned`` measures the code generator and not the arithmetic.
+
+SAXPY_PLAIN = """
+def saxpy_plain(a, x, y):
+    i = nv.grid(1)
+    if i >= len(x):
+        return
+    y[i] = a * x[i] + y[i]
+"""
+
+REDUCE_PLAIN = """
+def reduce_sum_plain(x, out):
+    partial = nv.shared.array(256, float32)
+    tid = nv.local_id(0)
+    i = nv.grid(1)
+    partial[tid] = x[i] if i < len(x) else float32(0.0)
+    nv.barrier()
+    s = nv.local_size(0) // 2
+    while s > 0:
+        if tid < s:
+            partial[tid] += partial[tid + s]
+        nv.barrier()
+        s //= 2
+    if tid == 0:
+        nv.atomic.add(out, 0, partial[0])
+"""
+
+MATMUL_PLAIN = """
+def matmul_plain(a, b, c):
+    sa = nv.shared.array((16, 16), float32)
+    sb = nv.shared.array((16, 16), float32)
+    x, y = nv.grid(2)
+    tx = nv.local_id(0)
+    ty = nv.local_id(1)
+    n = a.shape[1]
+    acc = float32(0.0)
+    for t in range(nv.num_groups(0)):
+        sa[ty, tx] = 0
+        sb[ty, tx] = 0
+        if y < a.shape[0] and t * 16 + tx < n:
+            sa[ty, tx] = a[y, t * 16 + tx]
+        if x < b.shape[1] and t * 16 + ty < n:
+            sb[ty, tx] = b[t * 16 + ty, x]
+        nv.barrier()
+        for k in range(16):
+            acc += sa[ty, k] * sb[k, tx]
+        nv.barrier()
+    if y < c.shape[0] and x < c.shape[1]:
+        c[y, x] = acc
+"""
+
+MANDELBROT_PLAIN = """
+def mandelbrot_plain(counts, x0, y0, step, max_iter):
+    x, y = nv.grid(2)
+    height, width = counts.shape
+    if x >= width or y >= height:
+        return
+    cr, ci = x0 + real(x) * step, y0 + real(y) * step
+    zr, zi = real(0.0), real(0.0)
+    n = 0
+    while n < max_iter and zr * zr + zi * zi <= 4.0:
+        zr, zi = zr * zr - zi * zi + cr, real(2.0) * zr * zi + ci
+        n += 1
+    counts[y, x] = n
+"""
+
+STENCIL_PLAIN = """
+def stencil_plain(a, b):
+    x, y = nv.grid(2)
+    n, m = a.shape
+    if 0 < y < n - 1 and 0 < x < m - 1:
+        b[y, x] = 0.2 * (a[y, x] + a[y - 1, x] + a[y + 1, x] + a[y, x - 1] + a[y, x + 1])
+"""
+
+# numba.cuda's documentation indexes an array as ``a[i, j]`` with
+# ``i, j = cuda.grid(2)``: the first (x) axis, whose neighbours share a
+# warp, walks down a column, so a warp's loads hit 16 rows.
+STENCIL_PLAIN_IJ = """
+def stencil_plain_ij(a, b):
+    i, j = nv.grid(2)
+    n, m = a.shape
+    if 0 < i < n - 1 and 0 < j < m - 1:
+        b[i, j] = 0.2 * (a[i, j] + a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
+"""
+
+HISTOGRAM_PLAIN = """
+def histogram_plain(data, bins):
+    i = nv.grid(1)
+    if i >= len(data):
+        return
+    nv.atomic.add(bins, data[i], 1)
+"""
+
+TINY_PLAIN = """
+def tiny_plain(x):
+    i = nv.grid(1)
+    if i < len(x):
+        x[i] += 1.0
+"""
+
+
+class MandelbrotPlain(Mandelbrot):
+    def inputs(self, size, rng):
+        # The bound as a user passes it: a Python int, typed int64.
+        return dict(super().inputs(size, rng), max_iter=MAX_ITER)
+
+
+# --- kernels users run ---------------------------------------------------------
+
+CONV2D = """
+def conv2d(image, weights, out):
+    x, y = nv.grid(2)
+    rows, cols = image.shape
+    if y >= rows or x >= cols:
+        return
+    r = weights.shape[0] // 2
+    acc = float32(0.0)
+    for di in range(-r, r + 1):
+        for dj in range(-r, r + 1):
+            yy, xx = y + di, x + dj
+            if 0 <= yy < rows and 0 <= xx < cols:
+                acc += weights[di + r, dj + r] * image[yy, xx]
+    out[y, x] = acc
+"""
+
+
+def conv2d_cpu(image, weights, out):
+    rows, cols = image.shape
+    r = weights.shape[0] // 2
+    for y in prange(rows):
+        for x in range(cols):
+            acc = np.float32(0.0)
+            for di in range(-r, r + 1):
+                for dj in range(-r, r + 1):
+                    yy, xx = y + di, x + dj
+                    if 0 <= yy < rows and 0 <= xx < cols:
+                        acc += weights[di + r, dj + r] * image[yy, xx]
+            out[y, x] = acc
+
+
+class Conv2d(Benchmark):
+    """A 5x5 filter over an image, zero outside it."""
+
+    def describe(self, size):
+        return f"{size}x{size} float32, 5x5 filter"
+
+    def inputs(self, size, rng):
+        return {"image": rng.random((size, size), dtype=np.float32),
+                "weights": rng.random((5, 5), dtype=np.float32),
+                "out": np.zeros((size, size), np.float32)}
+
+    def arguments(self):
+        return ("image", "weights", "out")
+
+    def outputs(self):
+        return ("out",)
+
+    def extent(self, size):
+        return (size, size)
+
+    def check(self, inputs, results):
+        image = inputs["image"].astype(np.float64)
+        weights = inputs["weights"].astype(np.float64)
+        r = weights.shape[0] // 2
+        padded = np.pad(image, r)
+        rows, cols = image.shape
+        expected = np.zeros_like(image)
+        for di in range(2 * r + 1):
+            for dj in range(2 * r + 1):
+                expected += weights[di, dj] * padded[di:di + rows, dj:dj + cols]
+        np.testing.assert_allclose(results["out"], expected, rtol=1e-5)
+
+    def work(self, size, inputs, results):
+        taps = inputs["weights"].size
+        return {"bytes": 2 * 4 * size * size, "flops": 2 * taps * size * size}
+
+
+TRANSPOSE = """
+def transpose(a, out):
+    tile = nv.shared.array((32, 33), float32)
+    tx = nv.local_id(0)
+    ty = nv.local_id(1)
+    rows, cols = a.shape
+    x = nv.group_id(0) * 32 + tx
+    y = nv.group_id(1) * 32 + ty
+    for k in range(0, 32, 8):
+        if x < cols and y + k < rows:
+            tile[ty + k, tx] = a[y + k, x]
+    nv.barrier()
+    x = nv.group_id(1) * 32 + tx
+    y = nv.group_id(0) * 32 + ty
+    for k in range(0, 32, 8):
+        if x < rows and y + k < cols:
+            out[y + k, x] = tile[tx, ty + k]
+"""
+
+
+def transpose_cpu(a, out):
+    for i in prange(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[j, i] = a[i, j]
+
+
+class Transpose(Benchmark):
+    """32x32 tiles through workgroup memory, 32x8 groups of 4 rows each."""
+
+    def describe(self, size):
+        return f"{size}x{size} float32, 32x32 tiles"
+
+    def inputs(self, size, rng):
+        return {"a": rng.random((size, size), dtype=np.float32),
+                "out": np.zeros((size, size), np.float32)}
+
+    def arguments(self):
+        return ("a", "out")
+
+    def outputs(self):
+        return ("out",)
+
+    def extent(self, size):
+        return (size, -(-size // 32) * 8)
+
+    def check(self, inputs, results):
+        np.testing.assert_array_equal(results["out"], inputs["a"].T)
+
+    def work(self, size, inputs, results):
+        return {"bytes": 2 * 4 * size * size, "flops": 0}
+
+
+SCAN = """
+def scan(x, out, totals):
+    temp = nv.shared.array(256, int32)
+    tid = nv.local_id(0)
+    i = nv.grid(1)
+    temp[tid] = x[i] if i < len(x) else 0
+    nv.barrier()
+    offset = 1
+    while offset < nv.local_size(0):
+        v = temp[tid - offset] if tid >= offset else 0
+        nv.barrier()
+        temp[tid] += v
+        nv.barrier()
+        offset *= 2
+    if i < len(x):
+        out[i] = temp[tid]
+    if tid == nv.local_size(0) - 1:
+        totals[nv.group_id(0)] = temp[tid]
+"""
+
+
+def scan_cpu(x, out, totals):
+    for g in prange(totals.shape[0]):
+        acc = 0
+        for i in range(g * 256, min(x.shape[0], (g + 1) * 256)):
+            acc += x[i]
+            out[i] = acc
+        totals[g] = acc
+
+
+class Scan(Benchmark):
+    """Inclusive prefix sums within each 256-element block, and each block's total."""
+
+    def describe(self, size):
+        return f"{_pow2(size)} int32, 256-blocks"
+
+    def inputs(self, size, rng):
+        return {"x": rng.integers(0, 100, size, dtype=np.int32),
+                "out": np.zeros(size, np.int32),
+                "totals": np.zeros(-(-size // 256), np.int32)}
+
+    def arguments(self):
+        return ("x", "out", "totals")
+
+    def outputs(self):
+        return ("out", "totals")
+
+    def extent(self, size):
+        return (size,)
+
+    def check(self, inputs, results):
+        x = inputs["x"]
+        blocks = np.zeros(len(inputs["totals"]) * 256, np.int32)
+        blocks[:x.size] = x
+        sums = np.cumsum(blocks.reshape(-1, 256), axis=1, dtype=np.int32)
+        np.testing.assert_array_equal(results["out"], sums.ravel()[:x.size])
+        np.testing.assert_array_equal(results["totals"], sums[:, -1])
+
+    def work(self, size, inputs, results):
+        return {"bytes": 2 * 4 * size, "flops": size * 8}
+
+
+NBODY = """
+def nbody(pos, vel, new_pos, new_vel, dt, eps2):
+    i = nv.grid(1)
+    n = pos.shape[0]
+    if i >= n:
+        return
+    xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+    ax, ay, az = float32(0.0), float32(0.0), float32(0.0)
+    for j in range(n):
+        dx, dy, dz = pos[j, 0] - xi, pos[j, 1] - yi, pos[j, 2] - zi
+        d2 = dx * dx + dy * dy + dz * dz + eps2
+        s = pos[j, 3] / (d2 * math.sqrt(d2))
+        ax += dx * s
+        ay += dy * s
+        az += dz * s
+    vx, vy, vz = vel[i, 0] + dt * ax, vel[i, 1] + dt * ay, vel[i, 2] + dt * az
+    new_vel[i, 0], new_vel[i, 1], new_vel[i, 2] = vx, vy, vz
+    new_pos[i, 0], new_pos[i, 1], new_pos[i, 2] = xi + dt * vx, yi + dt * vy, zi + dt * vz
+    new_pos[i, 3] = pos[i, 3]
+"""
+
+
+def nbody_cpu(pos, vel, new_pos, new_vel, dt, eps2):
+    n = pos.shape[0]
+    for i in prange(n):
+        xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+        ax, ay, az = np.float32(0.0), np.float32(0.0), np.float32(0.0)
+        for j in range(n):
+            dx, dy, dz = pos[j, 0] - xi, pos[j, 1] - yi, pos[j, 2] - zi
+            d2 = dx * dx + dy * dy + dz * dz + eps2
+            s = pos[j, 3] / (d2 * np.sqrt(d2))
+            ax += dx * s
+            ay += dy * s
+            az += dz * s
+        vx, vy, vz = vel[i, 0] + dt * ax, vel[i, 1] + dt * ay, vel[i, 2] + dt * az
+        new_vel[i, 0], new_vel[i, 1], new_vel[i, 2] = vx, vy, vz
+        new_pos[i, 0], new_pos[i, 1], new_pos[i, 2] = xi + dt * vx, yi + dt * vy, zi + dt * vz
+        new_pos[i, 3] = pos[i, 3]
+
+
+#: Float operations per body pair in the n-body step (3 subtractions, 6 for
+#: the softened square distance, a square root, a multiply and a divide, 6
+#: for the accelerations), counting the root and the divide as one each.
+NBODY_FLOPS = 19
+
+
+class Nbody(Benchmark):
+    """One explicit step of softened gravity between every pair of bodies."""
+
+    def describe(self, size):
+        return f"{size} bodies float32, all pairs"
+
+    def inputs(self, size, rng):
+        pos = rng.random((size, 4), dtype=np.float32)
+        pos[:, 3] = rng.random(size, dtype=np.float32) / size
+        return {"pos": pos, "vel": rng.random((size, 4), dtype=np.float32) - np.float32(0.5),
+                "new_pos": np.zeros((size, 4), np.float32),
+                "new_vel": np.zeros((size, 4), np.float32),
+                "dt": np.float32(0.01), "eps2": np.float32(1e-3)}
+
+    def arguments(self):
+        return ("pos", "vel", "new_pos", "new_vel", "dt", "eps2")
+
+    def outputs(self):
+        return ("new_pos", "new_vel")
+
+    def extent(self, size):
+        return (size,)
+
+    def check(self, inputs, results):
+        pos = inputs["pos"].astype(np.float64)
+        n = pos.shape[0]
+        rows = np.unique(np.linspace(0, n - 1, 64).astype(int))
+        d = pos[None, :, :3] - pos[rows, None, :3]
+        d2 = np.sum(d * d, axis=2) + float(inputs["eps2"])
+        acc = np.sum(d * (pos[None, :, 3] / (d2 * np.sqrt(d2)))[:, :, None], axis=1)
+        dt = float(inputs["dt"])
+        vel = inputs["vel"][rows, :3].astype(np.float64) + dt * acc
+        got_vel = results["new_vel"][rows, :3]
+        scale = np.abs(vel).max()
+        np.testing.assert_allclose(got_vel, vel, rtol=1e-4, atol=1e-4 * scale)
+        np.testing.assert_allclose(results["new_pos"][rows, :3], pos[rows, :3] + dt * vel,
+                                   rtol=1e-4, atol=1e-4 * scale)
+        np.testing.assert_array_equal(results["new_pos"][:, 3], inputs["pos"][:, 3])
+
+    def work(self, size, inputs, results):
+        return {"bytes": 4 * 4 * 4 * size, "flops": NBODY_FLOPS * size * size}
+
+
+SPMV = """
+def spmv(indptr, indices, data, x, y):
+    row = nv.grid(1)
+    if row < len(y):
+        acc = float32(0.0)
+        for k in range(indptr[row], indptr[row + 1]):
+            acc += data[k] * x[indices[k]]
+        y[row] = acc
+"""
+
+
+def spmv_cpu(indptr, indices, data, x, y):
+    for row in prange(y.shape[0]):
+        acc = np.float32(0.0)
+        for k in range(indptr[row], indptr[row + 1]):
+            acc += data[k] * x[indices[k]]
+        y[row] = acc
+
+
+#: Mean nonzeros per row of the sparse matrix.
+SPMV_ROW = 16
+
+
+class Spmv(Benchmark):
+    """``y = A @ x`` for a random CSR matrix, one row per invocation."""
+
+    def describe(self, size):
+        return f"{_pow2(size)} rows, ~{SPMV_ROW}/row, float32 CSR"
+
+    def inputs(self, size, rng):
+        lengths = rng.integers(SPMV_ROW // 2, SPMV_ROW * 3 // 2 + 1, size)
+        indptr = np.zeros(size + 1, np.int32)
+        np.cumsum(lengths, out=indptr[1:])
+        nnz = int(indptr[-1])
+        return {"indptr": indptr, "indices": rng.integers(0, size, nnz, dtype=np.int32),
+                "data": rng.random(nnz, dtype=np.float32),
+                "x": rng.random(size, dtype=np.float32), "y": np.zeros(size, np.float32)}
+
+    def arguments(self):
+        return ("indptr", "indices", "data", "x", "y")
+
+    def outputs(self):
+        return ("y",)
+
+    def extent(self, size):
+        return (size,)
+
+    def check(self, inputs, results):
+        indptr = inputs["indptr"]
+        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        expected = np.zeros(len(indptr) - 1)
+        np.add.at(expected, rows, inputs["data"].astype(np.float64)
+                  * inputs["x"][inputs["indices"]].astype(np.float64))
+        np.testing.assert_allclose(results["y"], expected, rtol=1e-5)
+
+    def work(self, size, inputs, results):
+        nnz = int(inputs["indptr"][-1])
+        return {"bytes": 4 * (2 * nnz + 3 * size), "flops": 2 * nnz}
+
+
 def _mib(n):
     return n * 2 ** 20
 
@@ -545,7 +994,41 @@ BENCHMARKS = [
               {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
     Tiny("tiny", "latency", TINY, tiny_cpu, 1,
          {"full": 1024, "quick": 1024, "tiny": 1024}),
+    Conv2d("conv2d", "memory", CONV2D, conv2d_cpu, 2,
+           {"full": 8192, "quick": 1024, "tiny": 32}, threads=(16, 16)),
+    Transpose("transpose", "memory", TRANSPOSE, transpose_cpu, 2,
+              {"full": 8192, "quick": 1024, "tiny": 64}, threads=(32, 8)),
+    Scan("scan", "memory", SCAN, scan_cpu, 1,
+         {"full": 2 ** 26, "quick": 2 ** 22, "tiny": 4096}),
+    Nbody("nbody", "compute", NBODY, nbody_cpu, 1,
+          {"full": 65536, "quick": 2048, "tiny": 256}),
+    Spmv("spmv", "memory", SPMV, spmv_cpu, 1,
+         {"full": 2 ** 22, "quick": 2 ** 18, "tiny": 4096}),
 ]
+
+
+def _plain(tuned, name, source, threads=None, cls=None):
+    """The plainly written twin of the benchmark ``tuned``: same problem,
+    checks and work, its own source (and group shape)."""
+    base = next(b for b in BENCHMARKS if b.name == tuned)
+    return (cls or type(base))(name, base.kind, source, base.cpu, base.ndim, base.sizes,
+                               real=base.real, threads=threads or base.threads, tuned=tuned)
+
+
+#: The plainly written variants, each after its tuned twin in the run.
+PLAIN = [
+    _plain("saxpy", "saxpy_plain", SAXPY_PLAIN),
+    _plain("reduce_sum", "reduce_sum_plain", REDUCE_PLAIN),
+    _plain("matmul", "matmul_plain", MATMUL_PLAIN),
+    _plain("mandelbrot_f32", "mandelbrot_f32_plain", MANDELBROT_PLAIN, cls=MandelbrotPlain),
+    _plain("mandelbrot_f64", "mandelbrot_f64_plain", MANDELBROT_PLAIN, cls=MandelbrotPlain),
+    _plain("stencil", "stencil_plain", STENCIL_PLAIN, threads=(16, 16)),
+    _plain("stencil", "stencil_plain_ij", STENCIL_PLAIN_IJ, threads=(16, 16)),
+    _plain("histogram", "histogram_plain", HISTOGRAM_PLAIN),
+    _plain("tiny", "tiny_plain", TINY_PLAIN),
+]
+BENCHMARKS = [b for tuned in BENCHMARKS for b in [tuned] + [p for p in PLAIN
+                                                             if p.tuned == tuned.name]]
 
 #: Bytes of each host<->device copy.
 TRANSFER_BYTES = {"full": _mib(256), "quick": _mib(16), "tiny": _mib(1)}

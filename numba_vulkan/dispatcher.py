@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from numba_vulkan import abi, config, jitoptions, kernelcache, modulecheck, signature
-from numba_vulkan.errors import DriverError, LaunchError
+from numba_vulkan.errors import AOTError, DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -45,6 +45,16 @@ def _dim3(value, what):
         raise LaunchError(f"{what} must be a positive int or a tuple of 1 to 3 of them, "
                           f"not {value}")
     return value + (1,) * (3 - len(value))
+
+
+def _shared_bytes(value, what):
+    """A launch's bytes of dynamic shared memory, checked."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int (bytes of dynamic shared memory), not "
+                        f"{value!r}")
+    if value < 0:
+        raise ValueError(f"{what} must not be negative, not {value}")
+    return int(value)
 
 
 #: What a kernel uses that needs each subgroup feature, for launch errors.
@@ -88,6 +98,7 @@ class _Plan:
         written = modulecheck.written_bindings(kernel.spirv)
         self.written = tuple(p.kind == "array" and p.binding in written
                              for p in kernel.params if p.kind in ("array", "scalar"))
+        _check_shared_memory(kernel, device)
         self.pipeline = Pipeline(device, kernel.spirv, kernel.params, kernel.push_size,
                                  cache=pipeline_cache.for_device(device), name=kernel.name)
         # Where a kernel compiled with error checks reports the first error.
@@ -106,6 +117,22 @@ class _Plan:
                 raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
             raise _kernel_exception(description, self.kernel.name, invocation)
+
+
+def _check_shared_memory(kernel, device):
+    """Raise LaunchError if the kernel's shared memory, static and dynamic,
+    exceeds the device's maxComputeSharedMemorySize."""
+    dynamic = kernel.metadata.get("shared_bytes", 0)
+    total = modulecheck.interface(kernel.spirv).workgroup_bytes
+    limit = device.info.max_shared_memory
+    if max(total, dynamic) <= limit:
+        return
+    # The dynamic block is one of the module's workgroup variables, when used.
+    static = total - dynamic if total >= dynamic else total
+    raise LaunchError(f"kernel {kernel.name} needs {static} bytes of static shared memory "
+                      f"and {dynamic} of dynamic shared memory (shared_bytes), "
+                      f"{static + dynamic} in all, but device {device.info.name} has "
+                      f"{limit} (maxComputeSharedMemorySize)")
 
 
 def _loop_limit_error(kernel, invocation):
@@ -179,17 +206,18 @@ def _kernel_exception(description, kernel, invocation):
 class LaunchConfiguration:
     """A kernel with its grid, ready to be called with arguments."""
 
-    __slots__ = ("dispatcher", "groups", "threads")
+    __slots__ = ("dispatcher", "groups", "threads", "shared_bytes")
 
-    def __init__(self, dispatcher, groups, threads):
+    def __init__(self, dispatcher, groups, threads, shared_bytes=0):
         self.dispatcher = dispatcher
         self.groups = groups
         self.threads = threads
+        self.shared_bytes = shared_bytes
 
     def __call__(self, *args):
         # forall(0): there is nothing to cover.
         if self.groups[0]:
-            self.dispatcher._launch(self.groups, self.threads, args)
+            self.dispatcher._launch(self.groups, self.threads, args, self.shared_bytes)
 
 
 class VulkanDispatcher:
@@ -198,6 +226,10 @@ class VulkanDispatcher:
     Launch it as ``kernel[groups, threads](*args)`` or
     ``kernel.forall(n)(*args)``; call it from another kernel as a device
     function. ``groups`` and ``threads`` are an int or a tuple of up to 3.
+    ``kernel[groups, threads, shared_bytes]`` also gives the launch
+    ``shared_bytes`` bytes of dynamic shared memory, which every
+    ``nv.shared.array(0, dtype)`` in the kernel views: the kernel is compiled
+    once per distinct size.
     """
 
     def __init__(self, py_func, options=None):
@@ -217,13 +249,18 @@ class VulkanDispatcher:
         return f"<numba_vulkan kernel {self.__qualname__}>"
 
     def __getitem__(self, config):
-        if not isinstance(config, tuple) or len(config) != 2:
-            raise LaunchError("launch a kernel as kernel[groups, threads](...)")
-        return LaunchConfiguration(self, _dim3(config[0], "groups"), _dim3(config[1], "threads"))
+        if not isinstance(config, tuple) or len(config) not in (2, 3):
+            raise LaunchError("launch a kernel as kernel[groups, threads](...) or "
+                              "kernel[groups, threads, shared_bytes](...)")
+        shared = _shared_bytes(config[2], "shared_bytes") if len(config) == 3 else 0
+        return LaunchConfiguration(self, _dim3(config[0], "groups"), _dim3(config[1], "threads"),
+                                   shared)
 
-    def forall(self, n, threads=None):
+    def forall(self, n, threads=None, shared_bytes=0):
         """A launch configuration covering ``n`` invocations along x; for
-        ``n == 0`` one that launches nothing."""
+        ``n == 0`` one that launches nothing. ``shared_bytes``: as for
+        ``kernel[groups, threads, shared_bytes]``."""
+        shared_bytes = _shared_bytes(shared_bytes, "shared_bytes")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise TypeError(f"forall(n): n must be an int, not {n!r}")
         if n < 0:
@@ -232,7 +269,7 @@ class VulkanDispatcher:
             limit = current_device().info.max_workgroup_invocations
             threads = min(abi.FORALL_THREADS, limit)
         groups = -(-int(n) // threads)
-        return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1))
+        return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1), shared_bytes)
 
     def __call__(self, *args, **kwargs):
         raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
@@ -267,7 +304,7 @@ class VulkanDispatcher:
             target, features = device.target, device.info.features
         return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
 
-    def _compile(self, sig, threads, target, features=None):
+    def _compile(self, sig, threads, target, features=None, shared_bytes=0):
         """Find or make the kernel: shipped AOT directories first, then the
         ``functions/`` tier of the kernel cache (``cache=True`` only), then a
         compile.
@@ -275,10 +312,26 @@ class VulkanDispatcher:
         Kept by target description: devices that share one share the kernel
         (each makes its own pipeline). ``features`` are the launching
         device's, for the AOT lookup.
+
+        A variant with dynamic shared memory (``shared_bytes``) is always
+        compiled (through the ``kernels/`` tier): AOT directories and the
+        ``functions/`` tier hold kernels without it.
         """
-        key = (sig, threads, target)
+        key = (sig, threads, target) if not shared_bytes else (sig, threads, target,
+                                                                shared_bytes)
         with self._lock:
             compiled = self._compiled.get(key)
+            if compiled is None and shared_bytes:
+                if config.aot_strict():
+                    raise AOTError(f"{self.__qualname__}({', '.join(sig)}) launched with "
+                                   f"{shared_bytes} bytes of dynamic shared memory: AOT "
+                                   "directories hold no such variants, and "
+                                   "NUMBA_VULKAN_AOT_STRICT=1 forbids compiling one "
+                                   "(docs/limitations.md)")
+                from numba_vulkan.compiler import stages
+                compiled = self._compiled[key] = stages.compile(
+                    self.py_func, sig, threads, target, self.options,
+                    shared_bytes=shared_bytes)
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
                 compiled = lookup.find(self, sig, threads, target, features=features)
@@ -326,8 +379,9 @@ class VulkanDispatcher:
 
     # Launching -------------------------------------------------------------
 
-    def _plan(self, sig, threads, device):
-        key = (sig, threads, device)
+    def _plan(self, sig, threads, device, shared_bytes=0):
+        key = (sig, threads, device) if not shared_bytes else (sig, threads, device,
+                                                                shared_bytes)
         plan = self._plans.get(key)
         if plan is None:
             limit = device.info.max_workgroup_invocations
@@ -338,7 +392,7 @@ class VulkanDispatcher:
                 plan = self._plans.get(key)
                 if plan is None:
                     compiled = self._compile(sig, threads, device.target,
-                                             device.info.features)
+                                             device.info.features, shared_bytes)
                     try:
                         plan = _Plan(compiled, device)
                     except DriverError as exc:
@@ -355,29 +409,36 @@ class VulkanDispatcher:
                     self._plans[key] = plan
         return plan
 
-    def _launch(self, groups, threads, args):
+    def _launch(self, groups, threads, args, shared_bytes=0):
         device = current_device()
         try:
             sig = tuple(map(signature.of_value, args))
         except TypeError:
             raise self._argument_error(args) from None
-        plan = self._plans.get((sig, threads, device))
+        plan = self._plans.get((sig, threads, device) if not shared_bytes else
+                               (sig, threads, device, shared_bytes))
         if plan is None:
             # A plan for these types exists only once the count was checked.
             if len(args) != len(self._parameter_names):
                 raise TypeError(f"{self.__qualname__}() takes {len(self._parameter_names)} "
                                 f"arguments, {len(args)} were given")
-            plan = self._plan(sig, threads, device)
+            plan = self._plan(sig, threads, device, shared_bytes)
         buffers, flat, copy_backs = [], [*groups], None
         for value, kind, written in zip(args, plan.kinds, plan.written):
             if kind == _ARRAY:
                 if isinstance(value, np.ndarray):
                     if written and not value.flags.writeable:
                         _refuse_read_only(self, plan, args, value)
-                    value, copy_back = memory.staged_host_array(value, device, written)
-                    if copy_backs is None:
-                        copy_backs = []
-                    copy_backs.append(copy_back)
+                    # A mapped or pinned array is passed in place, not copied.
+                    mapped = (memory.mapped_view(value, device)
+                              if type(value) is memory.HostArray else None)
+                    if mapped is not None:
+                        value = mapped
+                    else:
+                        value, copy_back = memory.staged_host_array(value, device, written)
+                        if copy_backs is None:
+                            copy_backs = []
+                        copy_backs.append(copy_back)
                 elif value.buffer.device is not device:
                     _refuse_other_device(self, plan, args, value, device)
                 flat += value.launch_fields

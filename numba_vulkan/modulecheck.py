@@ -69,11 +69,12 @@ _DEC_OFFSET = 35
 _BUILTIN_WORKGROUP_SIZE = 25
 
 _SC_INPUT = 1
+_SC_WORKGROUP = 4
 _SC_PUSH_CONSTANT = 9
 _SC_STORAGE_BUFFER = 12
 #: Storage classes of module-level variables a kernel of ours may declare:
 #: Input (built-ins), Workgroup, Private, PushConstant, StorageBuffer.
-_KERNEL_STORAGE = frozenset({_SC_INPUT, 4, 6, _SC_PUSH_CONSTANT, _SC_STORAGE_BUFFER})
+_KERNEL_STORAGE = frozenset({_SC_INPUT, _SC_WORKGROUP, 6, _SC_PUSH_CONSTANT, _SC_STORAGE_BUFFER})
 
 
 def _words(binary):
@@ -142,6 +143,7 @@ class Interface:
             (kind ``"float"`` or ``"int"``).
         push_extent: Bytes of the push constant block the module reads.
         problems: Declarations no kernel of ours makes.
+        workgroup_bytes: Bytes of its workgroup (shared) variables.
     """
 
     capabilities: list
@@ -150,6 +152,7 @@ class Interface:
     buffers: dict
     push_extent: int
     problems: list
+    workgroup_bytes: int = 0
 
 
 def interface(binary, words=None):
@@ -209,10 +212,18 @@ def interface(binary, words=None):
                         for k, t in enumerate(operands)), default=0)
         raise ValueError(f"SPIR-V type %{type_id} is not a plain data type")
 
-    buffers, push_extent, push_blocks = {}, 0, 0
+    buffers, push_extent, push_blocks, workgroup_bytes = {}, 0, 0, 0
     for pointer, var, storage in variables:
         if storage not in _KERNEL_STORAGE:
             problems.append(f"a variable %{var} of storage class {storage}")
+            continue
+        if storage == _SC_WORKGROUP:
+            pointed = types.get(pointer)
+            if pointed is not None and pointed[0] == _OP_TYPE_POINTER and len(pointed[1]) == 2:
+                try:
+                    workgroup_bytes += size_of(pointed[1][1])
+                except ValueError:
+                    problems.append(f"workgroup variable %{var} of no plain data type")
             continue
         if storage not in (_SC_STORAGE_BUFFER, _SC_PUSH_CONSTANT):
             continue
@@ -240,7 +251,8 @@ def interface(binary, words=None):
         buffers[binding] = element
     if push_blocks > 1:
         problems.append("more than one push constant block")
-    return Interface(capabilities, entry_points, local_size, buffers, push_extent, problems)
+    return Interface(capabilities, entry_points, local_size, buffers, push_extent, problems,
+                     workgroup_bytes)
 
 
 def _buffer_element(types, block):

@@ -9,7 +9,8 @@ This module only moves bytes and keeps the tier from ever costing much:
 
 * Every request has a :data:`TIMEOUT`; the first one that fails (refused,
   timed out, a reply that is not Redis's protocol) turns the tier off for
-  the rest of the process, with one :class:`~numba_vulkan.errors.CacheWarning`.
+  the rest of the process, with one :class:`~numba_vulkan.errors.CacheWarning`;
+  so do two lookups in a row that took longer than :data:`SLOW`.
   A lookup then costs nothing, and a compile never fails because of the server.
 * Reads are bounded: ``GETRANGE`` asks for at most the caller's limit.
 * Stores go to a queue that one background thread drains, so a compile
@@ -33,6 +34,11 @@ from numba_vulkan.errors import CacheWarning
 
 #: Seconds one request (connecting included) may take before the tier is off.
 TIMEOUT = 1.0
+#: Two lookups in a row that took longer than this (without timing out) turn
+#: the tier off as well: a server that always answers just in time would
+#: cost that much on every lookup. One is not enough: a loaded machine may
+#: keep a lookup waiting for its thread once.
+SLOW = TIMEOUT / 2
 #: Stores waiting for the writer thread; further ones are dropped.
 QUEUE_LIMIT = 1024
 #: Seconds the process waits at exit for queued stores to be sent.
@@ -45,7 +51,7 @@ COUNTERS = ("hits", "misses", "rejected", "errors", "stores", "dropped", "bytes_
 _lock = threading.Lock()
 _counts = dict.fromkeys(COUNTERS, 0)
 _state = {"url": None, "client": None, "off": None, "queue": None, "writer": None,
-          "exit_hook": False}
+          "exit_hook": False, "slow": 0}
 
 
 def url():
@@ -126,7 +132,9 @@ def _client():
     options = {"socket_timeout": TIMEOUT, "socket_connect_timeout": TIMEOUT,
                # A retry would double the one timeout the tier may cost.
                "retry": Retry(NoBackoff(), 0), "retry_on_timeout": False,
-               "health_check_interval": 0}
+               "health_check_interval": 0,
+               # No CLIENT SETINFO round trips before the first request.
+               "driver_info": None}
     password = config.remote_cache_password()
     if password is not None:
         options["password"] = password
@@ -157,17 +165,22 @@ def get(key, limit):
 
     At most ``limit`` bytes are transferred; a longer value counts as rejected.
     """
+    client = _client()
+    if client is None:
+        return None
     start = time.monotonic()
     try:
-        client = _client()
-        if client is None:
-            return None
-        value = client.getrange(key, 0, limit)
+        value = _within(TIMEOUT, client.getrange, key, 0, limit)
     except Exception as exc:  # the client's errors, and whatever a garbage reply raises
         _failed(exc)
         return None
     finally:
-        count("wait_ms", round(1000 * (time.monotonic() - start)))
+        waited = time.monotonic() - start
+        count("wait_ms", round(1000 * waited))
+    with _lock:
+        slow = _state["slow"] = _state["slow"] + 1 if waited > SLOW else 0
+    if slow >= 2:
+        _turn_off(f"it took {waited:.1f} s to answer a lookup, the one before too")
     if not isinstance(value, bytes) or not value:
         count("misses")
         return None
@@ -175,6 +188,36 @@ def get(key, limit):
     if len(value) > limit:
         count("rejected")
         return None
+    return value
+
+
+class _Late(TimeoutError):
+    pass
+
+
+def _within(seconds, function, *args):
+    """``function(*args)`` if it returns within ``seconds``; else raise.
+
+    The socket's timeout bounds each read, not a reply that trickles in
+    a little at a time: the request runs in a thread of its own, which is
+    abandoned (the tier is off then, nothing waits for it) if late.
+    """
+    outcome = []
+
+    def run():
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as exc:  # handed to the caller
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name="numba_vulkan remote lookup", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        raise _Late(f"no complete answer within {seconds:.1f} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
     return value
 
 
@@ -263,7 +306,7 @@ def ping():
 def forget():
     """Start afresh: the next request connects again (for tests)."""
     with _lock:
-        _state.update(url=None, client=None, off=None)
+        _state.update(url=None, client=None, off=None, slow=0)
 
 
 def _after_fork():

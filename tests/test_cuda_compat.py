@@ -14,6 +14,8 @@ import pytest
 import numba_vulkan as nv
 from numba_vulkan import cuda
 
+from helpers import assert_valid_spirv, compiled_kernels
+
 RNG = np.random.default_rng(12)
 TPB = 16
 
@@ -355,8 +357,6 @@ def test_launches_on_a_stream_and_with_zero_shared_bytes():
     vector_add[2, TPB, cuda.default_stream(), 0](a, a, out)
     cuda.default_stream().synchronize()
     np.testing.assert_array_equal(out, 2 * a)
-    with pytest.raises(nv.UnsupportedError, match="dynamic shared memory"):
-        vector_add[2, TPB, stream, 1024]
     with pytest.raises(TypeError, match="stream"):
         vector_add[2, TPB, "s"]
 
@@ -367,6 +367,59 @@ def test_pinned_arrays_are_host_arrays():
     assert host.shape == (3, 2) and host.dtype == np.int32
     host[...] = 4
     np.testing.assert_array_equal(cuda.to_device(host).copy_to_host(), host)
+    with pytest.raises(TypeError, match=r"pinned\(\*arrays\): each must be a NumPy array"):
+        with cuda.pinned([1, 2]):
+            pass
+    with pytest.raises(nv.UnsupportedError, match="mapped_array: strides"):
+        cuda.mapped_array(4, np.float32, strides=(8,))
+    with pytest.raises(TypeError, match="a stream must be"):
+        cuda.mapped_array(4, np.float32, stream="s")
+
+
+def _forbid_copies(monkeypatch):
+    from numba_vulkan.runtime import memory, transfer
+
+    def copied(*args, **kwargs):
+        raise AssertionError("a copy path was taken")
+    for module, name in ((memory, "staged_host_array"), (transfer, "write"),
+                         (transfer, "read"), (transfer, "host_copy"),
+                         (memory.Buffer, "write"), (memory.Buffer, "read")):
+        monkeypatch.setattr(module, name, copied)
+
+
+def test_mapped_arrays_are_used_in_place(monkeypatch):
+    a = cuda.mapped_array(40, np.float32)
+    out = nv.mapped_array((2, 20), np.float32, order="F")  # the native name
+    a[...] = np.random.default_rng(3).integers(-50, 50, 40)
+    before = np.array(a)
+    _forbid_copies(monkeypatch)
+    vector_add[3, TPB](a, a, out.T.reshape(40))
+    # A view of a mapped array is mapped too: a slice, written in place.
+    vector_add[1, TPB](a[:10], a[10:20], a[30:])
+    cuda.synchronize()
+    monkeypatch.undo()
+    np.testing.assert_array_equal(out.T.reshape(40), 2 * before)
+    np.testing.assert_array_equal(a[30:], before[:10] + before[10:20])
+    np.testing.assert_array_equal(a[:30], before[:30])
+    assert isinstance(a[30:], nv.runtime.memory.HostArray)
+    assert (a + 1).nv_buffer is None  # NumPy's results own other memory
+
+
+def test_copy_to_host_into_pinned_memory_is_one_device_copy(monkeypatch):
+    values = np.arange(24, dtype=np.int32).reshape(4, 6)
+    d = cuda.to_device(values)
+    pinned = cuda.pinned_array((4, 6), np.int32)
+    # As on a discrete GPU, where the host cannot read device memory.
+    monkeypatch.setattr(d.buffer, "readable", False)
+    _forbid_copies(monkeypatch)
+    stream = cuda.stream()
+    assert d.copy_to_host(pinned, stream=stream) is pinned
+    stream.synchronize()
+    np.testing.assert_array_equal(pinned, values)
+    pinned[...] = 0
+    d[1:3].copy_to_host(pinned[1:3])  # no stream: done on return
+    monkeypatch.undo()
+    np.testing.assert_array_equal(pinned, np.where((np.arange(4) % 3 != 0)[:, None], values, 0))
 
 
 def test_unknown_jit_options_are_type_errors():
@@ -663,3 +716,119 @@ def test_array_dtypes_by_name():
     out = np.zeros(8)
     named_dtypes[2, 4](out)
     np.testing.assert_array_equal(out, 3.5 * np.arange(8))
+
+
+# Dynamic shared memory ---------------------------------------------------
+
+@cuda.jit
+def dynamic_block_sums(x, out):
+    buf = cuda.shared.array(0, cuda.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            buf[t] += buf[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = buf[0]
+
+
+@nv.jit
+def native_dynamic_reverse(x, out):
+    tile = nv.shared.array(0, "int32")
+    t = nv.local_id(0)
+    i = nv.global_id(0)
+    tile[t] = x[i]
+    nv.barrier()
+    out[i] = tile[nv.local_size(0) - 1 - t] + len(tile) * 1000
+
+
+def test_dynamic_shared_memory_block_reduction():
+    x = (np.random.default_rng(12).integers(0, 8, 256)).astype(np.float32)
+    out = np.zeros(4, np.float32)
+    dynamic_block_sums[4, 64, 0, 64 * 4](x, out)
+    # Small integers: every order of summation gives the same float32.
+    np.testing.assert_array_equal(out, x.reshape(4, 64).sum(axis=1))
+    out[:] = 0
+    dynamic_block_sums.forall(256, tpb=64, sharedmem=64 * 4)(x, out)
+    np.testing.assert_array_equal(out, x.reshape(4, 64).sum(axis=1))
+    assert len(dynamic_block_sums.overloads) == 1  # one variant, reused
+    v = np.arange(64, dtype=np.int32)
+    got = np.zeros(64, np.int32)
+    native_dynamic_reverse[2, 32, 32 * 4](v, got)
+    np.testing.assert_array_equal(got, v.reshape(2, 32)[:, ::-1].ravel() + 32 * 1000)
+    for kernel in (dynamic_block_sums, native_dynamic_reverse):
+        for compiled in compiled_kernels(kernel):
+            assert_valid_spirv(compiled)
+
+
+@cuda.jit(device=True)
+def dynamic_word(i):
+    return cuda.shared.array(0, cuda.int32)[i]
+
+
+@cuda.jit
+def aliased_views(values, bits, lengths):
+    f32 = cuda.shared.array(0, cuda.float32)
+    i32 = cuda.shared.array(0, cuda.int32)
+    t = cuda.threadIdx.x
+    f32[t] = values[t]
+    cuda.syncthreads()
+    # numba.cuda: every shared.array(0, ...) starts at the same byte.
+    bits[t] = i32[t]
+    # Separate arrays are slices of one view.
+    second = f32[cuda.blockDim.x:]
+    second[t] = values[t] * 2
+    cuda.syncthreads()
+    if t == 0:
+        lengths[0] = len(f32)
+        lengths[1] = len(second)
+        # A device function's shared.array(0, ...) is the kernel's too.
+        lengths[2] = dynamic_word(cuda.blockDim.x + 1)
+
+
+def test_dynamic_shared_arrays_alias_one_block():
+    values = np.random.default_rng(5).standard_normal(16).astype(np.float32)
+    bits = np.zeros(16, np.int32)
+    lengths = np.zeros(3, np.int32)
+    aliased_views[1, 16, 0, 40 * 4](values, bits, lengths)
+    np.testing.assert_array_equal(bits, values.view(np.int32))
+    np.testing.assert_array_equal(lengths, [40, 24, (values[1] * 2).view(np.int32)])
+    for compiled in compiled_kernels(aliased_views):
+        assert_valid_spirv(compiled)
+
+
+def test_dynamic_shared_memory_errors_name_the_parameter():
+    with pytest.raises(ValueError, match="shared_bytes must not be negative"):
+        dynamic_block_sums[1, 64, 0, -4]
+    with pytest.raises(TypeError, match="shared_bytes must be an int.*2.5"):
+        dynamic_block_sums[1, 64, 0, 2.5]
+    with pytest.raises(TypeError, match="sharedmem must be an int"):
+        dynamic_block_sums.forall(64, sharedmem="4")
+    with pytest.raises(ValueError, match="shared_bytes must not be negative"):
+        native_dynamic_reverse[1, 32, -1]
+
+
+def test_shared_memory_beyond_the_device_is_a_launch_error():
+    limit = cuda.get_current_device().info.max_shared_memory
+    x = np.zeros(64, np.float32)
+    with pytest.raises(nv.LaunchError, match=rf"kernel dynamic_block_sums needs 0 bytes of "
+                       rf"static shared memory and {limit + 4} of dynamic.*has {limit} "
+                       r"\(maxComputeSharedMemorySize\)"):
+        dynamic_block_sums[1, 64, 0, limit + 4](x, np.zeros(1, np.float32))
+
+
+@cuda.jit
+def mixed_item_sizes(out):
+    a = cuda.shared.array(0, cuda.float32)
+    b = cuda.shared.array(0, cuda.float64)
+    out[0] = a[0] + b[0]
+
+
+def test_dynamic_shared_views_of_two_item_sizes_are_refused():
+    with pytest.raises(nv.UnsupportedError, match="elements of one size"):
+        mixed_item_sizes[1, 1, 0, 64](np.zeros(1, np.float64))

@@ -192,3 +192,44 @@ def test_pipeline_modules_round_trip(kernel, sig, monkeypatch):
     assert len(seen) >= 3
     for text in seen:
         assert_round_trip(text)
+
+
+# Numba's own printer opens a body on a line of its own, and a switch spans lines.
+NUMBA_STYLE = """define i32 @"f"(i32 %".1")
+{
+entry:
+  switch i32 %".1", label %"b" [i32 0, label %"a"
+    i32 1, label %"a"]
+a:
+  ret i32 1
+b:
+  ret i32 0
+}
+"""
+
+
+def test_numba_printed_bodies_parse_into_blocks():
+    # Once, the "{" line left every later line pending: the body parsed as one
+    # instruction, in time quadratic in its length.
+    fn = ir.parse(NUMBA_STYLE + NUMBA_STYLE.replace('@"f"', '@"g"')).function('@"f"')
+    assert [b.label for b in fn.blocks] == ["entry", "a", "b"]
+    switch = fn.blocks[0].terminator
+    assert switch.opcode == "switch" and len(switch.operands) == 6
+    assert str(ir.parse(NUMBA_STYLE)).count("ret i32") == 2
+
+
+def test_words_are_types_and_keywords_not_names():
+    text = 'double %double, ptr @i64, [2 x i64] c"i64" !i64 i64'
+    assert ir.words(text) == ["double", "ptr", "2", "x", "i64", "c", "i64"]
+    assert ir.map_words(text, {"i64": "i32", "double": "float"}) == \
+        'float %double, ptr @i64, [2 x i32] c"i64" !i64 i32'
+
+
+def test_aggregate_constants_split_into_elements():
+    value = "{ i64 1, ptr getelementptr (i8, ptr @g, i64 4), [2 x i8] c\"ab\" }"
+    parts = ir.elements(value)
+    assert [p.type for p in parts] == ["i64", "ptr", "[2 x i8]"]
+    assert parts[1].value.opcode == "getelementptr"
+    assert ir.aggregate(value, parts) == value
+    assert ir.elements("[i32 1, i32 2]")[1].value == "2"
+    assert ir.elements("%x") is None and ir.elements('c"ab"') is None

@@ -16,7 +16,6 @@ min/max instruction, which ignores NaNs), unless the entry point has the
 it too. Kernels compiled with ``fastmath`` skip both.
 """
 
-import re
 import struct
 
 from numba_vulkan import spirv
@@ -77,9 +76,11 @@ def _preserve_special_values(header, instructions):
     instructions[after + 1:after + 1] = modes
 
 
-_CONTRACT = re.compile(r"= (?:fadd|fsub|fmul|fdiv|frem|fneg) (?:[a-z]+ )*(?:fast|contract) ")
+_FLOAT_OPCODES = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fneg"))
 
 
-def contraction_allowed(sources):
-    """Whether the kernel's own IR lets float operations be fused (``fastmath``)."""
-    return any(_CONTRACT.search(text) for text in sources)
+def contraction_allowed(module):
+    """Whether the kernel's own IR (the IR model of its Numba modules linked
+    into one) lets float operations be fused (``fastmath``)."""
+    return any(inst.opcode in _FLOAT_OPCODES and ("fast" in inst.flags or "contract" in inst.flags)
+               for function in module.functions for inst in function.instructions())

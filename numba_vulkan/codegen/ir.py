@@ -29,6 +29,13 @@ parsed like an instruction's. Types are strings as LLVM prints them
 (``ptr addrspace(3)``, ``[16 x float]``). Attributes and metadata are kept
 verbatim in ``flags`` and ``tail``.
 
+:func:`words` and :func:`map_words` read and rename the bare words of a
+type or an attribute list (``double``, ``i64``, not ``%double``);
+:func:`elements` splits an aggregate constant into its typed elements.
+:func:`parse` reads the module as LLVM prints it; Numba's own printer's
+form (a body opened on a line of its own) parses too, which
+:mod:`numba_vulkan.codegen.optimize` relies on to read its ``define`` lines.
+
 Parts of the model compare by identity (``inst in block.instructions``
 finds that very instruction). Passes build new instructions from text with
 :func:`instruction`, e.g.
@@ -55,44 +62,96 @@ def tokens(text):
     """Split ``text`` into words and commas; a bracketed group (with what
     precedes it up to a space, as in ``addrspace(3)``) or a quoted string
     is one word. A ``;`` outside quotes ends the text."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch.isspace():
-            i += 1
-        elif ch == ",":
-            out.append(",")
-            i += 1
-        elif ch == ";":
-            break
-        else:
-            j, depth = i, 0
-            while j < n:
-                ch = text[j]
-                if ch == '"':
-                    j = text.index('"', j + 1)
-                elif ch in _CLOSE:
-                    depth += 1
-                elif ch in ")]}>":
-                    depth -= 1
-                elif depth == 0 and (ch.isspace() or ch in ",;"):
-                    break
-                j += 1
-            out.append(text[i:j])
-            i = j
+    # The text is cut at its spaces (in C) and the pieces are put back
+    # together inside brackets and quotes; only pieces with a quote, a
+    # comment, a tab or an inner comma are read character by character.
+    out, parts, depth, quoted = [], [], 0, False
+    for piece in text.split(" "):
+        if not (quoted or depth or piece):
+            continue
+        if not quoted and len(piece.translate(_PLAIN)) == len(piece) \
+                and "," not in piece[:-1]:
+            if len(piece.translate(_NO_BRACKETS)) != len(piece):
+                depth += _bracket_balance(piece)
+            if depth > 0:
+                parts.append(piece)
+                continue
+            depth = 0
+            if piece[-1:] == ",":
+                parts.append(piece[:-1])
+                word = " ".join(parts) if len(parts) > 1 else parts[0]
+                if word:
+                    out.append(word)
+                out.append(",")
+            elif parts:
+                parts.append(piece)
+                out.append(" ".join(parts))
+            else:
+                out.append(piece)
+            parts = []
+            continue
+        start = 0
+        for k, ch in enumerate(piece):
+            if ch == '"':
+                quoted = not quoted
+            elif quoted:
+                continue
+            elif ch in "([{<":
+                depth += 1
+            elif ch in ")]}>":
+                depth -= 1
+            elif depth <= 0 and ch in ",;\t\n":
+                parts.append(piece[start:k])
+                _flush(parts, out)
+                parts = []
+                if ch == ";":
+                    return out
+                if ch == ",":
+                    out.append(",")
+                start = k + 1
+        parts.append(piece[start:])
+        if not (quoted or depth > 0):
+            depth = 0
+            _flush(parts, out)
+            parts = []
+    _flush(parts, out)
     return out
 
 
-def _balanced(text):
+#: Deleting what only the slow path of tokens() reads, and brackets.
+_PLAIN = str.maketrans("", "", '";\t\n')
+_NO_BRACKETS = str.maketrans("", "", "([{<)]}>")
+
+
+def _flush(parts, out):
+    if len(parts) > 1 or parts and parts[0]:
+        out.append(" ".join(parts))
+
+
+def _bracket_balance(text):
+    """Opening brackets less closing ones in ``text`` (no quotes in it)."""
+    return (text.count("(") + text.count("[") + text.count("{") + text.count("<")
+            - text.count(")") - text.count("]") - text.count("}") - text.count(">"))
+
+
+def _depth(text):
+    """How many brackets ``text`` opens and leaves open (negative: closes),
+    outside quotes and before a comment."""
+    if '"' not in text and ";" not in text:
+        return _bracket_balance(text)
     depth, quoted = 0, False
     for ch in text:
         if ch == '"':
             quoted = not quoted
-        elif not quoted and ch in "([{<":
+        elif quoted:
+            continue
+        elif ch == ";":
+            break
+        elif ch in "([{<":
             depth += 1
-        elif not quoted and ch in ")]}>":
+        elif ch in ")]}>":
             depth -= 1
-    return depth <= 0
+    return depth
 
 
 def _groups(words):
@@ -132,6 +191,70 @@ def _take_value(words, i):
             _fill(expr, tokens(words[j][1:-1]))
             return expr, j + 1
     return word, i + 1
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-$._")
+
+
+def _segments(text):
+    """``text`` cut into pieces, each with whether it is a bare word: a type
+    or keyword word (``double``, ``i64``), not a name (``%double``,
+    ``@i64``, ``!5``, ``#0``) or a quoted string."""
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        bare = False
+        if ch == '"':
+            j = text.index('"', i + 1) + 1
+        elif ch in "%@!#" or ch in _NAME_CHARS:
+            j = i + 1
+            if ch in "%@" and j < n and text[j] == '"':
+                j = text.index('"', j + 1) + 1
+            while j < n and text[j] in _NAME_CHARS:
+                j += 1
+            bare = ch not in "%@!#"
+        else:
+            j = i + 1
+        yield text[i:j], bare
+        i = j
+
+
+def words(text):
+    """The bare words of ``text`` (see :func:`map_words`), in order."""
+    return [piece for piece, bare in _segments(text) if bare]
+
+
+def map_words(text, mapping):
+    """``text`` with each bare word found in ``mapping`` replaced: type and
+    keyword words (``double``, ``i64``), not names (``%double``, ``@i64``),
+    quoted strings or parts of longer words."""
+    return "".join(mapping.get(piece, piece) if bare else piece
+                   for piece, bare in _segments(text))
+
+
+def elements(value):
+    """The elements of an aggregate constant (``[i32 1, i32 2]``, ``{ float
+    1.0, ptr @g }``, ``<2 x ...>``'s ``<i32 1, i32 2>``) as Operands, or None
+    for any other value; :func:`aggregate` writes them back."""
+    if not isinstance(value, str) or value[:1] not in ("[", "{", "<"):
+        return None
+    inner = value[2:-2] if value.startswith("<{") else value[1:-1]
+    out = []
+    for group in _groups(tokens(inner)):
+        if group:
+            ty, j = _take_type(group, 0)
+            out.append(Operand(ty, _take_value(group, j)[0]))
+    return out
+
+
+def aggregate(value, operands):
+    """The aggregate constant shaped like ``value`` holding ``operands``."""
+    body = ", ".join(str(o) for o in operands)
+    if value.startswith("<{"):
+        return f"<{{ {body} }}>"
+    if value.startswith("{"):
+        return f"{{ {body} }}"
+    return f"{value[0]}{body}{_CLOSE[value[0]]}"
 
 
 # The model -------------------------------------------------------------------
@@ -216,8 +339,8 @@ def _fill(inst, words):
     inst.flags.extend(words[:i])
     words = words[i:]
     if inst.opcode == "phi":
-        inst.type = words[0]
-        for incoming in words[1:]:
+        inst.type, i = _take_type(words, 0)
+        for incoming in words[i:]:
             if incoming != ",":
                 value, label = _groups(tokens(incoming[1:-1]))
                 inst.operands.append(Operand(None, _take_value(value, 0)[0]))
@@ -427,16 +550,31 @@ class Module:
 
 def parse(text):
     """Parse module text as LLVM prints it into a :class:`Module`."""
-    module, function, pending = Module(), None, ""
+    module, function = Module(), None
+    # An instruction continued on the next lines (a switch's cases): its
+    # lines so far and the brackets they leave open, counted line by line.
+    pending, depth = [], 0
     for raw in text.splitlines():
-        line = (pending + " " + raw.strip()) if pending else raw.rstrip()
-        stripped = line.strip()
-        if not stripped or stripped.startswith(";"):
-            continue
-        if function is not None and not _balanced(stripped):
-            pending = stripped
-            continue
-        pending = ""
+        stripped = raw.strip()
+        if pending:
+            pending.append(stripped)
+            depth += _depth(stripped)
+            if depth > 0:
+                continue
+            line = stripped = " ".join(pending)
+            pending = []
+        else:
+            line = raw.rstrip()
+            if not stripped or stripped.startswith(";"):
+                continue
+            if function is not None and stripped == "{" and not function.blocks:
+                # Numba's own printer opens the body on a line of its own.
+                continue
+            if function is not None:
+                depth = _depth(stripped)
+                if depth > 0:
+                    pending = [stripped]
+                    continue
         if function is not None:
             if stripped == "}":
                 function = None

@@ -20,7 +20,6 @@ fold the expansions back. :func:`exact_float32` makes float32 division and
 square roots correctly rounded.
 """
 
-import re
 import struct
 
 from numba_vulkan.codegen import ir
@@ -186,8 +185,19 @@ def _expand_call(inst, op, stem):
 
 _MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f16": "half",
             "f32": "float", "f64": "double"}
-_GETPOINTER = re.compile(r"@llvm\.spv\.resource\.getpointer\.p11\.tspirv\.VulkanBuffer_a0(\w+?)_")
-_NESTED_ARRAY = re.compile(r"(?:\[\d+ x )+(\w+)\]+")
+_GETPOINTER = "@llvm.spv.resource.getpointer.p11.tspirv.VulkanBuffer_a0"
+
+
+def _innermost_element(ty):
+    """The scalar element of a (nested) array type such as ``[4 x [2 x float]]``,
+    or None."""
+    if not ty or not ty.startswith("["):
+        return None
+    while ty.startswith("["):
+        count, x, ty = ty[1:-1].partition(" x ")
+        if not (x and count.isdigit()):
+            return None
+    return ty if ty.replace("_", "").isalnum() else None
 
 
 def _element_types(function):
@@ -198,13 +208,13 @@ def _element_types(function):
         if inst.name is None:
             continue
         if inst.opcode == "call":
-            m = _GETPOINTER.match(inst.callee)
-            if m and m.group(1) in _MANGLED:
-                found[inst.name] = _MANGLED[m.group(1)]
+            mangled = inst.callee[len(_GETPOINTER):].partition("_")[0]
+            if inst.callee.startswith(_GETPOINTER) and mangled in _MANGLED:
+                found[inst.name] = _MANGLED[mangled]
         elif inst.opcode == "getelementptr" and "inbounds" in inst.flags:
-            m = _NESTED_ARRAY.fullmatch(inst.type or "")
-            if m:
-                found[inst.name] = m.group(1)
+            element = _innermost_element(inst.type)
+            if element is not None:
+                found[inst.name] = element
     return found
 
 
@@ -463,7 +473,7 @@ def _literal(value, bits):
     """The unsigned value of an integer literal of width ``bits``, or None."""
     if value in ("true", "false"):
         return int(value == "true")
-    if not isinstance(value, str) or not re.fullmatch(r"-?\d+", value):
+    if not isinstance(value, str) or not value.removeprefix("-").isdigit():
         return None
     return int(value) % (1 << bits)
 
@@ -473,8 +483,9 @@ def _signed(value, bits):
 
 
 def _width(ty):
-    m = re.fullmatch(r"i(\d+)", ty or "")
-    return int(m.group(1)) if m else None
+    if ty and ty[0] == "i" and ty[1:].isdigit():
+        return int(ty[1:])
+    return None
 
 
 def _folded(inst):

@@ -18,8 +18,6 @@ become intrinsics, and :mod:`numba_vulkan.codegen.legalize` sees that they
 stay exact. Numba's C helpers for complex powers are defined here in IR.
 """
 
-import re
-
 from numba_vulkan import libclc
 from numba_vulkan.codegen import ir
 
@@ -161,17 +159,17 @@ def _target(name, ret, params):
     return libclc.mangled(opencl, *[code] * len(params))
 
 
-def link(text):
+def link(module):
     """Point the math calls of a kernel's module at libclc.
 
     Args:
-        text: The kernel's modules linked into one, as LLVM prints it.
+        module: The kernel's modules linked into one, as the IR model
+            (:mod:`numba_vulkan.codegen.ir`); rewritten in place.
 
     Returns:
         Module texts: Numba's C helpers and the libclc functions the kernel
         uses (if any), then the kernel's, rewritten.
     """
-    module = ir.parse(text)
     renames, used, helpers = {}, set(), set()
     declared = {f.name[1:].strip('"') for f in module.functions}
     for function in module.functions:
@@ -228,7 +226,7 @@ def _call_of_library(inst, renames, used):
 
 def _signature(name):
     """``ret @name(params)`` of a libclc function with float/double parameters."""
-    m = re.fullmatch(r"_Z(\d+)(\w+)", name)
-    codes = m.group(2)[int(m.group(1)):]
+    digits = name[2:len(name) - len(name[2:].lstrip("0123456789"))]
+    codes = name[2 + len(digits) + int(digits):]
     types = [{"f": "float", "d": "double"}[c] for c in codes]
     return f"{types[0]} @{name}({', '.join(types)})"

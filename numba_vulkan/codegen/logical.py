@@ -23,14 +23,12 @@ naming the instruction, rather than producing a wrong module.
 """
 
 import math
-import re
 import struct
 from dataclasses import dataclass
 
 from numba_vulkan.codegen import fixups, ir, markers
 from numba_vulkan.errors import UnsupportedError
 
-_LOCAL = r'%(?:"[^"]*"|[-a-zA-Z$._0-9]+)'
 _ENTRY_NAME = "main"
 
 #: LLVM element type and its intrinsic-name mangling, by storage dtype.
@@ -89,12 +87,10 @@ class _Types:
             return ("scalar", "ptr")
         if text in _SCALAR_SIZES:
             return ("scalar", text)
-        m = re.fullmatch(r"\[(\d+) x (.*)\]", text)
-        if m:
-            return ("array", int(m.group(1)), self.parse(m.group(2)))
-        m = re.fullmatch(r"<(\d+) x (.*)>", text)
-        if m:
-            return ("array", int(m.group(1)), self.parse(m.group(2)))
+        if text[:1] in "[<" and text[-1:] in "]>":
+            count, x, elem = text[1:-1].partition(" x ")
+            if x and count.isdigit():
+                return ("array", int(count), self.parse(elem))
         if text.startswith("<{") and text.endswith("}>"):
             return ("struct", True, [self.parse(t) for t in split_top(text[2:-2])])
         if text.startswith("{") and text.endswith("}"):
@@ -988,38 +984,37 @@ def rewrite(text, bindings):
     return str(module)
 
 
-_PUSH_CALL = re.compile(
-    rf"^(\s*{_LOCAL}) = (?:tail )?call (\S+) @{re.escape(markers.PUSH)}\S+\(i32 (\d+)\)\s*$")
-_LOCAL_SIZE_CALL = re.compile(
-    rf"^(\s*{_LOCAL}) = (?:tail )?call i32 @{re.escape(markers.LOCAL_SIZE)}\(i32 (\d)\)\s*$")
 _MARKERS = (markers.BUFFER, markers.PUSH, markers.LOCAL_SIZE, markers.ELEMENT)
 
 
-def _lower_elements(text):
+def _marker(inst, prefix):
+    """Whether ``inst`` calls a marker whose name starts with ``prefix``."""
+    return inst.opcode == "call" and inst.callee.lstrip("@").strip('"').startswith(prefix)
+
+
+def _lower_elements(module):
     """Replace each element marker by the ``getelementptr`` it stands for."""
-    module = ir.parse(text)
     arrays = {g.name: g.type for g in module.globals.values()}
     for fn in module.functions:
         arrays.update((i.name, i.type) for i in fn.instructions() if i.opcode == "alloca")
         for block in fn.blocks or ():
             for k, inst in enumerate(block.instructions):
-                if inst.opcode == "call" and inst.callee.startswith(f"@{markers.ELEMENT}"):
+                if _marker(inst, markers.ELEMENT):
                     base, *indices = inst.operands
                     block.instructions[k] = ir.Instruction(
                         "getelementptr", [ir.Operand(base.type, base.value),
                                           ir.Operand("i32", "0"), *indices],
                         name=inst.name, flags=["inbounds"], type=arrays[base.value])
-    return str(module)
 
 
-def _push_layout(text):
+def _push_layout(module):
     fields = {}
-    for line in text.splitlines():
-        m = _PUSH_CALL.match(line)
-        if m:
-            offset, ty = int(m.group(3)), m.group(2)
-            if fields.setdefault(offset, ty) != ty:
-                raise UnsupportedError(f"push constant offset {offset} read as two types")
+    for fn in module.functions:
+        for inst in fn.instructions():
+            if _marker(inst, markers.PUSH):
+                offset, ty = int(inst.operands[0].value), inst.type
+                if fields.setdefault(offset, ty) != ty:
+                    raise UnsupportedError(f"push constant offset {offset} read as two types")
     layout, index, position = [], {}, 0
     for offset in sorted(fields):
         while position < offset:
@@ -1031,6 +1026,23 @@ def _push_layout(text):
     return layout, index
 
 
+def constant_local_size(module, local_size):
+    """Replace each workgroup size marker of the IR model ``module`` by
+    ``local_size``'s value on its axis, in place.
+
+    The workgroup size is fixed when a kernel is compiled, so the optimiser
+    may fold it: a tree reduction over ``nv.local_size(0) // 2`` steps
+    unrolls as one over a constant does.
+    """
+    for fn in module.functions:
+        for block in fn.blocks or ():
+            for k, inst in enumerate(block.instructions):
+                if _marker(inst, markers.LOCAL_SIZE):
+                    axis = int(inst.operands[0].value)
+                    block.instructions[k] = ir.instruction(
+                        f"{inst.name} = add i32 {local_size[axis]}, 0")
+
+
 def lower_markers(text, local_size):
     """Replace the push constant and workgroup size markers, and make ``main``
     the compute entry point with workgroup size ``local_size``.
@@ -1038,38 +1050,42 @@ def lower_markers(text, local_size):
     This runs after the last optimisation: LLVM would fold the push constant
     accesses into byte-offset expressions that the backend cannot lower.
     """
-    layout, index = _push_layout(text)
-    text = _lower_elements(text)
-    out, counter = [], 0
-    for line in text.splitlines():
-        m = _PUSH_CALL.match(line)
-        if m:
-            counter += 1
-            name, ty, offset = m.group(1), m.group(2), int(m.group(3))
-            out.append(f"  %nv.push.{counter} = getelementptr inbounds %nv.push, "
-                       f"ptr addrspace(13) @nv.push, i32 0, i32 {index[offset]}")
-            out.append(f"{name} = load {ty}, ptr addrspace(13) %nv.push.{counter}, align 4")
-            continue
-        m = _LOCAL_SIZE_CALL.match(line)
-        if m:
-            out.append(f"{m.group(1)} = add i32 {local_size[int(m.group(2))]}, 0")
-            continue
-        if line.startswith("declare") and any(re.search(f'@"?{re.escape(p)}', line)
-                                              for p in _MARKERS):
-            continue
-        if line.startswith("define ") and f"@{_ENTRY_NAME}(" in line:
-            if not line.rstrip().endswith("{"):
-                raise UnsupportedError(f"unexpected kernel definition: {line}")
-            x, y, z = local_size
-            line = (line.rstrip()[:-1].rstrip() + f' "hlsl.shader"="compute" '
-                    f'"hlsl.numthreads"="{x},{y},{z}" {{')
-            if layout:
-                out.append(f"%nv.push = type {{ {', '.join(layout)} }}")
-                out.append("@nv.push = external hidden addrspace(13) externally_initialized "
-                           "global %nv.push, align 8")
-        out.append(line)
-    result = "\n".join(out) + "\n"
-    for prefix in _MARKERS:
-        if re.search(rf"call [^\n]*@{re.escape(prefix)}", result):
-            raise UnsupportedError(f"a {prefix} marker survived the rewrite")
-    return result
+    module = ir.parse(text)
+    layout, index = _push_layout(module)
+    _lower_elements(module)
+    counter = 0
+    for fn in module.functions:
+        for block in fn.blocks or ():
+            out = []
+            for inst in block.instructions:
+                if _marker(inst, markers.PUSH):
+                    counter += 1
+                    offset = int(inst.operands[0].value)
+                    out += [ir.instruction(
+                        f"%nv.push.{counter} = getelementptr inbounds %nv.push, "
+                        f"ptr addrspace(13) @nv.push, i32 0, i32 {index[offset]}"),
+                        ir.instruction(f"{inst.name} = load {inst.type}, "
+                                       f"ptr addrspace(13) %nv.push.{counter}, align 4")]
+                elif _marker(inst, markers.LOCAL_SIZE):
+                    axis = int(inst.operands[0].value)
+                    out.append(ir.instruction(f"{inst.name} = add i32 {local_size[axis]}, 0"))
+                else:
+                    out.append(inst)
+            block.instructions = out
+    for fn in module.functions:
+        if fn.blocks is None and fn.name.lstrip("@").strip('"').startswith(_MARKERS):
+            module.items.remove(fn)
+    entry = module.function(f"@{_ENTRY_NAME}")
+    x, y, z = local_size
+    entry.header += f' "hlsl.shader"="compute" "hlsl.numthreads"="{x},{y},{z}"'
+    if layout:
+        module.add(f"%nv.push = type {{ {', '.join(layout)} }}", before=entry)
+        module.add(ir.Global("@nv.push", ["external", "hidden", "addrspace(13)",
+                                          "externally_initialized"], "global", "%nv.push",
+                             tail=", align 8"), before=entry)
+    for fn in module.functions:
+        for inst in fn.instructions():
+            for prefix in _MARKERS:
+                if _marker(inst, prefix):
+                    raise UnsupportedError(f"a {prefix} marker survived the rewrite")
+    return str(module)

@@ -20,8 +20,6 @@ left at its next back edge, silently. A target whose description has a
   make the group count more than any lane does (docs/limitations.md).
 """
 
-import re
-
 from numba_vulkan import abi
 from numba_vulkan.codegen import ir
 
@@ -30,7 +28,14 @@ from numba_vulkan.codegen import ir
 #: lavapipe's 65535 (62,500 trips and a remainder of at most 15).
 UNROLL = 16
 
-_METADATA_ID = re.compile(r"^!(\d+) = ")
+
+def _metadata_id(item):
+    """The number of a metadata definition ``!N = ...``, or None."""
+    if isinstance(item, str) and item.startswith("!"):
+        number, equals, _ = item[1:].partition(" = ")
+        if equals and number.isdigit():
+            return int(number)
+    return None
 
 
 def _loop_latches(function, innermost, latch_exits_only=False, bodies=False):
@@ -90,8 +95,7 @@ def _loop_latches(function, innermost, latch_exits_only=False, bodies=False):
 
 def _mark(module, loops, prop):
     """Give each loop (its latch blocks) a loop ID with the property ``prop``."""
-    ids = [int(m.group(1)) for item in module.items if isinstance(item, str)
-           for m in [_METADATA_ID.match(item)] if m]
+    ids = [n for n in map(_metadata_id, module.items) if n is not None]
     first = max(ids, default=-1) + 1
     module.items.append(f"!{first} = !{{{prop}}}")
     for k, latches in enumerate(loops, start=1):
@@ -196,7 +200,8 @@ def count_trips(function, loops, limit, status_binding):
         else:
             children[parent[header]] += 1
     counter = function.alloca("trips", "i32")
-    function.blocks[function.entry].body.append(f"  store i32 {top}, ptr {counter}, align 4")
+    function.blocks[function.entry].body.append(
+        ir.instruction(f"store i32 {top}, ptr {counter}, align 4"))
     for header, loop in loops.items():
         if children[header]:
             function.blocks[header].body.extend(_add(function, counter, str(children[header])))
@@ -207,25 +212,24 @@ def count_trips(function, loops, limit, status_binding):
             _, cond, taken, other = latch.term
             step = "%" + function.fresh("backedge")
             back = "true" if taken == header else "false"
-            latch.body.append(f"  {step} = zext i1 {cond} to i32" if back == "true" else
-                              f"  {step} = select i1 {cond}, i32 0, i32 1")
+            latch.body.append(ir.instruction(f"{step} = zext i1 {cond} to i32" if back == "true"
+                                             else f"{step} = select i1 {cond}, i32 0, i32 1"))
             latch.body.extend(_add(function, counter, step))
     return _report(function, counter, limit, status_binding)
 
 
 def _add(function, counter, step):
     old, new = "%" + function.fresh("trips"), "%" + function.fresh("trips")
-    return [f"  {old} = load i32, ptr {counter}, align 4",
-            f"  {new} = add i32 {old}, {step}",
-            f"  store i32 {new}, ptr {counter}, align 4"]
+    return [ir.instruction(text) for text in (f"{old} = load i32, ptr {counter}, align 4",
+                                              f"{new} = add i32 {old}, {step}",
+                                              f"store i32 {new}, ptr {counter}, align 4")]
 
 
 def _report(function, counter, limit, binding):
     """At the kernel's end: if the count reached ``limit``, write the code
     and the invocation's id to the status buffer."""
     handle = None
-    for line in function.blocks[function.entry].body:
-        inst = ir.instruction(line.strip())
+    for inst in function.blocks[function.entry].body:
         if inst.opcode == "call" and inst.callee.startswith(
                 "@llvm.spv.resource.handlefrombinding.") and inst.type == _STATUS_TYPE and \
                 inst.operands[1].value == str(binding):
@@ -234,8 +238,8 @@ def _report(function, counter, limit, binding):
     if handle is None:
         handle = "%" + function.fresh("status")
         name = f"@nv.loopstatus.{binding}"
-        function.blocks[function.entry].body.insert(0, (
-            f"  {handle} = call {_STATUS_TYPE} @llvm.spv.resource.handlefrombinding."
+        function.blocks[function.entry].body.insert(0, ir.instruction(
+            f"{handle} = call {_STATUS_TYPE} @llvm.spv.resource.handlefrombinding."
             f"{_STATUS_MANGLED}(i32 0, i32 {binding}, i32 1, i32 0, ptr {name})"))
         label = f"b{binding}"
         declarations += [
@@ -262,8 +266,8 @@ def _report(function, counter, limit, binding):
         f"  {old} = atomicrmw xchg ptr addrspace(11) {word}.0, i32 {abi.LOOP_LIMIT_CODE} "
         'syncscope("device") monotonic, align 4'] + ids[1:], ("br", done))
     exit_block = function.blocks[function.exit]
-    exit_block.body += [f"  {trips} = load i32, ptr {counter}, align 4",
-                        f"  {reached} = icmp uge i32 {trips}, {limit}"]
+    exit_block.body += [ir.instruction(f"{trips} = load i32, ptr {counter}, align 4"),
+                        ir.instruction(f"{reached} = icmp uge i32 {trips}, {limit}")]
     exit_block.term = ("cbr", reached, report, done)
     function.exit = done
     return declarations

@@ -2,45 +2,53 @@
 
 A target without ``shaderFloat64`` (or ``shaderInt64``) cannot run a module
 that declares the ``Float64`` (``Int64``) capability. Such a target's
-kernels are compiled as written and then narrowed here, at the level of the
-LLVM IR text: every ``double`` becomes ``float`` (with its constants
-rounded to float) and every ``i64`` becomes ``i32`` (with constants
-wrapped, and the 64-bit limits mapped to the 32-bit ones). Arrays of
-narrowed dtypes are stored narrowed (see :mod:`numba_vulkan.abi`), and the
-compiler sizes their elements by what is stored.
+kernels are compiled as written and then narrowed here, on the IR model
+(:mod:`numba_vulkan.codegen.ir`): every ``double`` becomes ``float`` (with
+its constants rounded to float, and ``.f64`` intrinsics their ``.f32``
+twins) and every ``i64`` becomes ``i32`` (with constants wrapped, and the
+64-bit limits mapped to the 32-bit ones). Arrays of narrowed dtypes are
+stored narrowed (see :mod:`numba_vulkan.abi`), and the compiler sizes their
+elements by what is stored.
 
-float64 is narrowed in Numba's modules, before libclc is linked, so that
-math calls pick the float32 functions. int64 is narrowed there too, and
-again in the final IR, where the logical addressing rewrite has added
-64-bit offset arithmetic of its own. Results are those of float32 and
-int32 arithmetic: values beyond their range or precision are not kept.
+float64 is narrowed once Numba's modules are linked into one, before
+libclc is linked, so that math calls pick the float32 functions. int64 is
+narrowed there too, and again in the final IR (:func:`final`), where the
+logical addressing rewrite has added 64-bit offset arithmetic of its own.
+Results are those of float32 and int32 arithmetic: values beyond their
+range or precision are not kept.
 """
 
-import re
 import struct
 
+from numba_vulkan.codegen import ir
 from numba_vulkan.errors import UnsupportedError
 
-_SKIP = ("target ", "source_filename", "!", ";", "attributes ")
-
-# Types, not value names such as %i64 or %"double".
-_DOUBLE = re.compile(r"(?<![%@\"\w.$-])double\b")
-_F64 = re.compile(r"(?<=\.)f64\b")
-_FLOAT_LITERAL = re.compile(
-    r"(?<![\w.%@\"$-])(-?(?:0x[0-9A-Fa-f]{16}|\d+\.\d+(?:[eE][-+]?\d+)?))(?![\w.])")
 #: Numba's C helpers for doubles whose float twin takes the same arguments.
-_DOUBLE_HELPERS = {"numba_cpow": "numba_cpowf"}
+_DOUBLE_HELPERS = {"@numba_cpow": "@numba_cpowf"}
+_SHIFTS = ("shl", "lshr", "ashr")
+#: Casts that narrowing may leave between a type and itself.
+_WIDTH_CASTS = ("sext", "zext", "trunc", "fpext", "fptrunc")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2, "bfloat": 2, "float": 4,
+          "double": 8, "ptr": 8}
+#: Vector alignments of the data layout, by size in bits.
+_VECTOR_ALIGN = {16: 2, 24: 4, 32: 4, 48: 8, 64: 8, 96: 16, 128: 16, 192: 32, 256: 32,
+                 512: 64, 1024: 128}
+#: Where each memory access names its alignment: the operand whose type it
+#: accesses (None: the instruction's own type).
+_ACCESSES = {"load": None, "alloca": None, "store": 0, "atomicrmw": 1, "cmpxchg": 1}
 
-_I64 = re.compile(r"(?<![%@\"\w$-])i64\b")
-_TYPED_INT = re.compile(r"(?<![%@\"\w.$-])i64 (-?\d+)\b")
-_INT_OP = re.compile(
-    r"= (?P<op>add|sub|mul|and|or|xor|shl|lshr|ashr|sdiv|udiv|srem|urem|"
-    r"icmp(?: samesign)? \w+|phi|"
-    r"select i1 \S+,)(?P<flags>(?: nuw| nsw| exact| disjoint| samesign)*) i64 (?P<rest>.*)$")
-_SAME_TYPE_CAST = re.compile(
-    r"= (?:sext|zext|trunc|fpext|fptrunc)(?: nneg| nuw| nsw)* (?P<ty>float|i32) "
-    r"(?P<value>[^,]+?) to (?P=ty)\s*$")
-_INT64_BITS_OF_DOUBLE = re.compile(r"bitcast (?:double \S+ to i64|i64 \S+ to double)")
+
+def _is_float_literal(value):
+    """Whether ``value`` is a float constant as LLVM writes a double:
+    ``1.500000e+00`` or the 16 hex digits of its bits."""
+    body = value[1:] if value.startswith("-") else value
+    if body[:2] == "0x":
+        return len(body) == 18 and all(c in _HEX_DIGITS for c in body[2:])
+    mantissa, _, exponent = body.partition("e")
+    whole, dot, fraction = mantissa.partition(".")
+    return (bool(dot) and whole.isdigit() and fraction.isdigit()
+            and (not exponent or exponent.lstrip("+-").isdigit()))
 
 
 def _round_to_float(literal):
@@ -58,16 +66,6 @@ def _round_to_float(literal):
     return "0x" + struct.pack(">d", single).hex().upper()
 
 
-def _narrow_double_line(line):
-    line = _DOUBLE.sub("float", line)
-    line = _F64.sub("f32", line)
-    for name, twin in _DOUBLE_HELPERS.items():
-        line = re.sub(rf'@"?{name}"?(?=\()', f"@{twin}", line)
-    if 'c"' in line:
-        return line
-    return _FLOAT_LITERAL.sub(lambda m: _round_to_float(m.group(1)), line)
-
-
 def _int32(value):
     """An i64 constant as the i32 constant that stands for it."""
     if value >= 2 ** 63 - 1:
@@ -78,118 +76,250 @@ def _int32(value):
     return value - 2 ** 32 if value >= 2 ** 31 else value
 
 
-def _narrow_int_line(line):
-    m = _INT_OP.search(line)
-    if m and m.group("op") in ("shl", "lshr", "ashr"):
-        amount = line.rsplit(",", 1)[-1].strip()
-        if re.fullmatch(r"\d+", amount) and int(amount) >= 32:
-            raise UnsupportedError(
-                f"a 64-bit shift by {amount} cannot be narrowed to 32 bits: {line.strip()}")
-    if m:
-        head, rest = line[:m.start("rest")], m.group("rest")
-        rest = re.sub(r"(?<![\w.%@\"$-])-?\d+\b(?![.\w])",
-                      lambda n: str(_int32(int(n.group(0)))), rest)
-        line = head + rest
-    line = _TYPED_INT.sub(lambda n: f"i64 {_int32(int(n.group(1)))}", line)
-    return _I64.sub("i32", line)
+def _integer(value):
+    """The integer a literal stands for, or None."""
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None
 
 
-def _fix_casts(line):
-    """Casts between a type and itself (left by narrowing) as bitcasts."""
-    m = _SAME_TYPE_CAST.search(line)
-    if m:
-        line = (line[:m.start()] + f"= bitcast {m.group('ty')} {m.group('value')} to "
-                f"{m.group('ty')}")
-    return line
+class _Layout:
+    """ABI sizes and alignments of types written as text, as the data layout
+    of the SPIR-V target gives them."""
+
+    def __init__(self, named):
+        self.named = named
+
+    def size_align(self, ty):
+        ty = ty.strip()
+        if ty in self.named:
+            return self.size_align(self.named[ty])
+        if ty.startswith("ptr"):
+            return 8, 8
+        if ty in _SIZES:
+            return _SIZES[ty], _SIZES[ty]
+        if ty.startswith("<{") or ty.startswith("{"):
+            packed = ty.startswith("<{")
+            body = ty[2:-2] if packed else ty[1:-1]
+            size, align = 0, 1
+            for group in ir._groups(ir.tokens(body)):
+                field_size, field_align = self.size_align(" ".join(group))
+                field_align = 1 if packed else field_align
+                size = -(-size // field_align) * field_align + field_size
+                align = max(align, field_align)
+            return -(-size // align) * align, align
+        count, _, elem = ty[1:-1].partition(" x ")
+        elem_size, elem_align = self.size_align(elem)
+        if ty.startswith("<"):
+            bits = int(count) * elem_size * 8
+            align = _VECTOR_ALIGN.get(bits, 1 << max(bits - 1, 1).bit_length() >> 3)
+            return -(-int(count) * elem_size // align) * align, align
+        return int(count) * (-(-elem_size // elem_align) * elem_align), elem_align
+
+    def preferred(self, ty):
+        """The alignment LLVM gives an ``alloca`` of ``ty`` without one:
+        at least 8 for a structure."""
+        ty = self.named.get(ty.strip(), ty).strip()
+        if ty[:1] == "[":
+            return self.preferred(ty[1:-1].partition(" x ")[2])
+        align = self.size_align(ty)[1]
+        return max(align, 8) if ty[:1] == "{" or ty[:2] == "<{" else align
 
 
-def _narrow(text, double, int64):
-    out = []
-    for line in text.splitlines():
-        if not line or line.startswith(_SKIP):
-            out.append(line)
-            continue
-        if int64 and not double and _INT64_BITS_OF_DOUBLE.search(line):
+def _realign(tail, old, new):
+    """``tail`` with its ``align old`` made ``align new``."""
+    parts = tail.split(",")
+    return ",".join(f" align {new}" if part.strip() == f"align {old}" else part
+                    for part in parts)
+
+
+class _Narrower:
+    """Narrows one module in place."""
+
+    def __init__(self, double, int64):
+        self.double, self.int64 = double, int64
+        self.words = {}
+        if double:
+            self.words["double"] = "float"
+        if int64:
+            self.words["i64"] = "i32"
+
+    def type(self, ty):
+        return ir.map_words(ty, self.words) if ty else ty
+
+    def rename(self, name):
+        """A function's name with its ``.f64`` (``.i64``) parts made 32-bit."""
+        if self.double and name in _DOUBLE_HELPERS:
+            return _DOUBLE_HELPERS[name]
+        parts = name.split(".")
+        for k in range(1, len(parts)):
+            if self.double and parts[k] == "f64":
+                parts[k] = "f32"
+            elif self.int64 and parts[k] == "i64":
+                parts[k] = "i32"
+        return ".".join(parts)
+
+    def value(self, ty, value):
+        """The constant ``value`` of type ``ty`` (before narrowing), narrowed."""
+        if isinstance(value, ir.Instruction):
+            self.instruction(value)
+            return value
+        if value.startswith("@"):
+            return self.renames.get(value, value)
+        parts = ir.elements(value)
+        if parts is not None:
+            for part in parts:
+                part.value = self.value(part.type, part.value)
+                part.type = self.type(part.type)
+            return ir.aggregate(value, parts)
+        if self.double and _is_float_literal(value):
+            return _round_to_float(value)
+        number = _integer(value)
+        if self.int64 and number is not None and ty == "i64":
+            return str(_int32(number))
+        return value
+
+    def instruction(self, inst):
+        if inst.opcode == "bitcast" and self.int64 and not self.double and \
+                {inst.operands[0].type, inst.type} == {"double", "i64"}:
             raise UnsupportedError(
                 "narrowing int64 needs float64 narrowed too: the kernel uses the bits of a "
-                f"double as an int64 (float64 math does): {line.strip()}")
-        if double:
-            line = _narrow_double_line(line)
-        if int64:
-            line = _narrow_int_line(line)
-        out.append(_fix_casts(line))
-    return "\n".join(out) + "\n"
+                f"double as an int64 (float64 math does): {inst}")
+        first = inst.operands[0].type if inst.operands else None
+        if self.int64 and inst.opcode in _SHIFTS and first == "i64":
+            amount = _integer(inst.operands[-1].value)
+            if amount is not None and amount >= 32:
+                raise UnsupportedError(
+                    f"a 64-bit shift by {amount} cannot be narrowed to 32 bits: {inst}")
+        if inst.opcode == "call":
+            inst.callee = self.renames.get(inst.callee, inst.callee)
+        accessed = None
+        if inst.opcode in _ACCESSES:
+            accessed = inst.type if _ACCESSES[inst.opcode] is None else \
+                inst.operands[_ACCESSES[inst.opcode]].type
+        for operand in inst.operands:
+            # An operand without a type has the type of the instruction's
+            # result (a phi's values) or of its first operand (a binary
+            # operation's second).
+            implied = operand.type or (inst.type if inst.opcode == "phi" else first)
+            operand.value = self.value(implied, operand.value)
+            operand.type = self.type(operand.type)
+            operand.attrs = self.type(operand.attrs)
+        inst.type = self.type(inst.type)
+        inst.tail = self.type(inst.tail)
+        if inst.opcode in _ACCESSES and accessed is not None:
+            # LLVM gave an access without an alignment its type's; the
+            # narrowed type's may be smaller.
+            now = inst.type if _ACCESSES[inst.opcode] is None else \
+                inst.operands[_ACCESSES[inst.opcode]].type
+            try:
+                if inst.opcode == "alloca":
+                    before, after = self.before.preferred(accessed), self.after.preferred(now)
+                else:
+                    before = self.before.size_align(accessed)[1]
+                    after = self.after.size_align(now)[1]
+            except (KeyError, ValueError):
+                before = after = None
+            if before is not None and after < before:
+                inst.tail = _realign(inst.tail, before, after)
+        if inst.opcode in _WIDTH_CASTS and inst.operands[0].type == inst.type:
+            inst.opcode, inst.flags = "bitcast", []
+
+    def module(self, module):
+        self.renames = {}
+        named = module.named_types()
+        self.before = _Layout(named)
+        self.after = _Layout({name: self.type(ty) for name, ty in named.items()})
+        declared = {f.name for f in module.functions}
+        for function in module.functions:
+            name = self.rename(function.name)
+            if name != function.name:
+                self.renames[function.name] = name
+                if name in declared and function.blocks is None:
+                    # The 32-bit twin is declared already (llvm.fabs.f32
+                    # next to llvm.fabs.f64): once is enough.
+                    module.items.remove(function)
+                    continue
+                function.header = function.header.replace(f"{function.name}(", f"{name}(", 1)
+            function.header = self.type(function.header)
+        for k, item in enumerate(module.items):
+            if isinstance(item, ir.Global):
+                item.init = None if item.init is None else self.value(item.type, item.init)
+                item.type = self.type(item.type)
+            elif isinstance(item, ir.Function):
+                for inst in item.instructions():
+                    self.instruction(inst)
+            elif item.startswith("%") and " = type " in item:
+                module.items[k] = self.type(item)
 
 
-def sources(texts, narrowed):
-    """Narrow Numba's modules of a kernel for the narrowing mode ``narrowed``."""
+def module(model, narrowed):
+    """Narrow the IR model ``model`` (Numba's modules linked into one) in
+    place for the narrowing mode ``narrowed``."""
     double, int64 = "float64" in narrowed, "int64" in narrowed
-    if not (double or int64):
-        return list(texts)
-    return [_narrow(text, double, int64) for text in texts]
+    if double or int64:
+        _Narrower(double, int64).module(model)
 
 
 def final(text, narrowed):
     """Narrow the 64-bit integers that codegen itself added to the final IR."""
     if "int64" not in narrowed:
         return text
-    return _narrow(_split_wide_multiplies(text), False, True)
+    model = ir.parse(text)
+    _split_wide_multiplies(model)
+    _Narrower(False, True).module(model)
+    return str(model)
 
 
-_ZEXT = re.compile(r"^\s*(%\S+) = zext (?:nneg )?i32 (\S+) to i64\s*$")
-_WIDE_MUL = re.compile(r"^\s*(%\S+) = mul (?:nuw |nsw )*i64 ([^,]+), (\S+)\s*$")
-_HIGH_HALF = re.compile(r"^(\s*)(%\S+) = lshr (?:exact )?i64 (%\S+), 32\s*$")
-
-
-def _split_wide_multiplies(text):
+def _split_wide_multiplies(model):
     """Compute the high half of 32 x 32 -> 64-bit products in 32-bit pieces.
 
     libclc's float32 argument reduction multiplies two 32-bit values as
     64-bit ones and keeps both halves of the product; the low half survives
     narrowing as it is, the high half is built from 16-bit partial products.
     """
-    lines = text.splitlines()
     widened, products = {}, {}
-    for line in lines:
-        m = _ZEXT.match(line)
-        if m:
-            widened[m.group(1)] = m.group(2)
-            continue
-        m = _WIDE_MUL.match(line)
-        if m:
-            operands = [_as_int32_operand(v.strip(), widened) for v in m.group(2, 3)]
-            if None not in operands:
-                products[m.group(1)] = operands
-    if not products:
-        return text
-    out, counter = [], 0
-    for line in lines:
-        m = _HIGH_HALF.match(line)
-        if m and m.group(3) in products:
-            counter += 1
-            out += _high_half(m.group(1), m.group(2), f"%nv.mulhi.{counter}",
-                              *products[m.group(3)])
-        else:
-            out.append(line)
-    return "\n".join(out) + "\n"
+    for function in model.functions:
+        for inst in function.instructions():
+            ops = inst.operands
+            if inst.opcode == "zext" and ops[0].type == "i32" and inst.type == "i64":
+                widened[inst.name] = ops[0].value
+            elif inst.opcode == "mul" and ops[0].type == "i64":
+                halves = [_as_int32_operand(o.value, widened) for o in ops]
+                if None not in halves:
+                    products[inst.name] = halves
+    counter = 0
+    for function in model.functions:
+        for block in function.blocks or ():
+            out = []
+            for inst in block.instructions:
+                ops = inst.operands
+                if inst.opcode == "lshr" and ops[0].type == "i64" and ops[1].value == "32" \
+                        and ops[0].value in products:
+                    counter += 1
+                    out += _high_half(inst.name, f"%nv.mulhi.{counter}", *products[ops[0].value])
+                else:
+                    out.append(inst)
+            block.instructions = out
 
 
 def _as_int32_operand(value, widened):
     if value in widened:
         return widened[value]
-    if re.fullmatch(r"\d+", value) and int(value) < 2 ** 32:
-        return str(_int32(int(value)))
+    number = _integer(value)
+    if number is not None and 0 <= number < 2 ** 32:
+        return str(_int32(number))
     return None
 
 
-def _high_half(indent, result, stem, x, y):
+def _high_half(result, stem, x, y):
     lines, counter = [], [0]
 
     def emit(expression, name=None):
         if name is None:
             counter[0] += 1
             name = f"{stem}.{counter[0]}"
-        lines.append(f"{indent}{name} = {expression}")
+        lines.append(ir.instruction(f"{name} = {expression}"))
         return name
 
     a, b = emit(f"and i32 {x}, 65535"), emit(f"lshr i32 {x}, 16")

@@ -3,6 +3,7 @@
 import llvmlite.binding as llvm
 from numba.core.compiler_lock import global_compiler_lock
 
+from numba_vulkan.codegen import ir
 from numba_vulkan.errors import CompilerError
 
 _initialised = False
@@ -31,39 +32,22 @@ def _without_builtins(text):
     or copy an array (loop idiom recognition) or from runs of stores
     (MemCpyOpt): an access of a whole array that Vulkan's logical
     addressing cannot express.
+
+    Only the ``define`` lines are read, as the IR model's tokens: Numba's
+    modules (in its own printer's form) pass here unparsed.
     """
     lines = text.splitlines()
     for k, line in enumerate(lines):
-        if not line.startswith("define "):
-            continue
-        at = _parameters_end(line)
-        rest = line[at:].split(" ")
-        keep = 1  # the empty word before the leading space
-        while keep < len(rest) and (rest[keep] in ("unnamed_addr", "local_unnamed_addr")
-                                    or rest[keep].startswith("addrspace(")):
-            keep += 1
-        lines[k] = " ".join([line[:at] + " ".join(rest[:keep]), '"no-builtins"'] + rest[keep:])
+        if line.startswith("define "):
+            words = ir.tokens(line)
+            # After the name and parameters, and the words that must
+            # precede attributes.
+            at = next(i for i, w in enumerate(words) if w.startswith("@")) + 1
+            while at < len(words) and (words[at] in ("unnamed_addr", "local_unnamed_addr")
+                                       or words[at].startswith("addrspace(")):
+                at += 1
+            lines[k] = " ".join(words[:at] + ['"no-builtins"'] + words[at:])
     return "\n".join(lines) + "\n"
-
-
-def _parameters_end(line):
-    """The index just after the parameter list of a ``define`` line."""
-    i = line.index("@") + 1
-    if line[i] == '"':
-        i = line.index('"', i + 1) + 1
-    i = line.index("(", i)
-    depth, quoted = 0, False
-    while True:
-        ch = line[i]
-        if ch == '"':
-            quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
 
 
 def link(sources, triple, data_layout):

@@ -13,9 +13,10 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, groupops, int32, legalize, libclc_link,
-                                   logical, looplimit, narrow, optimize, rounding, strip,
-                                   structurize, validate, workarounds)
+from numba_vulkan.codegen import (backend, exact, fixups, groupops, indices, int32, ir,
+                                   legalize, libclc_link, logical, looplimit, narrow, optimize,
+                                   rounding, strip, structurize, validate, versioning,
+                                   workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -31,12 +32,16 @@ def _machine(job):
 
 
 def link(job):
-    """``job.sources`` (narrowed first) and the libclc functions they call,
-    linked into ``job.module`` (on a target with a loop limit, the library's
-    loops marked to stay rolled)."""
-    narrowed = narrow.sources(job.sources, job.target.narrowed)
-    kernel = optimize.link(narrowed, job.target.triple, DATA_LAYOUT)
-    texts = libclc_link.link(str(kernel))
+    """``job.sources`` linked into one, narrowed, the workgroup size
+    ``job.threads`` made a constant, and linked with the libclc functions they
+    call into ``job.module`` (on a target with a loop limit, the library's
+    loops marked to stay rolled); ``job.contract`` says whether the kernel's
+    own float operations may be fused."""
+    kernel = ir.parse(str(optimize.link(job.sources, job.target.triple, DATA_LAYOUT)))
+    narrow.module(kernel, job.target.narrowed)
+    job.contract = exact.contraction_allowed(kernel)
+    logical.constant_local_size(kernel, job.threads)
+    texts = libclc_link.link(kernel)
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
@@ -51,8 +56,9 @@ def optimise(job):
 
 def logical_addressing(job):
     """``job.text``: ``job.module`` with every access through a buffer handle
-    (``job.bindings``) instead of a byte address."""
-    job.text = logical.rewrite(str(job.module), job.bindings)
+    (``job.bindings``) instead of a byte address, at an element index
+    computed in elements where the byte offset's terms allow it."""
+    job.text = indices.element_indices(logical.rewrite(str(job.module), job.bindings))
     return job.text
 
 
@@ -66,9 +72,20 @@ def unroll_hints(job):
 
 
 def reoptimise(job):
-    """``job.module``: ``job.text`` optimised again, with what the rewrite exposed."""
+    """``job.module``: ``job.text`` optimised again, with what the rewrite
+    exposed; on a target without a loop limit (a GPU), loops bounded by
+    64-bit values get a copy for bounds that fit in 32 bits."""
     job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
     optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2)
+    if job.target.loop_limit:
+        # A CPU does 64-bit arithmetic at no extra cost, and lavapipe counts
+        # a trip of every loop an invocation passes, entered or not.
+        return str(job.module)
+    text = str(job.module)
+    versioned = versioning.version_loops(text)
+    if versioned is not text:
+        job.module = optimize.link([versioned], job.target.triple, DATA_LAYOUT)
+        job.module.verify()
     return str(job.module)
 
 
@@ -119,7 +136,7 @@ def legalise(job):
     final = legalize.legalize(job.text)
     if "int64" not in job.target.narrowed:
         final = rounding.exact_rounding(final)
-    if "float64" not in job.target.narrowed and not exact.contraction_allowed(job.sources):
+    if "float64" not in job.target.narrowed and not job.contract:
         final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)
     job.llvm_ir = final
@@ -145,7 +162,7 @@ def repair(job):
 def exact_floats(job):
     """``job.spirv`` with every float operation kept as written, unless the
     kernel allows contraction (``fastmath``)."""
-    if not exact.contraction_allowed(job.sources):
+    if not job.contract:
         job.spirv = exact.decorate(job.spirv)
     return job.spirv
 

@@ -33,20 +33,11 @@ no SSA repair) and SROA after (which turns flags and selectors back into
 SSA values); neither changes the control flow graph.
 """
 
-import re
-
 import llvmlite.binding as llvm
 
-from numba_vulkan.codegen import markers
+from numba_vulkan.codegen import ir, markers
 from numba_vulkan.errors import UnsupportedError
 
-_LABEL = re.compile(r'^((?:"[^"]*")|[-a-zA-Z$._0-9]+):(?:\s*;.*)?$')
-_NAME = r'%((?:"[^"]*")|[-a-zA-Z$._0-9]+)'
-_BR = re.compile(rf"^br label {_NAME}$")
-_CBR = re.compile(rf"^br i1 (\S+), label {_NAME}, label {_NAME}$")
-_ALLOCA = re.compile(r'^\s*(%(?:"[^"]*"|[-a-zA-Z$._0-9]+)) = alloca (.+?)(?:, align \d+)?$')
-_STORE = re.compile(r"^\s*store (?:volatile )?[^,]+, ptr (%[^\s,]+)")
-_LOAD = re.compile(r"^\s*%\S+ = load (?:volatile )?[^,]+, ptr (%[^\s,]+)")
 #: Most exits a loop may leave by as breaks. The backend's structurizer
 #: gives a loop left by several edges a new exit block that branches on
 #: which edge was taken; for three or more edges, and around nested loops,
@@ -54,7 +45,13 @@ _LOAD = re.compile(r"^\s*%\S+ = load (?:volatile )?[^,]+, ptr (%[^\s,]+)")
 #: rejects. So only innermost loops with at most this many exits leave by
 #: breaks; others leave through a flag tested in their latch.
 _MAX_BREAKS = 2
-_ODD_INT = re.compile(r"(?<=[\s(<\[{,])i(?!(?:1|8|16|32|64)\b)\d+\b")
+#: The integer widths Vulkan has types for.
+_INT_WIDTHS = ("1", "8", "16", "32", "64")
+
+
+def _code(lines):
+    """Instructions from their text (or the instructions themselves)."""
+    return [ir.instruction(line.strip()) if isinstance(line, str) else line for line in lines]
 
 
 class _Block:
@@ -84,7 +81,8 @@ class _Block:
             if self.term[2] == self.term[3]:
                 self.term = ("br", self.term[2])
 
-    def text(self):
+    def model(self):
+        """The block as an :class:`~numba_vulkan.codegen.ir.Block`."""
         kind = self.term[0]
         if kind == "br":
             term = f"br label %{self.term[1]}"
@@ -92,7 +90,7 @@ class _Block:
             term = f"br i1 {self.term[1]}, label %{self.term[2]}, label %{self.term[3]}"
         else:
             term = self.term[1]
-        return [f"{self.name}:"] + self.body + ["  " + term]
+        return ir.Block(self.name, self.body + [ir.instruction(term)])
 
 
 class _Loop:
@@ -108,79 +106,52 @@ class _Loop:
 class _Function:
     """The blocks of one function in reg2mem form, and the rewrite."""
 
-    def __init__(self, lines, breaks=True):
+    def __init__(self, function, breaks=True):
         self.breaks = breaks
         self.blocks = {}
         self.order = []
         self.counter = 0
         self.allocas = []
         self.uses_push = False
-        self._parse(lines)
+        for block in function.blocks:
+            name = "nv.entry" if block.label is None else block.label
+            self.blocks[name] = _Block(name, block.instructions[:-1],
+                                       self._terminator(block.terminator))
+            self.order.append(name)
         self.entry = self.order[0]
-        self.alloca_types = {}
-        for line in self.blocks[self.entry].body:
-            m = _ALLOCA.match(line)
-            if m:
-                self.alloca_types[m.group(1)] = m.group(2)
+        self.alloca_types = {inst.name: inst.type for inst in self.blocks[self.entry].body
+                             if inst.opcode == "alloca"}
         self._unify_returns()
         self._remove_forwarders()
 
     # Parsing and printing ------------------------------------------------
 
-    def _parse(self, lines):
-        name, body = None, []
-        for line in lines:
-            stripped = line.strip()
-            if not stripped or stripped.startswith(";"):
-                continue
-            m = _LABEL.match(stripped)
-            if m:
-                if name is not None or body:
-                    raise UnsupportedError(f"block {name} has no terminator")
-                name, body = m.group(1), []
-                continue
-            if name is None:
-                name = "nv.entry"
-            body.append(line)
-            term = self._terminator(stripped)
-            if term is not None:
-                body.pop()
-                self.blocks[name] = _Block(name, body, term)
-                self.order.append(name)
-                name, body = None, []
-        if name is not None or body:
-            raise UnsupportedError("the kernel's last block has no terminator")
-
     @staticmethod
-    def _terminator(text):
-        text = re.sub(r", !\S+ !\d+", "", text)
-        m = _BR.match(text)
-        if m:
-            return ("br", m.group(1))
-        m = _CBR.match(text)
-        if m:
-            cond, t, f = m.groups()
+    def _terminator(inst):
+        """The terminator ``inst`` as ``("br", target)``, ``("cbr", condition,
+        target, target)``, ``("ret", text)`` or ``("unreachable", text)``;
+        loop metadata is dropped."""
+        op = inst.opcode
+        if op == "br":
+            labels = [o.value[1:] for o in inst.operands if o.type == "label"]
+            if len(labels) == 1:
+                return ("br", labels[0])
+            cond = inst.operands[0].value
             if cond == "true":
-                return ("br", t)
+                return ("br", labels[0])
             if cond == "false":
-                return ("br", f)
-            return ("cbr", cond, t, f)
-        if text.startswith("ret "):
-            return ("ret", text)
-        if text == "unreachable":
-            return ("unreachable", text)
-        word = text.split(None, 1)[0]
-        if word in ("switch", "indirectbr", "invoke", "callbr", "resume"):
-            raise UnsupportedError(f"control flow instruction {word} in a kernel: {text}")
-        return None
+                return ("br", labels[1])
+            return ("cbr", cond, *labels)
+        if op in ("ret", "unreachable"):
+            return (op, str(inst))
+        if op in ("switch", "indirectbr", "invoke", "callbr", "resume"):
+            raise UnsupportedError(f"control flow instruction {op} in a kernel: {inst}")
+        raise UnsupportedError(f"a block of the kernel ends in {inst}, not a terminator")
 
-    def text(self):
-        out = []
-        entry = self.blocks[self.entry]
-        entry.body[0:0] = self.allocas
-        for name in self.order:
-            out.extend(self.blocks[name].text())
-        return out
+    def model(self):
+        """The blocks, with the allocas added, as IR model blocks."""
+        self.blocks[self.entry].body[0:0] = self.allocas
+        return [self.blocks[name].model() for name in self.order]
 
     # Helpers ---------------------------------------------------------------
 
@@ -190,13 +161,13 @@ class _Function:
 
     def new_block(self, prefix, body, term):
         name = self.fresh(prefix)
-        self.blocks[name] = _Block(name, list(body), term)
+        self.blocks[name] = _Block(name, _code(body), term)
         self.order.append(name)
         return name
 
     def alloca(self, prefix, ty):
         name = "%" + self.fresh(prefix)
-        self.allocas.append(f"  {name} = alloca {ty}, align 4")
+        self.allocas.append(ir.instruction(f"{name} = alloca {ty}, align 4"))
         return name
 
     def preds(self):
@@ -251,6 +222,7 @@ class _Function:
         ``stores`` on the way (in ``source`` itself when it branches
         unconditionally, else in a new block on the edge)."""
         block = self.blocks[source]
+        stores = _code(stores)
         if not stores:
             block.retarget(old, new)
         elif block.term == ("br", old):
@@ -499,12 +471,8 @@ class _Function:
         """Allocas (of reg2mem) stored in the loop and loaded after it, with
         their types; handles and pointers stay as they are (a phi of them
         would need variable pointers, and they do not vary by lane)."""
-        stored = set()
-        for n in inside:
-            for line in self.blocks[n].body:
-                m = _STORE.match(line)
-                if m:
-                    stored.add(m.group(1))
+        stored = {inst.operands[1].value for n in inside for inst in self.blocks[n].body
+                  if inst.opcode == "store" and inst.operands[1].type == "ptr"}
         after, stack = set(), [t for t in targets]
         while stack:
             n = stack.pop()
@@ -512,12 +480,8 @@ class _Function:
                 continue
             after.add(n)
             stack.extend(self.blocks[n].succs())
-        loaded = set()
-        for n in after:
-            for line in self.blocks[n].body:
-                m = _LOAD.match(line)
-                if m:
-                    loaded.add(m.group(1))
+        loaded = {inst.operands[0].value for n in after for inst in self.blocks[n].body
+                  if inst.opcode == "load" and inst.operands[0].type == "ptr"}
         return {a: self.alloca_types[a] for a in sorted(stored & loaded)
                 if a in self.alloca_types and not self.alloca_types[a].startswith(("ptr", "target"))}
 
@@ -659,17 +623,33 @@ class _Function:
         return head
 
 
-_PTR_CALL = re.compile(r"^(\s*)(%[-\w.$]+) = (?:tail )?call (ptr addrspace\(\d+\)) "
-                       r"(@[-\w.$]+)\((.*)\)\s*$")
-_PTR_PHI = re.compile(r"^(\s*)(%[-\w.$]+) = phi (ptr addrspace\(\d+\)) (.*)$")
-_PTR_SELECT = re.compile(r"^(\s*)(%[-\w.$]+) = select i1 (\S+), (ptr addrspace\(\d+\)) (\S+), "
-                         r"ptr addrspace\(\d+\) (\S+)\s*$")
-_HANDLE = re.compile(r"^\s*(%[-\w.$]+) = (?:tail )?call target\(.*@llvm\.spv\.resource\."
-                     r"handlefrombinding")
-_TOKEN = re.compile(r"%[-\w.$]+")
-_HANDLE_PHI = re.compile(r"^\s*(%[-\w.$]+) = phi target\(\"spirv\.VulkanBuffer\".*?\) (\[.*)$")
-_INCOMING = re.compile(r"\[ ([^,\s]+), ")
 _ELEMENT_CALLEES = ("@llvm.spv.resource.getpointer.", f"@{markers.ELEMENT}")
+
+
+def _is_handle(inst):
+    """Whether ``inst`` makes a buffer handle."""
+    return (inst.opcode == "call" and inst.type.startswith("target(")
+            and inst.callee.startswith("@llvm.spv.resource.handlefrombinding"))
+
+
+def _element_pointer(inst):
+    """Whether ``inst`` computes an element pointer of a buffer or a global."""
+    return (inst.opcode == "call" and inst.type.startswith("ptr addrspace(")
+            and inst.callee.startswith(_ELEMENT_CALLEES))
+
+
+def _pointer_choice(inst, opcode):
+    """Whether ``inst`` is a ``phi`` or ``select`` (``opcode``) of element pointers."""
+    if inst.opcode != opcode:
+        return False
+    ty = inst.type if opcode == "phi" else inst.operands[1].type
+    return (ty or "").startswith("ptr addrspace(")
+
+
+def _call(name, like, operands):
+    """A call of ``like``'s callee named ``name`` with ``operands``."""
+    return ir.Instruction("call", [ir.Operand(o.type, o.value, o.attrs) for o in operands],
+                          name=name, type=like.type, callee=like.callee)
 
 
 class _PointerLocaliser:
@@ -685,8 +665,8 @@ class _PointerLocaliser:
     Buffer handles move to the entry block, which dominates every use.
     """
 
-    def __init__(self, lines):
-        self.lines = list(lines)
+    def __init__(self, function):
+        self.function = function
         self.counter = 0
 
     def fresh(self, name):
@@ -699,19 +679,6 @@ class _PointerLocaliser:
             pass
         self.split_selects()
         self.repeat_calls()
-        return self.lines
-
-    def blocks(self):
-        """(label, first line, end line) of each block of the body."""
-        out, label, first = [], "nv.entry", 0
-        for i, line in enumerate(self.lines):
-            m = _LABEL.match(line.strip())
-            if m:
-                if i > first:
-                    out.append((label, first, i))
-                label, first = m.group(1), i + 1
-        out.append((label, first, len(self.lines)))
-        return out
 
     def hoist_handles(self):
         """Move the handles to the entry block, one per binding.
@@ -720,167 +687,140 @@ class _PointerLocaliser:
         copies in a phi; a phi of handles has no SPIR-V form, so copies
         become the first call and phis of one handle become that handle."""
         handles, same = {}, {}
-        for line in self.lines:
-            if _HANDLE.match(line):
-                name, _, call = line.strip().partition(" = ")
-                same[name] = handles.setdefault(call.removeprefix("tail ").removeprefix("call "),
-                                                name)
+        for inst in self.function.instructions():
+            if _is_handle(inst):
+                call = ir.Instruction("call", inst.operands, type=inst.type,
+                                      callee=inst.callee, tail=inst.tail)
+                same[inst.name] = handles.setdefault(str(call), (inst.name, call))[0]
         if not handles:
             return
+        phis = [inst for inst in self.function.instructions() if inst.opcode == "phi"
+                and (inst.type or "").startswith('target("spirv.VulkanBuffer"')]
         changed = True
         while changed:
             changed = False
-            for line in self.lines:
-                m = _HANDLE_PHI.match(line)
-                if m and m.group(1) not in same:
-                    incoming = {same.get(v, v) for v in _INCOMING.findall(m.group(2))}
-                    incoming -= {"undef", "poison", m.group(1)}
+            for phi in phis:
+                if phi.name not in same:
+                    incoming = {same.get(str(o.value), str(o.value)) for o in phi.operands}
+                    incoming -= {"undef", "poison", phi.name}
                     if len(incoming) == 1 and incoming <= set(same.values()):
-                        same[m.group(1)] = incoming.pop()
+                        same[phi.name] = incoming.pop()
                         changed = True
-        rest = []
-        for line in self.lines:
-            if _HANDLE.match(line) or (_HANDLE_PHI.match(line) and
-                                       _HANDLE_PHI.match(line).group(1) in same):
-                continue
-            rest.append(_TOKEN.sub(lambda t: same.get(t.group(0), t.group(0)), line))
-        entry = next(i for i, line in enumerate(rest)
-                     if line.strip() and not _LABEL.match(line.strip()))
-        calls = [f"  {name} = call {call}" for call, name in handles.items()]
-        self.lines = rest[:entry] + calls + rest[entry:]
+        for block in self.function.blocks:
+            block.instructions = [inst for inst in block.instructions
+                                  if not (_is_handle(inst) or inst.name in same)]
+            for inst in block.instructions:
+                for holder, value in inst.values():
+                    if value in same:
+                        holder.value = same[value]
+        calls = []
+        for name, call in handles.values():
+            call.name = name
+            calls.append(call)
+        self.function.blocks[0].instructions[0:0] = calls
 
     def calls(self):
-        found = {}
-        for line in self.lines:
-            m = _PTR_CALL.match(line)
-            if m and m.group(4).startswith(_ELEMENT_CALLEES):
-                found[m.group(2)] = m
-        return found
+        return {inst.name: inst for inst in self.function.instructions()
+                if _element_pointer(inst)}
 
     def merge_phis(self):
         """Rewrite one phi of element pointers whose incoming values are all
         element-pointer calls on one object; return whether it did."""
         calls = self.calls()
-        for i, line in enumerate(self.lines):
-            m = _PTR_PHI.match(line)
-            if not m:
-                continue
-            indent, name, ty, incoming = m.groups()
-            pairs = re.findall(r"\[\s*([^,\]]+),\s*([^\]]+)\]", incoming)
-            known = [calls.get(v.strip()) for v, _ in pairs]
-            if any(k is None and v.strip() not in ("undef", "poison") for k, (v, _) in
-                   zip(known, pairs)):
-                continue
-            defined = [k for k in known if k is not None]
-            if not defined:
-                continue
-            callee, base, count = self._shape(defined[0])
-            if any(self._shape(k) != (callee, base, count) for k in defined):
-                raise UnsupportedError(f"a pointer may point into two different arrays: "
-                                       f"{line.strip()}")
-            new = []
-            indices = []
-            for j in range(count):
-                index = self.fresh(f"{name}.index{j}")
-                parts = []
-                for k, (value, block) in zip(known, pairs):
-                    arg = self._args(k)[1 + j] if k is not None else "i32 undef"
-                    parts.append(f"[ {arg.split()[-1]}, {block.strip()} ]")
-                new.append(f"{indent}{index} = phi i32 {', '.join(parts)}")
-                indices.append(f"i32 {index}")
-            del self.lines[i]
-            # The element pointer itself goes after the block's last phi.
-            at = i
-            while at < len(self.lines) and " = phi " in self.lines[at]:
-                at += 1
-            call = (f"{indent}{name} = call {ty} {callee}({base}, {', '.join(indices)})")
-            self.lines[at:at] = [call]
-            self.lines[i:i] = new
-            return True
-        for line in self.lines:
-            if _PTR_PHI.match(line):
-                raise UnsupportedError(f"a pointer phi Vulkan cannot express: {line.strip()}")
+        for block in self.function.blocks:
+            for i, inst in enumerate(block.instructions):
+                if not _pointer_choice(inst, "phi"):
+                    continue
+                values = [str(o.value) for o in inst.operands]
+                known = [calls.get(v) for v in values]
+                if any(k is None and v not in ("undef", "poison")
+                       for k, v in zip(known, values)):
+                    continue
+                defined = [k for k in known if k is not None]
+                if not defined:
+                    continue
+                shape = self._shape(defined[0])
+                if any(self._shape(k) != shape for k in defined):
+                    raise UnsupportedError(f"a pointer may point into two different arrays: "
+                                           f"{inst}")
+                indices = []
+                for j in range(shape[2]):
+                    index = ir.Instruction(
+                        "phi", [ir.Operand(None, k.operands[1 + j].value if k is not None
+                                           else "undef") for k in known],
+                        name=self.fresh(f"{inst.name}.index{j}"), type="i32",
+                        labels=list(inst.labels))
+                    indices.append(index)
+                del block.instructions[i]
+                # The element pointer itself goes after the block's last phi.
+                at = i
+                while at < len(block.instructions) and block.instructions[at].opcode == "phi":
+                    at += 1
+                block.instructions[at:at] = [_call(inst.name, defined[0], [
+                    defined[0].operands[0], *(ir.Operand("i32", p.name) for p in indices)])]
+                block.instructions[i:i] = indices
+                return True
+        for inst in self.function.instructions():
+            if _pointer_choice(inst, "phi"):
+                raise UnsupportedError(f"a pointer phi Vulkan cannot express: {inst}")
         return False
 
     @staticmethod
-    def _args(match):
-        from numba_vulkan.codegen.logical import split_top
-        return split_top(match.group(5))
-
-    def _shape(self, match):
-        args = self._args(match)
-        return match.group(4), args[0], len(args) - 1
+    def _shape(call):
+        return call.callee, str(call.operands[0]), len(call.operands) - 1
 
     def split_selects(self):
         """A select of two element pointers becomes, at each load through
         it, a select of two loads; the pointers may be in two arrays."""
-        out = []
         selects = {}
-        for line in self.lines:
-            m = _PTR_SELECT.match(line)
-            if m:
-                selects[m.group(2)] = m
-                continue
-            out.append(line)
+        for block in self.function.blocks:
+            selects.update((inst.name, inst) for inst in block.instructions
+                           if _pointer_choice(inst, "select"))
+            block.instructions = [inst for inst in block.instructions
+                                  if inst.name not in selects]
         if not selects:
             return
-        result = []
-        for line in out:
-            m = re.match(r"^(\s*)(%[-\w.$]+) = load ([^,]+), (ptr addrspace\(\d+\)) "
-                         r"(%[-\w.$]+)(.*)$", line)
-            if m and m.group(5) in selects:
-                indent, name, ty, pty, ptr, rest = m.groups()
-                sel = selects[ptr]
-                a, b = self.fresh(f"{name}.a"), self.fresh(f"{name}.b")
-                result += [f"{indent}{a} = load {ty}, {pty} {sel.group(5)}{rest}",
-                           f"{indent}{b} = load {ty}, {pty} {sel.group(6)}{rest}",
-                           f"{indent}{name} = select i1 {sel.group(3)}, {ty} {a}, {ty} {b}"]
-                continue
-            for token in _TOKEN.findall(line):
-                if token in selects:
-                    raise UnsupportedError(f"a pointer select Vulkan cannot express: "
-                                           f"{line.strip()}")
-            result.append(line)
-        self.lines = result
+        for block in self.function.blocks:
+            out = []
+            for inst in block.instructions:
+                if inst.opcode == "load" and inst.operands[0].value in selects:
+                    cond, a, b = selects[inst.operands[0].value].operands
+                    loads = []
+                    for side, pointer in (("a", a), ("b", b)):
+                        load = ir.Instruction("load", [ir.Operand(pointer.type, pointer.value)],
+                                              name=self.fresh(f"{inst.name}.{side}"),
+                                              flags=list(inst.flags), type=inst.type,
+                                              tail=inst.tail)
+                        loads.append(load)
+                    out += loads + [ir.instruction(
+                        f"{inst.name} = select {cond}, {inst.type} {loads[0].name}, "
+                        f"{inst.type} {loads[1].name}")]
+                    continue
+                if any(value in selects for _, value in inst.values()):
+                    raise UnsupportedError(f"a pointer select Vulkan cannot express: {inst}")
+                out.append(inst)
+            block.instructions = out
 
     def repeat_calls(self):
         calls = self.calls()
         home = {}
-        for label, first, end in self.blocks():
-            for i in range(first, end):
-                m = _PTR_CALL.match(self.lines[i])
-                if m and m.group(2) in calls:
-                    home[m.group(2)] = label
-        out = []
-        for label, first, end in self.blocks():
-            if first > 0:
-                out.append(self.lines[first - 1])
-            for i in range(first, end):
-                line = self.lines[i]
-                match = _PTR_CALL.match(line)
-                own = match.group(2) if match else None
-                for token in dict.fromkeys(_TOKEN.findall(line)):
-                    if token in calls and token != own and home[token] != label:
-                        call = calls[token]
-                        copy = self.fresh(token)
-                        out.append(f"{call.group(1)}{copy} = call {call.group(3)} "
-                                   f"{call.group(4)}({call.group(5)})")
-                        line = re.sub(re.escape(token) + r"(?![-\w.$])", copy, line)
-                out.append(line)
-        self.lines = out
-
-
-def _function_bounds(lines, entry):
-    start = end = None
-    for i, line in enumerate(lines):
-        if line.startswith("define ") and f"@{entry}(" in line:
-            start = i
-        elif start is not None and line.startswith("}"):
-            end = i
-            break
-    if start is None or end is None:
-        raise UnsupportedError(f"the module has no function {entry}")
-    return start, end
+        for block in self.function.blocks:
+            for inst in block.instructions:
+                if inst.name in calls:
+                    home[inst.name] = block.label
+        for block in self.function.blocks:
+            out = []
+            for inst in block.instructions:
+                copies = {}
+                for holder, value in list(inst.values()):
+                    if value in calls and value != inst.name and home[value] != block.label:
+                        if value not in copies:
+                            call = calls[value]
+                            copies[value] = self.fresh(value)
+                            out.append(_call(copies[value], call, call.operands))
+                        holder.value = copies[value]
+                out.append(inst)
+            block.instructions = out
 
 
 def _run(module, tm, add_passes):
@@ -910,28 +850,25 @@ def structurize(module, tm, entry="main", breaks=True, instrument=None):
     """
     _run(module, tm, lambda pm: (pm.add_lower_switch_pass(),
                                  pm.add_instruction_namer_pass()))
-    lines = str(module).splitlines()
-    start, end = _function_bounds(lines, entry)
-    lines[start + 1:end] = _PointerLocaliser(lines[start + 1:end]).run()
-    module = llvm.parse_assembly("\n".join(lines) + "\n")
+    model = ir.parse(str(module))
+    _PointerLocaliser(_function(model, entry)).run()
+    module = llvm.parse_assembly(str(model))
     _run(module, tm, lambda pm: pm.add_register_to_memory_pass())
-    lines = str(module).splitlines()
-    start, end = _function_bounds(lines, entry)
-    function = _Function(lines[start + 1:end], breaks)
+    model = ir.parse(str(module))
+    kernel = _function(model, entry)
+    function = _Function(kernel, breaks)
     loops = function.normalise_loops()
     function.structure(loops)
     declarations = [f"declare i32 @{markers.PUSH}i32(i32)"] if function.uses_push else []
     if instrument is not None and loops:
         declarations += instrument(function, loops)
+    kernel.blocks = function.model()
     for declaration in declarations:
-        name = re.search(r"@[-\w.$]+", declaration).group(0)
-        if not any(line.startswith(f"{name} ") or
-                   (line.startswith("declare ") and f" {name}(" in line) for line in lines):
-            lines[start:start] = [declaration]
-            start += 1
-            end += 1
-    text = "\n".join(lines[:start + 1] + function.text() + lines[end:]) + "\n"
-    result = llvm.parse_assembly(text)
+        item = ir.parse(declaration).items[0]
+        if item.name not in model.globals and all(f.name != item.name
+                                                  for f in model.functions):
+            model.add(item, before=kernel)
+    result = llvm.parse_assembly(str(model))
     result.verify()
     # No instruction combining here: it would fold the computations after
     # a loop into the phis that join_after placed there.
@@ -940,10 +877,32 @@ def structurize(module, tm, entry="main", breaks=True, instrument=None):
     return result
 
 
+def _function(model, entry):
+    """The definition of ``entry`` in the IR model ``model``."""
+    function = next((f for f in model.functions if f.name == f"@{entry}"), None)
+    if function is None or function.blocks is None:
+        raise UnsupportedError(f"the module has no function {entry}")
+    return function
+
+
+def _odd_integer(word):
+    """Whether ``word`` is an integer type Vulkan has no type for."""
+    return word[:1] == "i" and word[1:].isdigit() and word[1:] not in _INT_WIDTHS
+
+
+#: Punctuation that separates the words of IR text, as spaces.
+_SEPARATORS = str.maketrans("()[]{}<>,=*", " " * 11)
+
+
 def check_integer_widths(text):
     """Raise if the IR uses an integer type that Vulkan has no type for."""
+    if not any(_odd_integer(w) for w in text.translate(_SEPARATORS).split()):
+        # Only a word that could be one is looked at again, line by line.
+        return
     for line in text.splitlines():
-        if _ODD_INT.search(line) and not line.lstrip().startswith((";", "declare", "!")):
-            m = _ODD_INT.search(line)
-            raise UnsupportedError(f"the optimised kernel uses the integer type {m.group(0)}, "
+        if line.lstrip().startswith((";", "declare", "!")):
+            continue
+        odd = next((w for w in ir.words(line) if _odd_integer(w)), None)
+        if odd is not None:
+            raise UnsupportedError(f"the optimised kernel uses the integer type {odd}, "
                                    f"which Vulkan cannot express: {line.strip()}")

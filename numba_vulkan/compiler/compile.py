@@ -134,7 +134,7 @@ def normalise_argtypes(argtypes):
 
 
 def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_add=False,
-                   max_push_constants=DEFAULT.max_push_constants):
+                   max_push_constants=DEFAULT.max_push_constants, shared_bytes=0):
     """Type and lower ``pyfunc`` for ``argtypes``; return a :class:`KernelIR`.
 
     Args:
@@ -146,6 +146,8 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
             hardware; if not, float atomics are compare-and-swap loops.
         max_push_constants: The target's push constant size: arguments
             past it travel in the argument buffer (see :mod:`numba_vulkan.abi`).
+        shared_bytes: Bytes of dynamic shared memory, the room of every
+            ``shared.array(0, dtype)``.
     """
     options = dict(options or {})
     argtypes = normalise_argtypes(argtypes)
@@ -157,6 +159,7 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
         # bit functions the other; the lock keeps them per compile.
         target_context.float32_atomic_add = float32_atomic_add
         target_context.int64_narrowed = "int64" in narrowed
+        target_context.dynamic_shared_bytes = shared_bytes
         try:
             cres = compiler.compile_extra(typing_context, target_context, pyfunc,
                                           args=argtypes, return_type=None,
@@ -173,6 +176,7 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
         finally:
             target_context.float32_atomic_add = False
             target_context.int64_narrowed = False
+            target_context.dynamic_shared_bytes = 0
         if cres.signature.return_type not in (types.none, types.void):
             raise CompilerError(diagnostics.located(
                 pyfunc, f"it returns {cres.signature.return_type}; kernels must not return "

@@ -78,6 +78,8 @@ class Compilation:
         machine: LLVM's target machine for ``target``, made on first use.
         module: The LLVM module (``llvmlite.binding.ModuleRef``) between
             the stages that link and optimise.
+        contract: Whether the kernel's own float operations may be fused
+            (``fastmath``), found at link.
         text: IR text between the stages that rewrite text.
         llvm_ir: The IR handed to the backend.
         spirv: The SPIR-V module.
@@ -86,6 +88,7 @@ class Compilation:
             target with a loop limit the one after the arrays.
         loop_check: Whether the module reports reaching the target's loop
             limit there (:mod:`numba_vulkan.codegen.looplimit`).
+        shared_bytes: Bytes of dynamic shared memory it is compiled for.
     """
 
     pyfunc: object
@@ -102,12 +105,14 @@ class Compilation:
     cache_key: str = None
     machine: object = None
     module: object = None
+    contract: bool = False
     text: str = None
     llvm_ir: str = None
     spirv: bytes = None
     capabilities: list = None
     status: int = None
     loop_check: bool = False
+    shared_bytes: int = 0
 
     @property
     def label(self):
@@ -131,7 +136,7 @@ def _numba(job):
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
     kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
                                job.options, job.target.float32_atomic_add,
-                               job.target.max_push_constants)
+                               job.target.max_push_constants, job.shared_bytes)
     _warn_if_narrowed(job, kernel_ir)
     job.kernel_ir = kernel_ir
     job.sources = kernel_ir.modules
@@ -213,8 +218,9 @@ STAGES = (
           "an entry point that reads the arguments through marker calls"),
     Stage("cache", _lookup, "the kernel cache's `kernels/` tier, keyed on Numba's IR: a hit "
           "ends the compilation here"),
-    Stage("link", _codegen("link"), "64-bit types the target lacks are narrowed; the modules "
-          "and the libclc functions they call are linked into one", llvm=True),
+    Stage("link", _codegen("link"), "Numba's modules are linked into one, the 64-bit types "
+          "the target lacks narrowed and the workgroup size made a constant, then linked with "
+          "the libclc functions they call", llvm=True),
     Stage("optimize", _codegen("optimise"), "everything is inlined into the entry point and "
           "optimised, with no C library, so that no loop becomes an `llvm.memset` or "
           "`llvm.memcpy` of a whole array", llvm=True),
@@ -377,7 +383,7 @@ def run(job, stages=None):
     return job
 
 
-def compile(pyfunc, signature, threads, target, options=None, name=None):
+def compile(pyfunc, signature, threads, target, options=None, name=None, shared_bytes=0):
     """Compile a kernel for one signature, workgroup size and target.
 
     Args:
@@ -387,6 +393,9 @@ def compile(pyfunc, signature, threads, target, options=None, name=None):
         target: The :class:`~numba_vulkan.target.TargetDescription`.
         options: The kernel's ``nv.jit`` options.
         name: The kernel's name in messages; its qualified name by default.
+        shared_bytes: Bytes of dynamic shared memory (``shared.array(0, dtype)``
+            views them); the kernel cache tells sizes apart by the IR, which
+            holds the size.
 
     Returns:
         The :class:`~numba_vulkan.compiled.CompiledKernel`.
@@ -395,10 +404,12 @@ def compile(pyfunc, signature, threads, target, options=None, name=None):
         CompilerError: The kernel cannot be compiled.
     """
     job = Compilation(pyfunc, name or pyfunc.__qualname__, tuple(signature), tuple(threads),
-                      target, target, dict(options or {}))
+                      target, target, dict(options or {}), shared_bytes=shared_bytes)
     job = run(job)
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
+    if shared_bytes:
+        metadata["shared_bytes"] = shared_bytes
     capabilities = job.capabilities or spirv.capabilities(job.spirv)
     params = kernel_ir.params
     if job.loop_check:

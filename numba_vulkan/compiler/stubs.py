@@ -14,6 +14,7 @@ from numba.core.typing.typeof import typeof_impl
 from numba.np.arrayobj import populate_array
 
 from numba_vulkan import intrinsics
+from numba_vulkan.errors import UnsupportedError
 from numba_vulkan.codegen import markers
 
 typing_registry = Registry()
@@ -241,7 +242,7 @@ def _dtype(ty):
     return None
 
 
-def _array_template(func, what):
+def _array_template(func, what, dynamic=False):
     class ArrayTemplate(CallableTemplate):
         key = func
         prefer_literal = True
@@ -254,15 +255,21 @@ def _array_template(func, what):
                         f"{what}(shape, dtype): shape must be an int or a tuple of ints known "
                         f"at compile time and dtype a NumPy scalar type or its name; got "
                         f"{shape}, {dtype}")
+                if dynamic and dims == (0,):
+                    # numba.cuda's dynamic shared memory: sized at launch.
+                    return types.Array(_dtype(dtype), 1, "C")
                 if any(d < 1 for d in dims):
-                    raise TypingError(f"{what}: every extent must be positive, not {dims}")
+                    hint = (" (shape 0, and only it, is the launch's dynamic shared memory)"
+                            if dynamic else "")
+                    raise TypingError(f"{what}: every extent must be positive, not "
+                                      f"{dims}{hint}")
                 return types.Array(_dtype(dtype), len(dims), "C")
             return typer
 
     typing_registry.register_global(func, types.Function(ArrayTemplate))
 
 
-_array_template(intrinsics.shared.array, "nv.shared.array")
+_array_template(intrinsics.shared.array, "nv.shared.array", dynamic=True)
 _array_template(intrinsics.local.array, "nv.local.array")
 
 def _array_value(context, builder, aryty, dims, data):
@@ -283,6 +290,8 @@ def _array_value(context, builder, aryty, dims, data):
 @lowering_registry.lower(intrinsics.shared.array, types.Any, types.Any)
 def _lower_shared_array(context, builder, sig, args):
     dims = _literal_shape(sig.args[0])
+    if dims == (0,):
+        return _dynamic_shared_array(context, builder, sig.return_type)
     storage = ir.ArrayType(context.get_data_type(sig.return_type.dtype), math.prod(dims))
     # Workgroup memory is a module-level variable in LLVM's address space 3;
     # Numba's arrays hold generic pointers, so the data pointer is a cast.
@@ -295,6 +304,46 @@ def _lower_shared_array(context, builder, sig, args):
     var.align = 16
     data = builder.addrspacecast(var, ir.PointerType(storage))
     return _array_value(context, builder, sig.return_type, dims, data)
+
+
+#: The workgroup variable behind every ``shared.array(0, dtype)`` of a kernel.
+DYNAMIC_SHARED = "nv.dynamic_shared"
+
+
+def _dynamic_shared_array(context, builder, aryty):
+    """A view of the launch's dynamic shared memory, as numba.cuda's: every
+    such array of a kernel starts at the same byte, and holds as many
+    elements of its dtype as the launch's ``shared_bytes`` has room for.
+
+    The kernel is compiled for one size (the target context's
+    ``dynamic_shared_bytes``, set per compile), so the block is an ordinary
+    workgroup array: SPIR-V has no unsized workgroup arrays, and LLVM's
+    backend cannot size one by a specialization constant.
+    """
+    nbytes = getattr(context, "dynamic_shared_bytes", 0)
+    module = builder.module
+    elem = context.get_data_type(aryty.dtype)
+    item = context.get_abi_sizeof(elem)
+    try:
+        var = module.get_global(DYNAMIC_SHARED)
+    except KeyError:
+        # Typed by its first view: logical addressing reads and writes
+        # workgroup arrays by element. At least one element: SPIR-V has no
+        # empty arrays. Linked once across the kernel's modules, so that
+        # device functions see the same block.
+        storage = ir.ArrayType(elem, max(-(-nbytes // item), 1))
+        var = ir.GlobalVariable(module, storage, DYNAMIC_SHARED, addrspace=WORKGROUP)
+        var.linkage = "linkonce_odr"
+        var.initializer = ir.Constant(storage, ir.Undefined)
+        var.align = 16
+    first = context.get_abi_sizeof(var.value_type.element)
+    if first != item:
+        raise UnsupportedError(
+            f"shared.array(0, {aryty.dtype}) views the dynamic shared memory that an "
+            f"earlier shared.array(0, ...) views with {first}-byte elements: here every "
+            "view of it must have elements of one size (take a slice of one view instead)")
+    data = builder.addrspacecast(var, ir.PointerType(var.value_type))
+    return _array_value(context, builder, aryty, (nbytes // item,), data)
 
 
 @lowering_registry.lower(intrinsics.local.array, types.Any, types.Any)

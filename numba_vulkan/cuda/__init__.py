@@ -123,27 +123,23 @@ def jit(func_or_sig=None, device=False, **options):
 class _Kernel(_dispatcher.VulkanDispatcher):
     """A kernel that also takes numba.cuda's launch forms
     ``kernel[blocks, threads, stream]`` and
-    ``kernel[blocks, threads, stream, shared_bytes]`` (``shared_bytes`` 0)."""
+    ``kernel[blocks, threads, stream, shared_bytes]``: ``shared_bytes`` of
+    dynamic shared memory, which every ``cuda.shared.array(0, dtype)`` of the
+    kernel views (compiled once per distinct size)."""
 
     def __getitem__(self, config):
         if isinstance(config, tuple) and len(config) in (3, 4):
             _check_stream(config[2])
-            if len(config) == 4 and config[3] != 0:
-                raise UnsupportedError(
-                    f"{self.__qualname__}[blocks, threads, stream, {config[3]!r}]: dynamic "
-                    "shared memory is not supported; give cuda.shared.array a shape known "
-                    "at compile time and launch with shared_bytes 0")
-            config = config[:2]
+            config = config[:2] + config[3:]
         return super().__getitem__(config)
 
     def forall(self, ntasks, tpb=0, stream=0, sharedmem=0, threads=None):
         """A launch covering ``ntasks`` invocations, ``tpb`` per block (the
-        device's choice for 0), as numba.cuda's ``forall``."""
+        device's choice for 0), with ``sharedmem`` bytes of dynamic shared
+        memory, as numba.cuda's ``forall``."""
         _check_stream(stream)
-        if sharedmem:
-            raise UnsupportedError(f"{self.__qualname__}.forall(sharedmem={sharedmem!r}): "
-                                   "dynamic shared memory is not supported")
-        return super().forall(ntasks, threads or tpb or None)
+        return super().forall(ntasks, threads or tpb or None,
+                              _dispatcher._shared_bytes(sharedmem, "sharedmem"))
 
     @property
     def overloads(self):
@@ -258,23 +254,43 @@ def event_elapsed_time(evtstart, evtend):
 
 
 def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
-    """A host array to copy to and from: an ordinary NumPy array (copies are
-    staged by the device, so page-locking would gain nothing here)."""
+    """A host array in memory the device copies to and from directly: a
+    NumPy array (:class:`numba_vulkan.runtime.memory.HostArray`) in
+    host-visible memory of the current device. ``d.copy_to_host(ary,
+    stream=s)`` into it is one device copy, asynchronous on a stream; a
+    kernel given it uses it in place, as a mapped array."""
     if strides is not None:
-        raise UnsupportedError("pinned_array: strides are not supported")
-    return np.empty(shape, dtype, order=order)
+        raise UnsupportedError("pinned_array: strides are not supported; use order='C' or "
+                               "'F', or a view")
+    return _memory.pinned_array(shape, dtype, order)
 
 
 def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
                  wc=False):
-    """A host array kernels read and write: an ordinary NumPy array, which a
-    launch copies to the device and back (numba.cuda maps it instead)."""
-    return pinned_array(shape, dtype, strides, order)
+    """A host array kernels read and write in place, without copies: a
+    NumPy array (:class:`numba_vulkan.runtime.memory.HostArray`) in
+    host-visible, coherent memory of the current device (device-local where
+    the device offers that). As with numba.cuda's, the host sees a kernel's
+    writes once it has synchronized (``cuda.synchronize()``), and must not
+    touch what a running kernel uses. ``portable`` and ``wc`` are accepted
+    and have no effect."""
+    _check_stream(stream)
+    if strides is not None:
+        raise UnsupportedError("mapped_array: strides are not supported; use order='C' or "
+                               "'F', or a view")
+    return _memory.mapped_array(shape, dtype, order)
 
 
 @contextlib.contextmanager
 def pinned(*arrays):
-    """numba.cuda's page-locking context: nothing to do here."""
+    """numba.cuda's page-locking of existing host arrays: nothing to do here,
+    since copies of any NumPy array go through the device's staging (or
+    imported) memory; allocate with :func:`pinned_array` or
+    :func:`mapped_array` for copies and kernels without staging."""
+    for ary in arrays:
+        if not isinstance(ary, np.ndarray):
+            raise TypeError(f"pinned(*arrays): each must be a NumPy array, not "
+                            f"{type(ary).__name__}")
     yield
 
 

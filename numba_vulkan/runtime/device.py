@@ -1,6 +1,7 @@
 """Vulkan instance, physical device discovery and the logical device."""
 
 import dataclasses
+import operator
 import threading
 from dataclasses import dataclass, field
 
@@ -487,6 +488,8 @@ def as_device(value):
         return value.device
     if isinstance(value, bool):
         raise TypeError(f"not a device: {value!r}")
+    if not isinstance(value, str) and hasattr(value, "__index__"):
+        value = operator.index(value)       # a NumPy integer
     return open_device(_resolve(value))
 
 
@@ -611,8 +614,9 @@ class Gpus:
         count = device_count()
         if isinstance(index, slice):
             return [Gpu(i) for i in range(count)[index]]
-        if isinstance(index, bool) or not isinstance(index, int):
+        if isinstance(index, bool) or not hasattr(index, "__index__"):
             raise TypeError(f"gpus[{index!r}]: the index must be an int")
+        index = operator.index(index)
         if not -count <= index < count:
             raise IndexError(f"gpus[{index}]: there are {count} device(s)"
                              f"{_copies_note()}")

@@ -31,9 +31,12 @@ class Buffer:
         device: The :class:`~numba_vulkan.runtime.device.Device`.
         nbytes: Size in bytes.
         host: Host-visible memory, cached where possible (for staging).
+        mapped: Host-visible, coherent memory, device-local where the device
+            offers that (resizable BAR), for arrays both the host and
+            kernels use in place (:func:`host_array`).
     """
 
-    def __init__(self, device, nbytes, host=False):
+    def __init__(self, device, nbytes, host=False, mapped=False):
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         self.device = device
@@ -50,7 +53,10 @@ class Buffer:
         lib.vkGetBufferMemoryRequirements(device.handle, self.handle, requirements)
         visible = v.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | v.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         local = v.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-        if host:
+        if mapped:
+            index = device.find_memory_type(requirements.memoryTypeBits, visible,
+                                            preferred=local)
+        elif host:
             index = device.find_memory_type(requirements.memoryTypeBits, visible,
                                             preferred=v.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
         else:
@@ -222,10 +228,17 @@ class DeviceArray:
 
         Waits for every launch submitted before it. ``stream`` is accepted
         for numba.cuda's signature; copies are ordered on the device's queue.
+        Into a pinned or mapped array (:class:`HostArray`) of this device
+        whose memory the host cannot read through this array's mapping, the
+        device copies straight into it; then with a ``stream`` (anything
+        but 0 or None) the copy is asynchronous, done once the device's
+        queue is synchronized (``stream.synchronize()``).
         """
         if ary is not None and (ary.shape != self.shape or ary.dtype != self.dtype):
             raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
                               f"into a {ary.dtype}{list(ary.shape)} array")
+        if isinstance(ary, HostArray) and self._copy_to_host_array(ary, stream):
+            return ary
         if self.storage == self.dtype and self.is_c_contiguous():
             # Straight into the result: no intermediate copy.
             out = np.empty(self.shape, self.dtype) if ary is None else ary
@@ -238,6 +251,22 @@ class DeviceArray:
             return view.astype(self.dtype)
         ary[...] = view
         return ary
+
+    def _copy_to_host_array(self, ary, stream):
+        """Copy into ``ary`` by one device copy, if it can; return whether it did."""
+        target = ary.nv_buffer
+        if (target is None or target.device is not self.buffer.device
+                or self.storage != self.dtype or not self.is_c_contiguous()
+                or not ary.flags.c_contiguous or ary.base_offset() is None
+                or (self.buffer.mapped is not None and self.buffer.readable)):
+            return False
+        if self.nbytes:
+            item = self.dtype.itemsize
+            ticket = transfer.buffer_copy(self.buffer, target, self.offset * item,
+                                          ary.base_offset(), self.nbytes)
+            if stream is None or (isinstance(stream, (int, np.integer)) and stream == 0):
+                self.buffer.device.stream.wait_for(ticket)
+        return True
 
     def copy_to_device(self, ary, stream=0):
         """Copy a NumPy array, or a device array on any device, of the same
@@ -395,6 +424,95 @@ class DeviceArray:
         shift = (first - base) // self.dtype.itemsize
         return DeviceArray(view.shape, self.dtype, self.buffer, view.strides,
                            self.offset + shift, storage=self.storage)
+
+
+class HostArray(np.ndarray):
+    """A NumPy array in host-visible memory of a device: what
+    :func:`host_array` makes (numba.cuda's pinned and mapped arrays).
+
+    Kernels given it (or a view of it) on its device use its memory in
+    place, with no copy; a device array copies into it with one device
+    copy. Views keep the memory alive.
+
+    Attributes:
+        nv_buffer: The :class:`Buffer` that holds the data, or None for an
+            array made from one by NumPy (``a + 1``) that owns other memory.
+    """
+
+    def __array_finalize__(self, obj):
+        buffer = getattr(obj, "nv_buffer", None)
+        self.nv_buffer = buffer if buffer is not None and self._within(buffer) else None
+
+    def _within(self, buffer):
+        start = self.__array_interface__["data"][0] - ctypes.addressof(buffer.mapped)
+        lo, hi = _span(self.shape, self.strides, self.itemsize)
+        return 0 <= start + lo and start + hi <= buffer.nbytes
+
+    def base_offset(self):
+        """Byte offset of the first element in :attr:`nv_buffer`, or None."""
+        if self.nv_buffer is None:
+            return None
+        return self.__array_interface__["data"][0] - ctypes.addressof(self.nv_buffer.mapped)
+
+    def __reduce__(self):
+        # Pickled (and so sent to other processes) as a plain array.
+        return np.asarray(self).copy().__reduce__()
+
+
+def host_array(shape, dtype=np.float64, order="C", mapped=False, device=None):
+    """A new uninitialised :class:`HostArray` in host-visible memory of
+    ``device`` (the calling thread's current device by default).
+
+    ``mapped``: memory kernels read and write in place, device-local where
+    the device offers it host-visible (resizable BAR), else host memory;
+    otherwise memory cached for the host, the fastest destination of copies
+    from the device. On a CPU device every buffer is such memory.
+
+    Raises:
+        DriverError: The device has no host-visible memory.
+    """
+    from numba_vulkan.runtime.device import as_device, current_device
+    device = as_device(device) or current_device()
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(map(int, shape))
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buffer = Buffer(device, nbytes, host=not mapped, mapped=mapped)
+    if buffer.mapped is None:
+        raise DriverError(f"device {device.info.name} has no host-visible memory for a "
+                          f"{'mapped' if mapped else 'pinned'} array")
+    raw = np.frombuffer(buffer.mapped, np.uint8, max(nbytes, 1))
+    ary = np.ndarray.__new__(HostArray, shape, dtype, buffer=raw, order=order)
+    ary.nv_buffer = buffer
+    return ary
+
+
+def pinned_array(shape, dtype=np.float64, order="C", device=None):
+    """A :class:`HostArray` in host memory of ``device``: the destination of
+    ``copy_to_host`` by one device copy (``nv.pinned_array``)."""
+    return host_array(shape, dtype, order, device=device)
+
+
+def mapped_array(shape, dtype=np.float64, order="C", device=None):
+    """A :class:`HostArray` that kernels on ``device`` read and write in
+    place, without copies (``nv.mapped_array``); synchronize before reading
+    what a kernel wrote."""
+    return host_array(shape, dtype, order, mapped=True, device=device)
+
+
+def mapped_view(ary, device):
+    """The :class:`DeviceArray` a launch on ``device`` passes for the
+    :class:`HostArray` ``ary``, over its memory; None where the launch must
+    copy it instead (another device's memory, a dtype the device narrows,
+    strides not a whole number of elements)."""
+    buffer = ary.nv_buffer
+    if buffer is None or buffer.device is not device:
+        return None
+    if abi.storage_dtype(ary.dtype.name, device.target.narrowed) != ary.dtype.name:
+        return None
+    item, start = ary.dtype.itemsize, ary.base_offset()
+    if start % item or any(s % item for s in ary.strides):
+        return None
+    return DeviceArray(ary.shape, ary.dtype, buffer, ary.strides, start // item)
 
 
 def _c_strides(shape, itemsize):

@@ -115,14 +115,29 @@ class _Slot:
         self.view = self.buffer.host_view()
 
 
-def _record_copy(device, command_buffer, src, dst, src_offset, dst_offset, size, keep_alive):
+def _record_copy(device, command_buffer, src, dst, src_offset, dst_offset, size, keep_alive,
+                 on_done=None):
     v = vk.module()
     stream = device.stream
     region = vk.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset,
                                       "size": size})
     with stream.recording(command_buffer, reusable=False):
         v.lib.vkCmdCopyBuffer(command_buffer, src, dst, 1, region)
-    return stream.submit(command_buffer, keep_alive=keep_alive)
+    return stream.submit(command_buffer, keep_alive=keep_alive, on_done=on_done)
+
+
+def buffer_copy(src, dst, src_offset, dst_offset, size):
+    """Copy ``size`` bytes between two buffers of one device with its DMA,
+    ordered after the work submitted before it; return the submission's
+    number (``device.stream.wait_for`` it), without waiting.
+
+    For copies into host-visible buffers (pinned arrays): no staging.
+    """
+    stream = src.device.stream
+    command_buffer = stream.allocate_command_buffer()
+    return _record_copy(src.device, command_buffer, src.handle, dst.handle, src_offset,
+                        dst_offset, size, (src, dst),
+                        on_done=lambda: stream.free_command_buffer(command_buffer))
 
 
 class Staging:
