@@ -33,3 +33,15 @@ def test_generated_programs_match_njit():
     report = "\n".join(f"seed={s} index={i}: {r}\n  python tests/fuzzgen.py {s} {i}"
                        for s, i, r in outcome.failures[:10])
     assert not outcome.failures, f"{outcome}:\n{report}"
+
+
+def test_programs_compiled_for_a_gpu_target_match_njit(monkeypatch):
+    """Programs the H200 run of the fuzzer failed on (seed 11): a GPU target
+    (no loop limit) gives loops with 64-bit bounds a 32-bit copy, whose exit
+    block had its phis and casts interleaved."""
+    from numba_vulkan.runtime.device import current_device
+    device = current_device()
+    monkeypatch.setattr(device, "target", device.target.with_features(loop_limit=0))
+    for index in (28, 89, 91):
+        outcome = fuzzrun.run(11, 1, batch=1, start=index)
+        assert outcome.cases == 1 and not outcome.failures, outcome.failures

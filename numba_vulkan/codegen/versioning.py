@@ -358,7 +358,7 @@ def _version(function, graph, header, body, count, through32):
         if any(block is not exit_block or inst.opcode != "phi" for block, inst, _ in later[value]):
             items.append((value, types[value], [rename[value]] * len(exit_preds),
                           [relabel[p] for p in exit_preds], None))
-    handed, routed = {}, {}
+    handed, routed, casts = {}, {}, []
     for k, (name, ty, values, labels, _) in enumerate(items):
         merged = f"%nv.v{count}.out{k}"
         out.instructions.append(ir.Instruction("phi", [ir.Operand(None, v) for v in values],
@@ -367,10 +367,12 @@ def _version(function, graph, header, body, count, through32):
             routed[merged] = name
             low = f"%nv.v{count}.out{k}.low"
             back = f"%nv.v{count}.out{k}.back"
-            out.instructions += [ir.instruction(f"{low} = trunc i64 {merged} to i32"),
-                                 ir.instruction(f"{back} = sext i32 {low} to i64")]
+            # After every phi of the block: phis come first.
+            casts += [ir.instruction(f"{low} = trunc i64 {merged} to i32"),
+                      ir.instruction(f"{back} = sext i32 {low} to i64")]
             merged = back
         handed[name] = merged
+    out.instructions += casts
     out.instructions.append(ir.instruction(f"br label {_label(exit_block)}"))
     for copy in copies:
         for holder, value in copy.terminator.values():
