@@ -15,6 +15,10 @@ def initialise():
     if not _initialised:
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
+        # Block names grow from Numba's mangled names (one Array type per
+        # argument) plus the suffixes of each pass that splits a block; past
+        # LLVM's default of 1024 characters a module no longer parses back.
+        llvm.set_option("", "-non-global-value-max-name-size=1048576")
         _initialised = True
 
 
