@@ -10,7 +10,7 @@ import fuzzgen
 import fuzzrun
 
 CI_SEED = 20261130
-CI_CASES = 150
+CI_CASES = 120
 BATCH = 30
 
 
