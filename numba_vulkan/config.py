@@ -5,14 +5,50 @@ an application can change one with ``os.environ`` without re-importing
 anything. ``docs/settings.md`` documents each of them for users.
 """
 
+import contextlib
 import os
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
+#: Settings a caller of the library set for a while (:func:`overriding`),
+#: which take precedence over the environment.
+_overrides = {}
+
+
+def _raw(name):
+    return _overrides[name] if name in _overrides else os.environ.get(name)
+
+
+@contextlib.contextmanager
+def overriding(**settings):
+    """Take ``settings`` (``NUMBA_VULKAN_*`` names to text values) instead of
+    the environment's until the block ends, without changing ``os.environ``:
+    for a library call given a setting as an argument (``aot build
+    --remote``). Processes forked meanwhile inherit them."""
+    before = overrides()
+    override(settings)
+    try:
+        yield
+    finally:
+        _overrides.clear()
+        _overrides.update(before)
+
+
+def overrides():
+    """The settings :func:`overriding` holds now, for a spawned worker to
+    take with :func:`override`."""
+    return dict(_overrides)
+
+
+def override(settings):
+    """Take ``settings`` instead of the environment's for the rest of this
+    process (a worker of a build running under :func:`overriding`)."""
+    _overrides.update(settings)
+
 
 def _flag(name, default):
-    value = os.environ.get(name)
+    value = _raw(name)
     if value is None or value.strip() == "":
         return default
     value = value.strip().lower()
@@ -24,7 +60,7 @@ def _flag(name, default):
 
 
 def _text(name, default=None):
-    value = os.environ.get(name)
+    value = _raw(name)
     if value is None or value.strip() == "":
         return default
     return value
@@ -229,8 +265,10 @@ def child_environment(**changes):
     """This process's environment with ``changes``, for a child process.
 
     Children (the backend, ``aot record``'s program) read their settings
-    from it, so every setting passes to them unchanged.
+    from it, so every setting passes to them unchanged, those of
+    :func:`overriding` too.
     """
     env = dict(os.environ)
+    env.update(_overrides)
     env.update(changes)
     return env

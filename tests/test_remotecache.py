@@ -492,6 +492,28 @@ def test_an_aot_build_on_b_reuses_the_modules_a_built(server, project, local_bui
     assert _tree(tmp_path / "out_c") == local_build
 
 
+def test_a_build_given_a_remote_leaves_the_callers_settings(server, project, local_build,
+                                                            tmp_path):
+    """build(remote=...) uses the server in its workers too, and afterwards
+    neither os.environ nor the settings name it."""
+    script = (
+        "import json, os, sys\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        "from numba_vulkan import config\n"
+        "from numba_vulkan.aot import build\n"
+        f"r = build.build('kernels.yaml', {str(tmp_path / 'out')!r}, jobs=2, remote={server.url!r})\n"
+        "print(json.dumps([r.built + r.remote, r.failures == [], "
+        "os.environ.get('NUMBA_VULKAN_REMOTE_CACHE'), config.remote_cache()]))\n")
+    environment = dict(os.environ, NUMBA_VULKAN_CACHE_DIR=str(tmp_path / "cache"),
+                       PYTHONDONTWRITEBYTECODE="1")
+    environment.pop("NUMBA_VULKAN_REMOTE_CACHE", None)
+    done = subprocess.run([sys.executable, "-c", script], cwd=project, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [3, True, None, None]
+    assert _tree(tmp_path / "out") == local_build
+
+
 def test_a_cluster_build_equals_a_local_one(project, local_build, tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

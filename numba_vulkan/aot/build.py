@@ -38,7 +38,7 @@ try:
 except ImportError:  # not on Windows: builds of one output are not serialised there
     fcntl = None
 
-from numba_vulkan import abi, files, modulecheck, spirv
+from numba_vulkan import abi, config, files, modulecheck, spirv
 from numba_vulkan.aot import keys as signing_keys, manifest as manifests
 from numba_vulkan.aot.loader import codekey, index, signing
 from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
@@ -195,7 +195,9 @@ def _check_built(binary, meta, sig, threads, target, target_env):
         raise ValueError("capabilities differ from the module's")
 
 
-def _worker_init(paths):
+def _worker_init(paths, settings):
+    # A spawned worker does not inherit the build's overridden settings.
+    config.override(settings)
     for path in reversed(paths):
         if path not in sys.path:
             sys.path.insert(0, path)
@@ -301,10 +303,20 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None, remote=N
         ManifestError: The manifest is malformed, a kernel cannot be found,
             the output cannot be written, or the private key is unusable.
     """
+    if remote is None:
+        return _build(manifest_path, output, jobs, progress, sign, scheduler)
+    # The kernel cache's tiers of this process and of its workers use it too.
+    with config.overriding(NUMBA_VULKAN_REMOTE_CACHE=remote):
+        try:
+            return _build(manifest_path, output, jobs, progress, sign, scheduler)
+        finally:
+            # Stores still queued would find the setting gone once it ends.
+            from numba_vulkan import remotecache
+            remotecache.flush()
+
+
+def _build(manifest_path, output, jobs, progress, sign, scheduler):
     start = time.perf_counter()
-    if remote is not None:
-        # The kernel cache's tiers of this process (and of forked workers) too.
-        os.environ["NUMBA_VULKAN_REMOTE_CACHE"] = remote
     signer = None
     if sign is not None:
         try:
@@ -380,7 +392,7 @@ _REMOTE = "remote"
 
 def _from_remote(pending, done):
     """Take what the remote cache has of ``pending`` into ``done``; the rest."""
-    from numba_vulkan import config, kernelcache
+    from numba_vulkan import kernelcache
     if config.remote_cache() is None:
         return pending
     rest = []
@@ -416,7 +428,7 @@ def _to_remote(build_key, data, meta):
 
 def _cluster_compile(paths, *arguments):
     """:func:`_compile` on a cluster's worker, with the manifest's paths importable."""
-    _worker_init(paths)
+    _worker_init(paths, {})
     return _compile(*arguments)
 
 
@@ -475,7 +487,7 @@ def _run(pending, m, jobs, scheduler=None):
     paths = [m.directory] + [p for p in sys.path if p]
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
                                                 initializer=_worker_init,
-                                                initargs=(paths,)) as pool:
+                                                initargs=(paths, config.overrides())) as pool:
         futures = {pool.submit(_compile, *arguments(task)): task for task, _ in pending}
         for future in concurrent.futures.as_completed(futures):
             task = futures[future]
