@@ -165,6 +165,12 @@ def _groups(words):
     return groups
 
 
+def items(text):
+    """The comma-separated items of ``text`` at its top level (a type list
+    such as a struct's fields), brackets and quoted strings kept whole."""
+    return [" ".join(group) for group in _groups(tokens(text)) if group]
+
+
 def is_type(word):
     """Whether a token starts a type."""
     return (word in _TYPE_WORDS or word[0] in "[{<%" or word.startswith("target(")

@@ -54,25 +54,6 @@ class MixedFloatAtomics(UnsupportedError):
     then uses compare-and-swap loops for the adds too."""
 
 
-def split_top(text, sep=","):
-    """Split ``text`` at ``sep`` characters outside brackets and quotes."""
-    parts, depth, start, quoted = [], 0, 0, False
-    for i, ch in enumerate(text):
-        if ch == '"':
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
-
-
 class _Types:
     """Sizes and layouts of LLVM types written as text."""
 
@@ -92,9 +73,9 @@ class _Types:
             if x and count.isdigit():
                 return ("array", int(count), self.parse(elem))
         if text.startswith("<{") and text.endswith("}>"):
-            return ("struct", True, [self.parse(t) for t in split_top(text[2:-2])])
+            return ("struct", True, [self.parse(t) for t in ir.items(text[2:-2])])
         if text.startswith("{") and text.endswith("}"):
-            return ("struct", False, [self.parse(t) for t in split_top(text[1:-1])])
+            return ("struct", False, [self.parse(t) for t in ir.items(text[1:-1])])
         raise UnsupportedError(f"type {text} cannot be addressed in a Vulkan kernel")
 
     def size_align(self, ty):
@@ -839,10 +820,9 @@ class _Rewriter:
                                    f"{self.offset_of(target)}, i64 0")]
             ptr, elem, space = self.element_pointer_at(member, offset, ty, inst, out)
             if inst.opcode == "load":
-                value = ir.Instruction(inst.opcode, list(inst.operands), self.fresh(),
-                                       list(inst.flags), inst.type, inst.tail)
-                out += self.access(value, ty, ptr, elem, space)
-                values.append((chosen, value.name))
+                value = self.fresh()
+                out += self.access(inst, ty, ptr, elem, space, name=value)
+                values.append((chosen, value))
             else:
                 stores = self.access(inst, ty, ptr, elem, space)
                 self.guarded[id(stores[-1])] = chosen
@@ -856,18 +836,20 @@ class _Rewriter:
                 result = name
         return out
 
-    def access(self, inst, ty, ptr, elem, space):
-        """``inst``, a load or store of ``ty``, at element pointer ``ptr``."""
+    def access(self, inst, ty, ptr, elem, space, name=None):
+        """``inst``, a load or store of ``ty``, at element pointer ``ptr``; a
+        load's result is ``name`` (default: the load's own)."""
         load = inst.opcode == "load"
+        name = name or inst.name
         out = []
         flags = "".join(f"{f} " for f in inst.flags)
         where = f"ptr addrspace({space}) {ptr}{inst.tail}"
         if load and elem != ty:
             raw = self.fresh()
             out += [ir.instruction(f"{raw} = load {flags}{elem}, {where}"),
-                    ir.instruction(f"{inst.name} = bitcast {elem} {raw} to {ty}")]
+                    ir.instruction(f"{name} = bitcast {elem} {raw} to {ty}")]
         elif load:
-            out.append(ir.instruction(f"{inst.name} = load {flags}{ty}, {where}"))
+            out.append(ir.instruction(f"{name} = load {flags}{ty}, {where}"))
         else:
             value = inst.operands[0].value
             if elem != ty:
