@@ -235,12 +235,8 @@ def emulate(text):
                     item.init = _widen_aggregate(item.init)
                 item.tail = item.tail.replace("align 2", "align 4")
         elif isinstance(item, ir.Function):
-            if item.blocks is None:
-                if _has_half(item.header):
-                    item.header = ir.map_words(item.header, _FLOAT) \
-                        .replace(".f16(", ".f32(")
-                continue
-            _Emulator(item).run()
+            if item.blocks is not None:
+                _Emulator(item).run()
     return _declare_intrinsics(str(module))
 
 

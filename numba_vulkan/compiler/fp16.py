@@ -72,6 +72,16 @@ for _op in (operator.add, operator.sub, operator.mul, operator.truediv,
 for _op in (operator.neg, operator.pos, abs):
     typing_registry.register_global(_op, types.Function(_operator(_op, 1)))
 
+@lowering_registry.lower(operator.truediv, types.float16, types.float16)
+@lowering_registry.lower(operator.itruediv, types.float16, types.float16)
+def _divide(context, builder, sig, args):
+    # Numba's own lowering tests the divisor for zero with a helper that
+    # knows float and double only.
+    with cgutils.if_zero(builder, builder.fpext(args[1], ir.FloatType())):
+        context.error_model.fp_zero_division(builder, ("division by zero",))
+    return builder.fdiv(*args)
+
+
 # Numba's float() knows float32 and float64 only; a Python float is a float64.
 typing_registry.register_global(float, types.Function(_template(
     float, [signature(types.float64, _H)])))
@@ -112,15 +122,23 @@ def _intrinsic(builder, name, args):
     return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
 
 
-def _via_float(builder, name, args):
+def _via_float(builder, name, args, before=()):
     # Transcendental functions come from libclc's float32 code, rounded once
     # to float16: libclc has no half versions, and the float32 result is
     # within float32 accuracy, so the rounded one is within about one float16
-    # ULP.
+    # ULP. ``before`` are float32 constants passed ahead of the arguments.
     f32 = ir.FloatType()
-    fnty = ir.FunctionType(f32, [f32] * len(args))
+    values = [ir.Constant(f32, c) for c in before] + [builder.fpext(a, f32) for a in args]
+    fnty = ir.FunctionType(f32, [f32] * len(values))
     fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-    return builder.fptrunc(builder.call(fn, [builder.fpext(a, f32) for a in args]), _HALF)
+    return builder.fptrunc(builder.call(fn, values), _HALF)
+
+
+def _rsqrt(builder, x):
+    f32 = ir.FloatType()
+    root = builder.call(builder.module.declare_intrinsic("llvm.sqrt", [f32]),
+                        [builder.fpext(x, f32)])
+    return builder.fptrunc(builder.fdiv(ir.Constant(f32, 1.0), root), _HALF)
 
 
 _BINARY_LOWERING = {
@@ -136,7 +154,7 @@ _UNARY_LOWERING = {
     "hneg": lambda b, x: b.fneg(x),
     "habs": lambda b, x: _intrinsic(b, "llvm.fabs.f16", [x]),
     "hsqrt": lambda b, x: _intrinsic(b, "llvm.sqrt.f16", [x]),
-    "hrsqrt": lambda b, x: _via_float(b, "rsqrtf", [x]),
+    "hrsqrt": _rsqrt,
     "hrcp": lambda b, x: b.fdiv(ir.Constant(_HALF, 1.0), x),
     "hfloor": lambda b, x: _intrinsic(b, "llvm.floor.f16", [x]),
     "hceil": lambda b, x: _intrinsic(b, "llvm.ceil.f16", [x]),
@@ -146,7 +164,7 @@ _UNARY_LOWERING = {
     "hcos": lambda b, x: _via_float(b, "cosf", [x]),
     "hexp": lambda b, x: _via_float(b, "expf", [x]),
     "hexp2": lambda b, x: _via_float(b, "exp2f", [x]),
-    "hexp10": lambda b, x: _via_float(b, "exp10f", [x]),
+    "hexp10": lambda b, x: _via_float(b, "powf", [x], before=[10.0]),
     "hlog": lambda b, x: _via_float(b, "logf", [x]),
     "hlog2": lambda b, x: _via_float(b, "log2f", [x]),
     "hlog10": lambda b, x: _via_float(b, "log10f", [x]),
@@ -168,16 +186,29 @@ for _name, _emit in _UNARY_LOWERING.items():
     _lower_with(_register(_name, [signature(_H, _H)]), 1, _emit)
 
 def _fma(builder, x, y, z):
-    # Vulkan lets a driver's Fma round twice (lavapipe's half one does). In
-    # float64 the product of two float16 values is exact, and so is its sum
-    # with a third wherever the result is finite in float16 (the terms span
-    # fewer than 53 bits then), so this rounds once. On a target narrowed to
-    # float32 it becomes a float32 product (exact) and sum (rounded twice,
-    # which may differ in the last bit in rare cases).
-    f64 = ir.DoubleType()
-    wide = [builder.fpext(v, f64) for v in (x, y, z)]
-    exact = builder.fadd(builder.fmul(wide[0], wide[1]), wide[2])
-    return _double_to_half(None, builder, types.float64, _H, exact)
+    """``x * y + z`` rounded once to float16, in float32 arithmetic only.
+
+    Vulkan lets a driver's Fma round twice (lavapipe's half one does). The
+    product of two float16 values is exact in float32; the sum with ``z``
+    is rounded (``s``) but its error ``e`` is exact (TwoSum, kept so by the
+    NoContraction every float operation gets). ``s`` rounded to odd by
+    ``e`` then rounds to float16 as the exact sum would.
+    """
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    product = builder.fmul(builder.fpext(x, f32), builder.fpext(y, f32))
+    addend = builder.fpext(z, f32)
+    total = builder.fadd(product, addend)
+    part = builder.fsub(total, product)
+    error = builder.fadd(builder.fsub(product, builder.fsub(total, part)),
+                         builder.fsub(addend, part))
+    zero = ir.Constant(f32, 0.0)
+    # Rounded away from zero where the error points the other way.
+    away = builder.xor(builder.fcmp_ordered("<", error, zero),
+                       builder.fcmp_ordered("<", total, zero))
+    bits = builder.bitcast(total, i32)
+    odd = builder.or_(builder.sub(bits, builder.zext(away, i32)), ir.Constant(i32, 1))
+    inexact = builder.fcmp_ordered("!=", error, zero)
+    return builder.fptrunc(builder.bitcast(builder.select(inexact, odd, bits), f32), _HALF)
 
 
 _lower_with(_register("hfma", [signature(_H, _H, _H, _H)]), 3, _fma)
