@@ -9,9 +9,10 @@ the alignment it can prove (see :mod:`numba_vulkan.codegen.logical`).
 Launches and AOT indexes need a record's type as text (see
 :mod:`numba_vulkan.signature`). The text form spells every field with its
 offset, and the itemsize, so that it names one layout:
-``{x:float32@0,n:int32@4;8}``; a subarray field is ``v:float32[3]@8``
-(``[2x3]`` for two dimensions), a nested record is a field whose type is a
-record's text, and an ``align=True`` dtype ends in ``;8a}``.
+``{x:float32@0,n:int32@4;8}``, fields in offset order; a subarray field is ``v:float32[3]@8``
+(``[2x3]`` for two dimensions), and a nested record is a field whose type
+is a record's text. Nothing else: a packed and an ``align=True`` dtype of
+the same offsets are the same type (NumPy compares them equal too).
 """
 
 import functools
@@ -51,7 +52,9 @@ def _text(dtype, where):
     if dtype.names is None:
         raise TypeError(f"{dtype} is not a structured dtype")
     fields = []
-    for name in dtype.names:
+    # In offset order: Numba's record type lists its fields so, and the
+    # text of a dtype must not depend on which of the two it came from.
+    for name in sorted(dtype.names, key=lambda n: dtype.fields[n][1]):
         entry = dtype.fields[name]
         path = f"{where}.{name}" if where else name
         if len(entry) > 2:
@@ -62,8 +65,7 @@ def _text(dtype, where):
                             "identifier in a kernel argument")
         field, offset = entry[0], entry[1]
         fields.append(f"{name}:{_field_text(field, path)}@{offset}")
-    flag = "a" if dtype.isalignedstruct else ""
-    return "{" + ",".join(fields) + f";{dtype.itemsize}{flag}" + "}"
+    return "{" + ",".join(fields) + f";{dtype.itemsize}" + "}"
 
 
 def _field_text(field, path):
@@ -119,12 +121,10 @@ def _parse(s, at):
         at += 1
     m = _NUMBER.match(s, at + 1)
     at = m.end()
-    aligned = s[at] == "a"
-    at += aligned
     if s[at] != "}":
         raise ValueError(f"not a record type: {s!r}")
     return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": int(m.group(1))}, align=aligned), at + 1
+                     "itemsize": int(m.group(1))}), at + 1
 
 
 def scalar_fields(record, where=""):

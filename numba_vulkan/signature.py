@@ -74,6 +74,9 @@ def of_value(value):
         return "float64"
     if isinstance(value, complex):
         return "complex128"
+    if isinstance(value, np.void) and value.dtype.names is not None:
+        raise TypeError("a record scalar cannot be passed to a kernel (pass a record "
+                        "array, such as a[i:i + 1])")
     if isinstance(value, np.generic):
         name = value.dtype.name
         if name in SCALAR_DTYPES:

@@ -12,7 +12,7 @@ from numba.np import numpy_support
 from numba_vulkan import abi, records, signature
 from numba_vulkan.codegen import markers
 from numba_vulkan.compiler import checks, diagnostics
-from numba_vulkan.errors import CompilerError
+from numba_vulkan.errors import CompilerError, UnsupportedError
 from numba_vulkan.target import DEFAULT
 
 #: Name of the SPIR-V entry point of every kernel.
@@ -168,7 +168,11 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
     options = dict(options or {})
     argtypes = normalise_argtypes(argtypes)
     specs = _param_specs(pyfunc, argtypes)
-    params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
+    try:
+        params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
+    except TypeError as exc:
+        raise UnsupportedError(diagnostics.located(pyfunc, str(exc)),
+                               kernel=pyfunc.__qualname__) from None
     typing_context, target_context = contexts()
     with global_compiler_lock, target_override("vulkan"):
         # The lowering of atomics reads this, that of subgroup operations and
