@@ -235,6 +235,16 @@ def mask_features():
     return frozenset(f.strip() for f in value.split(",") if f.strip())
 
 
+def robust_access():
+    """Whether devices that offer ``robustBufferAccess`` are opened with it.
+
+    On by default: an access outside an array's buffer then reads zeros or
+    is dropped instead of touching other memory, which is what stands
+    between a kernel from a directory we did not write and the process.
+    """
+    return _flag("NUMBA_VULKAN_ROBUST_ACCESS", True)
+
+
 def host_import():
     """Whether large copies import the NumPy array's own memory.
 

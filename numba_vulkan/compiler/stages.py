@@ -133,6 +133,9 @@ class _Rerun(Exception):
 
 
 def _numba(job):
+    from numba_vulkan.codegen import backend
+    # Its start-up (a Python process loading LLVM) overlaps Numba's work.
+    backend.start()
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
     kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
                                job.options, job.target.float32_atomic_add,
