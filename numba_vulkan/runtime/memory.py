@@ -5,7 +5,7 @@ import weakref
 
 import numpy as np
 
-from numba_vulkan import abi
+from numba_vulkan import abi, signature
 from numba_vulkan.errors import DriverError, LaunchError, UnsupportedError
 from numba_vulkan.runtime import queue, transfer, vk
 
@@ -193,15 +193,14 @@ class DeviceArray:
             from numba_vulkan.runtime.device import as_device, current_device
             device = as_device(device) or current_device()
             if storage is None:
-                storage = abi.storage_dtype(self.dtype.name, device.target.narrowed)
+                storage = _storage(self.dtype, device.target.narrowed)
             buffer = Buffer(device, self.size * np.dtype(storage).itemsize)
         self.storage = self.dtype if storage is None else np.dtype(storage)
         self.buffer = buffer
         self.offset = int(offset)
         # What a launch needs, computed once: arrays are immutable views.
-        name = "bool" if self.dtype == np.bool_ else self.dtype.name
         layout = "C" if self.is_c_contiguous() else "A"
-        self.type_text = f"{name}[{self.ndim}d,{layout}]"
+        self.type_text = signature.array(self.dtype, self.ndim, layout)
         item = self.dtype.itemsize
         self.launch_fields = [*self.shape, *(s // item for s in self.strides), self.offset]
 
@@ -571,12 +570,20 @@ def mapped_view(ary, device):
     buffer = ary.nv_buffer
     if buffer is None or buffer.device is not device:
         return None
-    if abi.storage_dtype(ary.dtype.name, device.target.narrowed) != ary.dtype.name:
+    if _storage(ary.dtype, device.target.narrowed) != ary.dtype:
         return None
     item, start = ary.dtype.itemsize, ary.base_offset()
     if start % item or any(s % item for s in ary.strides):
         return None
     return DeviceArray(ary.shape, ary.dtype, buffer, ary.strides, start // item)
+
+
+def _storage(dtype, narrowed):
+    """The dtype a device with narrowing mode ``narrowed`` stores ``dtype``
+    as; a record's bytes are kept as they are (see numba_vulkan.abi)."""
+    if dtype.names is not None:
+        return dtype
+    return np.dtype(abi.storage_dtype(dtype.name, narrowed))
 
 
 def _c_strides(shape, itemsize):
@@ -645,7 +652,7 @@ def staged_host_array(ary, device, write_back=True, stream=None):
     is staged instead, and converted back. Both copies go on ``stream``
     (None: the default stream).
     """
-    storage = np.dtype(abi.storage_dtype(ary.dtype.name, device.target.narrowed))
+    storage = _storage(ary.dtype, device.target.narrowed)
     if storage != ary.dtype:
         return _staged_narrowed(ary, device, storage, write_back, stream)
     item = ary.dtype.itemsize
