@@ -9,6 +9,7 @@ VkQueue where the device has no more), so that every wait between queues is
 made as it is on a GPU and the results still checked.
 """
 
+import json
 import time
 
 import numpy as np
@@ -298,3 +299,19 @@ def test_streams_with_queues_of_their_own_overlap():
             break
     assert two < 0.75 * one, f"two streams took {two:.4f} s, one stream {one:.4f} s"
     np.testing.assert_array_equal(outs[0].copy_to_host(), outs[1].copy_to_host())
+
+
+def test_the_streams_benchmark_runs_and_checks_its_results(tmp_path):
+    """benchmarks/bench_streams.py at a tiny size, so that it still runs when
+    the GPU is there to measure it."""
+    from benchmarks import bench_streams
+    figures = bench_streams.main(["--size", "4096", "--chunks", "2", "--iters", "2",
+                                  "--repeats", "1", "--out", str(tmp_path)])
+    written, = tmp_path.glob("streams_*.json")
+    assert json.loads(written.read_text()) == json.loads(json.dumps(figures))
+    assert figures["size"] == 4096 and figures["chunks"] == 2
+    assert set(figures["seconds"]) == {"one stream", "two streams", "copies only",
+                                       "kernels only"}
+    assert all(s > 0 for s in figures["seconds"].values())
+    one, two = figures["seconds"]["one stream"], figures["seconds"]["two streams"]
+    assert figures["speedup"] == pytest.approx(one / two)
