@@ -230,7 +230,9 @@ def _packed_kernel(a):
     ([("x", "f4"), ("t", "M8[s]")], "t", "datetime64"),
     ([("x", "f4"), ("pos", [("y", "f4"), ("z", ">f8")])], "pos.z", ">f8"),
     ({"names": ["x"], "formats": ["f4"], "titles": ["T"]}, "x", "title"),
-], ids=["complex", "string", "object", "datetime", "big-endian", "title"])
+    ([("x", "f4"), ("h", "f2")], "h", "float16"),
+    ([("x", "f4"), ("my field", "i4")], "my field", "identifier"),
+], ids=["complex", "string", "object", "datetime", "big-endian", "title", "float16", "name"])
 def test_a_dtype_that_cannot_be_laid_out_is_a_type_error_naming_the_field(fields, path, words):
     a = np.zeros(4, np.dtype(fields))
     with pytest.raises(TypeError, match=rf"parameter 'a'.*'{path}'.*{words}"):
