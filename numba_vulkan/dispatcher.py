@@ -7,11 +7,13 @@ there is none does it look further, and only a compile imports Numba.
 """
 
 import builtins
+import sys
 import threading
 
 import numpy as np
 
-from numba_vulkan import abi, config, jitoptions, kernelcache, modulecheck, signature
+from numba_vulkan import (abi, config, jitoptions, kernelcache, modulecheck, printbuffer,
+                          signature)
 from numba_vulkan.errors import AOTError, DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache
 from numba_vulkan.runtime.device import current_device
@@ -77,7 +79,8 @@ _SUBGROUP_USES = {
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
-    __slots__ = ("pipeline", "params", "kernel", "status", "kinds", "written")
+    __slots__ = ("pipeline", "params", "kernel", "status", "printer", "hidden", "kinds",
+                 "written")
 
     def __init__(self, kernel, device):
         self.kernel = kernel
@@ -105,6 +108,15 @@ class _Plan:
         self.status = None
         if any(p.kind == "status" for p in kernel.params):
             self.status = memory.to_device(np.zeros(abi.STATUS_WORDS, np.uint32), device=device)
+        self.printer = None
+        if any(p.kind == "print" for p in kernel.params):
+            self.printer = _Printer(kernel, device)
+        self.hidden = self._hidden()
+
+    def _hidden(self):
+        """The buffers bound after the arrays, in the order of their parameters."""
+        return [(self.status if p.kind == "status" else self.printer).buffer
+                for p in self.params if p.kind in ("status", "print")]
 
     def check(self):
         """Raise the exception the last launch reported, if any."""
@@ -117,6 +129,49 @@ class _Plan:
                 raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
             raise _kernel_exception(description, self.kernel.name, invocation)
+
+
+class _Printer:
+    """The print buffer of a kernel that calls ``print``, on one device.
+
+    Sized by ``NUMBA_VULKAN_PRINT_BUFFER_BYTES`` when a launch starts; after
+    the launch, its records are decoded and written to ``sys.stdout`` (see
+    :mod:`numba_vulkan.printbuffer`). Launches that share it hold its lock
+    from before the launch until its output is written.
+    """
+
+    __slots__ = ("formats", "device", "size", "buffer", "lock")
+
+    def __init__(self, kernel, device):
+        self.formats = kernel.metadata.get("print", {})
+        self.device = device
+        self.size = None
+        self.buffer = None
+        self.lock = threading.Lock()
+
+    def prepare(self):
+        """Make the buffer for the current setting; whether it is a new one."""
+        size = config.print_buffer_bytes()
+        if size == self.size:
+            return False
+        self.buffer = memory.Buffer(self.device, size)
+        self.buffer.write(printbuffer.header(size))
+        self.size = size
+        return True
+
+    def flush(self):
+        """Write the finished launch's lines to ``sys.stdout``, and empty the buffer."""
+        head = printbuffer.header(self.size)
+        self.buffer.read(head)
+        if not head[printbuffer.RESERVED] and not head[printbuffer.DROPPED]:
+            return
+        used = min(int(head[printbuffer.RESERVED]), int(head[printbuffer.END]),
+                   int(head[printbuffer.CAPACITY]))
+        words = np.empty(printbuffer.HEADER_WORDS + used, np.uint32)
+        words[:printbuffer.HEADER_WORDS] = head
+        self.buffer.read(words[printbuffer.HEADER_WORDS:], 4 * printbuffer.HEADER_WORDS)
+        self.buffer.write(printbuffer.header(self.size))
+        sys.stdout.write("".join(printbuffer.decode(words, self.formats)))
 
 
 def _check_shared_memory(kernel, device):
@@ -449,14 +504,17 @@ class VulkanDispatcher:
                 flat.append(value.item() if isinstance(value, np.generic) else value)
             else:
                 flat += (value.real, value.imag)
-        status = plan.status
-        if status is not None:
-            buffers.append(status.buffer)
         pipeline = plan.pipeline
         try:
             push = pipeline.pack(flat)
         except LaunchError as exc:
             raise _scalar_error(self, plan, args) or exc from None
+        if plan.printer is not None:
+            self._launch_printing(plan, groups, buffers, push, copy_backs)
+            return
+        status = plan.status
+        if status is not None:
+            buffers += plan.hidden
         pipeline.launch(groups, buffers, push)
         if copy_backs or status is not None:
             device.stream.synchronize()
@@ -464,6 +522,22 @@ class VulkanDispatcher:
                 copy_back()
             if status is not None:
                 plan.check()
+
+    @staticmethod
+    def _launch_printing(plan, groups, buffers, push, copy_backs):
+        """Launch a kernel that calls ``print``, and write its output once
+        it has finished, before its copies back and errors."""
+        printer = plan.printer
+        with printer.lock:
+            if printer.prepare():
+                plan.hidden = plan._hidden()
+            plan.pipeline.launch(groups, buffers + plan.hidden, push)
+            printer.device.stream.synchronize()
+            printer.flush()
+        for copy_back in copy_backs or ():
+            copy_back()
+        if plan.status is not None:
+            plan.check()
 
 
 def jit(func=None, **options):

@@ -354,13 +354,18 @@ def check_params(sig, params, push_size, narrowed=(), max_push=None):
                 raise ValueError(f"parameter {number}: {name} {item[name]!r} is not a "
                                  f"{getattr(kind, '__name__', kind)}")
         out.append(abi.Param(**item))
-    arguments = [p for p in out if p.kind not in ("status", "args")]
+    arguments = [p for p in out if p.kind not in abi.HIDDEN_KINDS]
     if len(arguments) != len(sig) or not all(isinstance(t, str) for t in sig):
         raise ValueError(f"{len(arguments)} parameters for {len(sig)} argument types")
     specs = [(p.name, *signature.parse(text)) for p, text in zip(arguments, sig)]
     try:
-        expected, size = abi.layout(specs, narrowed, any(p.kind == "status" for p in out),
-                                    max_push)
+        # A status buffer after the argument or print buffer is one for the
+        # loop limit alone.
+        kinds = [p.kind for p in out]
+        loop_status = (kinds[-1:] == ["status"]
+                       and any(k in ("args", "print") for k in kinds))
+        expected, size = abi.layout(specs, narrowed, "status" in kinds and not loop_status,
+                                    max_push, "print" in kinds, loop_status)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"argument types {list(sig)}: {exc}") from None
     if len(expected) != len(out):

@@ -100,6 +100,23 @@ def test_backend_crash_raises_and_interpreter_survives():
     np.testing.assert_array_equal(x, y)
 
 
+_VALID_IR = 'define void @main() "hlsl.shader"="compute" "hlsl.numthreads"="1,1,1" {\n  ret void\n}\n'
+
+
+def test_the_backend_child_loads_neither_numba_nor_the_package():
+    # Its start-up is part of a cold first call: llvmlite alone, not Numba.
+    code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='child'); "
+            "print(sorted(m for m in ('numba', 'numba_vulkan', 'numpy') if m in sys.modules))")
+    child = backend.backend_child.__file__
+    out = subprocess.run([sys.executable, "-c", code, child], capture_output=True, text=True,
+                         check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
+    # And it serves: a module compiled through it is a SPIR-V module.
+    backend.shutdown()
+    backend.start()
+    assert backend.emit(_VALID_IR, "spirv1.5-unknown-vulkan1.2-compute")[:4] == b"\x03\x02\x23\x07"
+
+
 def test_import_opens_no_vulkan_library():
     code = textwrap.dedent("""
         import sys

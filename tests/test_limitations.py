@@ -290,3 +290,13 @@ def test_dynamic_shared_memory_from_an_aot_directory(monkeypatch):
     first_of_block[1, 1, 0, 4](x)
     assert x[0] == 1.0
 
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="print takes numbers, booleans and constant strings, no keywords")
+@pytest.mark.parametrize("source", ['print(x[0], x[1], sep=",")', "print((x[0], x[1]))"])
+def test_print_with_keywords_or_a_tuple(source, capsys):
+    namespace = {"nv": nv}
+    exec(f"def show(x):\n    {source}\n", namespace)
+    nv.jit(namespace["show"]).forall(1)(np.array([1, 2], np.int32))
+    assert capsys.readouterr().out in ("1,2\n", "(1, 2)\n")

@@ -6,117 +6,31 @@ user's interpreter: the parent sees the child die, raises
 :class:`~numba_vulkan.errors.ToolError` with what it printed, and starts a
 new child for the next module.
 
-Run as a program it is either that child (``--serve``) or a one-shot
-compiler of an IR file, which is what a failure's reproduce command runs.
+The child is :mod:`numba_vulkan.codegen.backend_child`, started as a script
+so that it loads only llvmlite. :func:`start` starts it ahead of the first
+module, while Numba types the kernel. Run as a program this module is a
+one-shot compiler of an IR file, which is what a failure's reproduce
+command runs.
 """
 
 import atexit
 import json
 import os
 import shlex
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 
 from numba_vulkan import config
+from numba_vulkan.codegen import backend_child
+from numba_vulkan.codegen.backend_child import compile_ir
 from numba_vulkan.errors import ToolError
 
-_HEADER = struct.Struct("<I")
-
-
-def compile_ir(text, triple, opt=2):
-    """Compile an LLVM IR module to SPIR-V in this process."""
-    from numba_vulkan.codegen.optimize import target_machine
-    import llvmlite.binding as llvm
-    if "atomicrmw fadd" in text:
-        # The backend emits OpAtomicFAddEXT only with its extension allowed;
-        # the compiler asks for native float atomics only on targets that
-        # have them.
-        llvm.set_option("", "--spirv-ext=+SPV_EXT_shader_atomic_float_add")
-    module = llvm.parse_assembly(text)
-    module.triple = triple
-    return target_machine(triple, opt).emit_object(module)
-
-
-def _read_exact(stream, size):
-    data = bytearray()
-    while len(data) < size:
-        chunk = stream.read(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _send(stream, payload):
-    stream.write(_HEADER.pack(len(payload)))
-    stream.write(payload)
-    stream.flush()
-
-
-def _receive(stream):
-    header = _read_exact(stream, _HEADER.size)
-    if header is None:
-        return None
-    return _read_exact(stream, _HEADER.unpack(header)[0])
-
-
-def _reply(text, meta):
-    try:
-        return b"K" + compile_ir(text, meta["triple"], meta.get("opt", 2))
-    except Exception as exc:  # reported to the parent, which raises
-        return b"E" + f"{type(exc).__name__}: {exc}".encode()
-
-
-def _reply_from_fork(text, meta):
-    """Compile in a fork of this process, which dies after one module.
-
-    The backend keeps state between modules: a process that compiled one
-    module can emit another with duplicate ids, or differently on each run.
-    A fork of a process that has loaded LLVM but compiled nothing starts
-    clean every time, in milliseconds. An abort kills only the fork; its
-    stderr goes back to the parent with an exit status.
-    """
-    errors = tempfile.TemporaryFile()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        os.dup2(errors.fileno(), 2)
-        with os.fdopen(write_end, "wb") as out:
-            out.write(_reply(text, meta))
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as source:
-        reply = source.read()
-    _, status = os.waitpid(pid, 0)
-    if reply and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return reply
-    errors.seek(0)
-    returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
-                  else os.WEXITSTATUS(status))
-    return b"C" + json.dumps({"returncode": returncode,
-                              "stderr": errors.read().decode(errors="replace")}).encode()
-
-
-def serve(stdin, stdout):
-    """Answer compile requests until standard input closes."""
-    from numba_vulkan.codegen.optimize import initialise
-    initialise()
-    forking = hasattr(os, "fork")
-    while True:
-        request = _receive(stdin)
-        if request is None:
-            return
-        meta_size = _HEADER.unpack(request[:_HEADER.size])[0]
-        meta = json.loads(request[_HEADER.size:_HEADER.size + meta_size])
-        text = request[_HEADER.size + meta_size:].decode()
-        _send(stdout, _reply_from_fork(text, meta) if forking else _reply(text, meta))
-        if not forking:
-            # Without fork, a fresh process per module is the only clean state.
-            return
+# Run as a script by path, not as a module of the package: importing the
+# package would load Numba in the child.
+_CHILD_COMMAND = (sys.executable, "-c", "import runpy; runpy.run_path({!r}, run_name='__main__')"
+                  .format(os.path.abspath(backend_child.__file__)))
 
 
 class _Child:
@@ -125,9 +39,8 @@ class _Child:
     def __init__(self):
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "numba_vulkan.codegen.backend", "--serve"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-            env=_child_env())
+            _CHILD_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+            env=config.child_environment())
 
     def alive(self):
         return self.process.poll() is None
@@ -143,13 +56,6 @@ class _Child:
         self.stderr.close()
 
 
-def _child_env():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = config.child_environment()
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 _lock = threading.Lock()
 _child = None
 
@@ -159,6 +65,21 @@ def _save_for_reproduction(text):
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
+
+
+def start():
+    """Start the backend child now, if none runs, without waiting for it.
+
+    A compile calls this before Numba runs: the child then starts on
+    another core while the kernel is typed and lowered, and the first
+    module finds it ready.
+    """
+    global _child
+    if config.llc():
+        return
+    with _lock:
+        if _child is None or not _child.alive():
+            _child = _Child()
 
 
 def emit(text, triple, opt=2):
@@ -173,14 +94,14 @@ def emit(text, triple, opt=2):
         return _emit_with_llc(llc, text, triple, opt)
     global _child
     meta = json.dumps({"triple": triple, "opt": opt}).encode()
-    request = _HEADER.pack(len(meta)) + meta + text.encode()
+    request = backend_child.HEADER.pack(len(meta)) + meta + text.encode()
     with _lock:
         if _child is None or not _child.alive():
             _child = _Child()
         child = _child
         try:
-            _send(child.process.stdin, request)
-            reply = _receive(child.process.stdout)
+            backend_child.send(child.process.stdin, request)
+            reply = backend_child.receive(child.process.stdout)
         except (BrokenPipeError, OSError):
             reply = None
         if reply is None:
@@ -237,14 +158,10 @@ def main(argv=None):
     import argparse
     parser = argparse.ArgumentParser(prog="python -m numba_vulkan.codegen.backend",
                                      description="Compile an LLVM IR file to SPIR-V.")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--triple", default="spirv1.5-unknown-vulkan1.2-compute")
     parser.add_argument("-o", "--output", help="SPIR-V file to write (default: IR file with .spv)")
     parser.add_argument("file", nargs="?")
     args = parser.parse_args(argv)
-    if args.serve:
-        serve(sys.stdin.buffer, sys.stdout.buffer)
-        return 0
     if not args.file:
         parser.error("an IR file is required")
     with open(args.file) as f:

@@ -4,28 +4,9 @@ import llvmlite.binding as llvm
 from numba.core.compiler_lock import global_compiler_lock
 
 from numba_vulkan.codegen import ir
+# The child's, so that the backend and the optimiser set LLVM up alike.
+from numba_vulkan.codegen.backend_child import initialise, target_machine  # noqa: F401
 from numba_vulkan.errors import CompilerError
-
-_initialised = False
-
-
-def initialise():
-    """Initialise LLVM's targets once per process."""
-    global _initialised
-    if not _initialised:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        # Block names grow from Numba's mangled names (one Array type per
-        # argument) plus the suffixes of each pass that splits a block; past
-        # LLVM's default of 1024 characters a module no longer parses back.
-        llvm.set_option("", "-non-global-value-max-name-size=1048576")
-        _initialised = True
-
-
-def target_machine(triple, opt=3):
-    """A target machine of LLVM's SPIR-V backend for ``triple``."""
-    initialise()
-    return llvm.Target.from_triple(triple).create_target_machine(opt=opt)
 
 
 def _without_builtins(text):

@@ -10,7 +10,7 @@ from numba.core.target_extension import target_override
 
 from numba_vulkan import abi, signature
 from numba_vulkan.codegen import markers
-from numba_vulkan.compiler import checks, diagnostics
+from numba_vulkan.compiler import checks, diagnostics, printing
 from numba_vulkan.errors import CompilerError
 from numba_vulkan.target import DEFAULT
 
@@ -37,6 +37,8 @@ class KernelIR:
         options: The compile options.
         exceptions: What each error code the kernel may write to its status
             buffer stands for (see :func:`numba_vulkan.compiler.checks.exceptions`).
+        prints: The format of each ``print`` call the kernel makes
+            (``metadata["print"]``, see :mod:`numba_vulkan.printbuffer`).
     """
 
     name: str
@@ -46,6 +48,7 @@ class KernelIR:
     signature: str
     options: dict = field(default_factory=dict)
     exceptions: dict = field(default_factory=dict)
+    prints: dict = field(default_factory=dict)
 
 
 def has_checks(options):
@@ -159,6 +162,7 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
         # bit functions the other; the lock keeps them per compile.
         target_context.float32_atomic_add = float32_atomic_add
         target_context.int64_narrowed = "int64" in narrowed
+        target_context.float64_narrowed = "float64" in narrowed
         target_context.dynamic_shared_bytes = shared_bytes
         try:
             cres = compiler.compile_extra(typing_context, target_context, pyfunc,
@@ -176,16 +180,25 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
         finally:
             target_context.float32_atomic_add = False
             target_context.int64_narrowed = False
+            target_context.float64_narrowed = False
             target_context.dynamic_shared_bytes = 0
         if cres.signature.return_type not in (types.none, types.void):
             raise CompilerError(diagnostics.located(
                 pyfunc, f"it returns {cres.signature.return_type}; kernels must not return "
                 "a value (write results into an array)"), kernel=pyfunc.__qualname__)
+        prints = printing.formats(cres.library.modules())
+        if prints:
+            # The print buffer's binding comes after every other.
+            params, push_size = abi.layout(specs, narrowed, has_checks(options),
+                                           max_push_constants, printing=True)
         wrapper = _entry_point(target_context, cres, argtypes, params)
+        if prints:
+            markers.define_print_buffers(wrapper, [int(k) for k in prints], params[-1].binding)
     modules = cres.library.modules() + [str(wrapper)]
     raised = checks.exceptions(modules) if has_checks(options) else {}
     return KernelIR(pyfunc.__qualname__, modules, params, push_size,
-                    str(cres.signature.replace(return_type=types.void)), options, raised)
+                    str(cres.signature.replace(return_type=types.void)), options, raised,
+                    prints)
 
 
 def _entry_point(context, cres, argtypes, params):

@@ -133,6 +133,9 @@ class _Rerun(Exception):
 
 
 def _numba(job):
+    from numba_vulkan.codegen import backend
+    # Its start-up (a Python process loading LLVM) overlaps Numba's work.
+    backend.start()
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
     kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
                                job.options, job.target.float32_atomic_add,
@@ -408,6 +411,8 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
     job = run(job)
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
+    if kernel_ir.prints:
+        metadata["print"] = kernel_ir.prints
     if shared_bytes:
         metadata["shared_bytes"] = shared_bytes
     capabilities = job.capabilities or spirv.capabilities(job.spirv)

@@ -174,13 +174,14 @@ class VulkanTargetContext(BaseContext):
         from numba.core import optional  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.compiler import mathimpl as vulkan_mathimpl
-        from numba_vulkan.compiler import stubs, subgroups
+        from numba_vulkan.compiler import printing, stubs, subgroups
         self.install_registry(cmathimpl.registry)
         self.install_registry(mathimpl.registry)
         self.install_registry(npyimpl.registry)
         self.install_registry(stubs.lowering_registry)
         self.install_registry(vulkan_mathimpl.lowering_registry)
         self.install_registry(subgroups.lowering_registry)
+        self.install_registry(printing.lowering_registry)
 
     def get_ufunc_info(self, ufunc_key):
         """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""

@@ -289,6 +289,10 @@ class Device:
         e12.pNext = e11
         for name in ("shaderFloat64", "shaderInt64", "shaderInt16"):
             setattr(enabled.features, name, getattr(core, name))
+        #: Whether accesses outside a bound buffer are kept inside it
+        #: (``robustBufferAccess``, ``NUMBA_VULKAN_ROBUST_ACCESS``).
+        self.robust_access = bool(core.robustBufferAccess) and config.robust_access()
+        enabled.features.robustBufferAccess = int(self.robust_access)
         for name in ("shaderInt8", "storageBuffer8BitAccess", "shaderBufferInt64Atomics",
                      "shaderSharedInt64Atomics", "uniformAndStorageBuffer8BitAccess",
                      "shaderSubgroupExtendedTypes"):

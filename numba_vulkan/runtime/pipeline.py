@@ -29,7 +29,8 @@ def _check_storage_buffers(name, params, count, info):
         return
     arrays = sum(1 for p in params if p.kind == "array")
     extra = [what for kind, what in (("status", "its status buffer"),
-                                     ("args", "the argument buffer"))
+                                     ("args", "the argument buffer"),
+                                     ("print", "its print buffer"))
              if any(p.kind == kind for p in params)]
     parts = ", ".join([f"{arrays} array arguments"] + extra)
     raise LaunchError(f"{_kernel(name)} binds {count} storage buffers ({parts}), but device "
@@ -66,8 +67,8 @@ class Pipeline:
         self.device = device
         self.params = tuple(params)
         self.push_size = push_size
-        # Arrays, then the status buffer of a kernel compiled with checks.
-        self.arrays = [p for p in self.params if p.kind in ("array", "status")]
+        # Arrays, then the status and print buffers of kernels that have them.
+        self.arrays = [p for p in self.params if p.kind in ("array", "status", "print")]
         self.args = next((p for p in self.params if p.kind == "args"), None)
         bound = self.arrays + ([self.args] if self.args is not None else [])
         self.packer = struct.Struct(abi.push_format(self.params, push_size))
