@@ -41,11 +41,19 @@ The interface, version 3:
   be in flight. Kernels that fit the push constant block have no argument
   buffer. (Version 1 had none: every argument was in the block, and a
   kernel whose arguments passed the device's size could not launch.)
+* An array of records (a NumPy structured dtype) holds the NumPy bytes
+  exactly, field offsets, padding and itemsize as the dtype has them; its
+  shape, strides and offset count records. Its dtype and storage are the
+  record's text form (:mod:`numba_vulkan.records`). Its fields are never
+  narrowed: a record with a 64-bit field cannot be passed to a target that
+  lacks the type.
 """
 
 from dataclasses import dataclass, asdict
 
 import numpy as np
+
+from numba_vulkan import records
 
 ABI_VERSION = 3
 
@@ -136,6 +144,17 @@ def storage_dtype(dtype, narrowed=()):
     return NARROWED[dtype] if _NARROWED_BY.get(dtype) in narrowed else dtype
 
 
+def _check_record(name, dtype, narrowed):
+    """Refuse a record with a field the target cannot hold as laid out:
+    narrowing a field would move every field after it."""
+    if narrowed:
+        path = records.wide_field(dtype)
+        if path is not None:
+            raise TypeError(f"argument {name!r}: record field {path!r} is 64-bit, which "
+                            "this target lacks (it narrows "
+                            f"{' and '.join(narrowed)}); records keep NumPy's layout")
+
+
 def _align(offset, alignment):
     return (offset + alignment - 1) // alignment * alignment
 
@@ -163,7 +182,9 @@ def layout(args, narrowed=(), checks=False, max_push=None, printing=False, loop_
     push_end = None
     binding = 0
     for name, kind, dtype, ndim, array_layout in args:
-        if dtype not in SCALAR_DTYPES:
+        if kind == "array" and records.is_record(dtype):
+            _check_record(name, dtype, narrowed)
+        elif dtype not in SCALAR_DTYPES:
             raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
         storage = storage_dtype(dtype, narrowed)
         if kind == "array":
@@ -255,5 +276,8 @@ def push_format(params, push_size):
 
 
 def itemsize(dtype):
-    """Size in bytes of one element of a dtype named as in :data:`SCALAR_DTYPES`."""
+    """Size in bytes of one element of a dtype named as in :data:`SCALAR_DTYPES`,
+    or of a record in its text form."""
+    if records.is_record(dtype):
+        return records.dtype(dtype).itemsize
     return np.dtype(dtype).itemsize

@@ -32,7 +32,7 @@ import subprocess
 
 import numpy as np
 
-from numba_vulkan import abi, config, files, signature, spirv
+from numba_vulkan import abi, config, files, records, signature, spirv
 from numba_vulkan.spirv import CAPABILITIES, MAGIC
 
 #: Vulkan version -> newest SPIR-V version (major, minor) it consumes.
@@ -276,6 +276,18 @@ def _element_of(storage):
     return ("float" if dtype.kind == "f" else "int", dtype.itemsize * 8)
 
 
+def _holds(element, storage):
+    """Whether a buffer of ``element`` (``(kind, bits)``) may hold an array
+    of this storage dtype: its own element type, or for a record array a
+    scalar type whose size divides the itemsize (see
+    numba_vulkan.codegen.logical, which types each record buffer by the
+    accesses it proves aligned)."""
+    if records.is_record(storage):
+        return element[1] in (8, 16, 32, 64) and \
+            records.dtype(storage).itemsize % (element[1] // 8) == 0
+    return element == _element_of(storage)
+
+
 def check_interface(binary, params, push_size, threads, vulkan=None):
     """Check that a module is the kernel the runtime will bind.
 
@@ -311,7 +323,7 @@ def check_interface(binary, params, push_size, threads, vulkan=None):
         if param is None:
             raise ValueError(f"the module reads a storage buffer at binding {binding}, which "
                              "no parameter fills")
-        if element != _element_of(param.storage):
+        if not _holds(element, param.storage):
             raise ValueError(f"the module's buffer at binding {binding} holds "
                              f"{element[0]}{element[1]}, parameter {param.name!r} is "
                              f"{param.storage}")

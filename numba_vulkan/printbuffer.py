@@ -27,8 +27,6 @@ each call site) stay on the host, in the compiled kernel's
 :data:`VALUE_WORDS`.
 """
 
-import struct
-
 import numpy as np
 
 #: Words at the start of the buffer before the first record.
@@ -80,30 +78,33 @@ def check_formats(formats):
                 raise ValueError(f"print format {key} has an unknown item {item!r}")
 
 
-def _float32(word):
-    return np.uint32(word).view(np.float32)
+#: How each kind's words read as NumPy values, and whether its values print
+#: through their NumPy scalar (else through the Python value of ``tolist``,
+#: which prints the same, faster).
+_VIEWS = {"bool": (np.uint32, False), "int32": (np.int32, False),
+          "uint32": (np.uint32, False), "int64": (np.int64, False),
+          "uint64": (np.uint64, False), "float16": (np.float32, True),
+          "float32": (np.float32, True), "float64": (np.float64, False),
+          "complex64": (np.complex64, True), "complex128": (np.complex128, True)}
 
 
-def _format(kind, words):
-    """A value of ``kind`` from its record words, as the host prints it."""
+def _column(kind, words):
+    """The text of a value of ``kind`` in each row of ``words`` (its words,
+    one row per record), as the host prints a value of that type."""
+    dtype, scalar = _VIEWS[kind]
+    values = np.ascontiguousarray(words).view(dtype)[:, 0]
     if kind == "bool":
-        return "True" if words[0] else "False"
-    if kind in ("int32", "uint32"):
-        value = int(words[0])
-        return str(value - (1 << 32) if kind == "int32" and value >= 1 << 31 else value)
-    if kind in ("int64", "uint64"):
-        value = int(words[0]) | int(words[1]) << 32
-        return str(value - (1 << 64) if kind == "int64" and value >= 1 << 63 else value)
+        return ["True" if v else "False" for v in values.tolist()]
     if kind == "float16":
-        return str(np.float16(_float32(words[0])))
-    if kind == "float32":
-        return str(_float32(words[0]))
-    if kind == "float64":
-        return str(struct.unpack("<d", struct.pack("<2I", int(words[0]), int(words[1])))[0])
-    if kind == "complex64":
-        return str(np.complex64(complex(_float32(words[0]), _float32(words[1]))))
-    real, imag = struct.unpack("<2d", struct.pack("<4I", *map(int, words)))
-    return str(complex(real, imag))
+        values = values.astype(np.float16)
+    return [str(v) for v in (values if scalar else values.tolist())]
+
+
+def _template(items):
+    """The line of a format, ``str.format`` style, with a field per value."""
+    parts = ["{}" if "value" in item else item["text"].replace("{", "{{").replace("}", "}}")
+             for item in items]
+    return " ".join(parts) + "\n"
 
 
 def decode(words, formats):
@@ -118,27 +119,42 @@ def decode(words, formats):
         A list of lines, each ending in a newline; the last one says how
         many calls were dropped, if any were.
     """
+    words = np.asarray(words, np.uint32)
     capacity = int(words[CAPACITY])
     used = min(int(words[RESERVED]), int(words[END]), capacity, len(words) - HEADER_WORDS)
-    records = words[HEADER_WORDS:HEADER_WORDS + used].tolist()
-    lines = []
-    position = 0
+    records = words[HEADER_WORDS:HEADER_WORDS + used]
+    ids = records.tolist()
+    sizes = {int(key): record_words(items) for key, items in formats.items()}
+    # Walk the records once for where each starts; format them a format at a time.
+    starts, position, lost = [], 0, None
     while position < used:
-        items = formats.get(str(records[position]))
-        if items is None or position + record_words(items) > used:
-            lines.append(f"[numba_vulkan: print record of unknown format "
-                         f"{records[position]}; the rest of the output is lost]\n")
+        size = sizes.get(ids[position])
+        if size is None or position + size > used:
+            lost = (f"[numba_vulkan: print record of unknown format {ids[position]}; "
+                    "the rest of the output is lost]\n")
             break
-        position += 1
-        parts = []
+        starts.append(position)
+        position += size
+    starts = np.array(starts, np.int64)
+    kinds = records[starts] if len(starts) else np.zeros(0, np.uint32)
+    lines = [None] * len(starts)
+    for key in np.unique(kinds).tolist():
+        items = formats[str(key)]
+        rows = np.flatnonzero(kinds == key)
+        record = records[starts[rows, None] + np.arange(sizes[key])]
+        columns, offset = [], 1
         for item in items:
-            if "text" in item:
-                parts.append(item["text"])
-                continue
-            size = VALUE_WORDS[item["value"]]
-            parts.append(_format(item["value"], records[position:position + size]))
-            position += size
-        lines.append(" ".join(parts) + "\n")
+            if "value" in item:
+                size = VALUE_WORDS[item["value"]]
+                columns.append(_column(item["value"], record[:, offset:offset + size]))
+                offset += size
+        template = _template(items)
+        texts = ([template.format(*row) for row in zip(*columns)] if columns
+                 else [template.format()] * len(rows))
+        for row, text in zip(rows.tolist(), texts):
+            lines[row] = text
+    if lost:
+        lines.append(lost)
     dropped = int(words[DROPPED])
     if dropped:
         lines.append(f"[numba_vulkan: {dropped} print() call{'s' if dropped != 1 else ''} "

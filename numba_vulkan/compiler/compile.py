@@ -7,11 +7,12 @@ from numba.core import compiler, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import NumbaError
 from numba.core.target_extension import target_override
+from numba.np import numpy_support
 
-from numba_vulkan import abi, signature
+from numba_vulkan import abi, records, signature
 from numba_vulkan.codegen import markers
 from numba_vulkan.compiler import checks, diagnostics, printing
-from numba_vulkan.errors import CompilerError
+from numba_vulkan.errors import CompilerError, UnsupportedError
 from numba_vulkan.target import DEFAULT
 
 #: Name of the SPIR-V entry point of every kernel.
@@ -61,7 +62,10 @@ def numba_types(sig):
     out = []
     for text in sig:
         kind, dtype, ndim, layout = signature.parse(text)
-        scalar = types.boolean if dtype == "bool" else getattr(types, dtype)
+        if records.is_record(dtype):
+            scalar = numpy_support.from_dtype(records.dtype(dtype))
+        else:
+            scalar = types.boolean if dtype == "bool" else getattr(types, dtype)
         out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
     return tuple(out)
 
@@ -82,7 +86,7 @@ def signature_text(sig):
             signature.parse(ty)
             out.append(ty)
         elif isinstance(ty, types.Array):
-            out.append(signature.array(str(ty.dtype), ty.ndim,
+            out.append(signature.array(_dtype_of(ty.dtype), ty.ndim,
                                        "C" if ty.layout == "C" else "A"))
         elif isinstance(ty, types.Boolean):
             out.append("bool")
@@ -91,6 +95,14 @@ def signature_text(sig):
         else:
             raise TypeError(f"type {ty} in signature {sig!r} cannot be a kernel argument")
     return tuple(out)
+
+
+def _dtype_of(ty):
+    """The NumPy dtype of a Numba array's element type (a record's keeps
+    its layout)."""
+    if isinstance(ty, types.Record):
+        return numpy_support.as_dtype(ty)
+    return str(ty)
 
 
 def _flags(options):
@@ -110,7 +122,11 @@ def _param_specs(pyfunc, argtypes):
     for name, ty in zip(names, argtypes):
         if isinstance(ty, types.Array):
             layout = "C" if ty.layout == "C" else "A"
-            specs.append((name, "array", str(ty.dtype), ty.ndim, layout))
+            try:
+                dtype = signature.dtype_text(_dtype_of(ty.dtype))
+            except TypeError as exc:
+                raise TypeError(f"parameter {name!r}: {exc}") from None
+            specs.append((name, "array", dtype, ty.ndim, layout))
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
         else:
@@ -155,7 +171,11 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
     options = dict(options or {})
     argtypes = normalise_argtypes(argtypes)
     specs = _param_specs(pyfunc, argtypes)
-    params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
+    try:
+        params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
+    except TypeError as exc:
+        raise UnsupportedError(diagnostics.located(pyfunc, str(exc)),
+                               kernel=pyfunc.__qualname__) from None
     typing_context, target_context = contexts()
     with global_compiler_lock, target_override("vulkan"):
         # The lowering of atomics reads this, that of subgroup operations and
