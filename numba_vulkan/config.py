@@ -89,6 +89,29 @@ def device_copies():
     return copies
 
 
+def queues():
+    """Most compute queues a device opens: its default stream runs on the
+    first, streams made with ``nv.stream()`` on the others in turn (all on
+    the one where the device has one). Read when a device is opened; 8 by
+    default, and never more than the device's compute family has."""
+    value = _text("NUMBA_VULKAN_QUEUES", "8")
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"NUMBA_VULKAN_QUEUES={value!r}: expected a positive integer, the "
+                         "most compute queues to open on a device")
+    return count
+
+
+def transfer_queue():
+    """Whether copies on streams made with ``nv.stream()`` go to a queue of
+    a transfer-only family (a GPU's copy engines) where the device has one.
+    Read when a device is opened."""
+    return _flag("NUMBA_VULKAN_TRANSFER_QUEUE", True)
+
+
 def validate():
     """Whether every generated module goes through spirv-val.
 
