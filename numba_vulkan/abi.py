@@ -5,7 +5,7 @@ arguments this way, and the runtime, which packs them this way; neither
 imports the other. A compiled module records :data:`ABI_VERSION` and the
 runtime refuses a module built for another.
 
-The interface, version 2:
+The interface, version 3:
 
 * Array argument number *k* (counting arrays only) is the storage buffer at
   descriptor set 0, binding *k*, typed as a runtime array of its storage
@@ -41,13 +41,21 @@ The interface, version 2:
   be in flight. Kernels that fit the push constant block have no argument
   buffer. (Version 1 had none: every argument was in the block, and a
   kernel whose arguments passed the device's size could not launch.)
+* An array of records (a NumPy structured dtype) holds the NumPy bytes
+  exactly, field offsets, padding and itemsize as the dtype has them; its
+  shape, strides and offset count records. Its dtype and storage are the
+  record's text form (:mod:`numba_vulkan.records`). Its fields are never
+  narrowed: a record with a 64-bit field cannot be passed to a target that
+  lacks the type.
 """
 
 from dataclasses import dataclass, asdict
 
 import numpy as np
 
-ABI_VERSION = 2
+from numba_vulkan import records
+
+ABI_VERSION = 3
 
 #: Bytes at the start of the push constant block that the runtime fills.
 HEADER_SIZE = 16
@@ -99,7 +107,8 @@ class Param:
         offset: Byte offset in the push constant block (in the argument
             buffer if ``spilled``): the value of a scalar, or the shape
             (then strides) of an array. The status buffer (kind
-            ``"status"``) and the argument buffer (kind ``"args"``) take none.
+            ``"status"``), the argument buffer (kind ``"args"``) and the
+            print buffer (kind ``"print"``) take none.
         writable: Whether the kernel may write the array.
         spilled: Whether the argument travels in the argument buffer
             rather than in the push constant block.
@@ -122,7 +131,7 @@ class Param:
         the argument buffer)."""
         if self.kind == "array":
             return 4 * (2 * self.ndim + 1)
-        if self.kind in ("status", "args"):
+        if self.kind in HIDDEN_KINDS:
             return 0
         return SCALAR_DTYPES[self.storage]
 
@@ -135,11 +144,22 @@ def storage_dtype(dtype, narrowed=()):
     return NARROWED[dtype] if _NARROWED_BY.get(dtype) in narrowed else dtype
 
 
+def _check_record(name, dtype, narrowed):
+    """Refuse a record with a field the target cannot hold as laid out:
+    narrowing a field would move every field after it."""
+    if narrowed:
+        path = records.wide_field(dtype)
+        if path is not None:
+            raise TypeError(f"argument {name!r}: record field {path!r} is 64-bit, which "
+                            "this target lacks (it narrows "
+                            f"{' and '.join(narrowed)}); records keep NumPy's layout")
+
+
 def _align(offset, alignment):
     return (offset + alignment - 1) // alignment * alignment
 
 
-def layout(args, narrowed=(), checks=False, max_push=None):
+def layout(args, narrowed=(), checks=False, max_push=None, printing=False, loop_status=False):
     """Assign bindings and push constant offsets to kernel arguments.
 
     Args:
@@ -149,6 +169,9 @@ def layout(args, narrowed=(), checks=False, max_push=None):
         max_push: The target's push constant size in bytes; the arguments
             from the first that would end past it on travel in the argument
             buffer. None: everything in the push constant block.
+        printing: Whether the kernel calls ``print`` (and so has a print buffer).
+        loop_status: Whether a kernel without ``checks`` has a status buffer
+            for its loop limit, which comes after every other buffer.
 
     Returns:
         ``(params, push_size)``: a tuple of :class:`Param` and the size in
@@ -159,7 +182,9 @@ def layout(args, narrowed=(), checks=False, max_push=None):
     push_end = None
     binding = 0
     for name, kind, dtype, ndim, array_layout in args:
-        if dtype not in SCALAR_DTYPES:
+        if kind == "array" and records.is_record(dtype):
+            _check_record(name, dtype, narrowed)
+        elif dtype not in SCALAR_DTYPES:
             raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
         storage = storage_dtype(dtype, narrowed)
         if kind == "array":
@@ -183,6 +208,12 @@ def layout(args, narrowed=(), checks=False, max_push=None):
         binding += 1
     if push_end is not None:
         params.append(Param(ARGS_PARAM, "args", "uint32", "uint32", 1, "C", binding, 0))
+        binding += 1
+    if printing:
+        params.append(Param(PRINT_PARAM, "print", "uint32", "uint32", 1, "C", binding, 0))
+        binding += 1
+    if loop_status and not checks:
+        params.append(Param(STATUS_PARAM, "status", "uint32", "uint32", 1, "C", binding, 0))
     return tuple(params), _align(offset if push_end is None else push_end, 4)
 
 
@@ -203,6 +234,12 @@ STATUS_PARAM = "__status"
 
 #: Name of the argument buffer's :class:`Param`.
 ARGS_PARAM = "__args"
+
+#: Name of the print buffer's :class:`Param`.
+PRINT_PARAM = "__print"
+
+#: Kinds of the :class:`Param` of buffers that no argument of the user's fills.
+HIDDEN_KINDS = ("status", "args", "print")
 
 
 def params_from_json(items):
@@ -239,5 +276,8 @@ def push_format(params, push_size):
 
 
 def itemsize(dtype):
-    """Size in bytes of one element of a dtype named as in :data:`SCALAR_DTYPES`."""
+    """Size in bytes of one element of a dtype named as in :data:`SCALAR_DTYPES`,
+    or of a record in its text form."""
+    if records.is_record(dtype):
+        return records.dtype(dtype).itemsize
     return np.dtype(dtype).itemsize

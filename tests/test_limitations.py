@@ -238,6 +238,42 @@ def test_aot_key_sees_an_edited_overload():
     assert key(1.0) != key(2.0)
 
 
+_RAISING = """\
+import numba_vulkan as nv
+
+
+@nv.jit(error_model="python")
+def root(x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        if x[i] < 0:
+            raise ValueError("negative input")
+        y[i] = x[i] ** 0.5
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="the code of a raise statement is a hash of its "
+                   "description, which holds its source file's path")
+def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_path):
+    import importlib.util
+
+    from numba_vulkan import kernelcache
+    from numba_vulkan.compiler.compile import compile_kernel, numba_types
+    from numba_vulkan.target import DEFAULT
+
+    def key(checkout):
+        checkout.mkdir()
+        (checkout / "lim_raising.py").write_text(_RAISING)
+        spec = importlib.util.spec_from_file_location("lim_raising", checkout / "lim_raising.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel = module.root
+        ir = compile_kernel(kernel.py_func, numba_types(("float32[1d,C]",) * 2), kernel.options)
+        return kernelcache.module_key(ir.modules, ["float32", "float32"], (64, 1, 1), DEFAULT,
+                                      kernel.options)
+    assert key(tmp_path / "a") == key(tmp_path / "b")
+
+
 @pytest.mark.xfail(strict=True, raises=nv.AOTError,
                    reason="AOT directories hold no dynamic shared memory variants")
 def test_dynamic_shared_memory_from_an_aot_directory(monkeypatch):
@@ -254,3 +290,13 @@ def test_dynamic_shared_memory_from_an_aot_directory(monkeypatch):
     first_of_block[1, 1, 0, 4](x)
     assert x[0] == 1.0
 
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="print takes numbers, booleans and constant strings, no keywords")
+@pytest.mark.parametrize("source", ['print(x[0], x[1], sep=",")', "print((x[0], x[1]))"])
+def test_print_with_keywords_or_a_tuple(source, capsys):
+    namespace = {"nv": nv}
+    exec(f"def show(x):\n    {source}\n", namespace)
+    nv.jit(namespace["show"]).forall(1)(np.array([1, 2], np.int32))
+    assert capsys.readouterr().out in ("1,2\n", "(1, 2)\n")

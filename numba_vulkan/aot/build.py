@@ -41,6 +41,7 @@ except ImportError:  # not on Windows: builds of one output are not serialised t
 from numba_vulkan import abi, config, files, modulecheck, spirv
 from numba_vulkan.aot import keys as signing_keys, manifest as manifests
 from numba_vulkan.aot.loader import codekey, index, signing
+from numba_vulkan.compiled import check_print
 from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
 #: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
@@ -170,6 +171,8 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
         meta = {"capabilities": spirv.capabilities(binary),
                 "params": [p.to_json() for p in compiled.params],
                 "push_size": compiled.push_size, "abi_version": compiled.abi_version}
+        if "print" in compiled.metadata:
+            meta["print"] = compiled.metadata["print"]
         _check_built(binary, meta, sig, threads, target, target_env)
     except Exception as exc:  # any failure is this module's, reported with the others
         return None, f"{type(exc).__name__}: {exc}"
@@ -190,7 +193,9 @@ def _check_built(binary, meta, sig, threads, target, target_env):
     # What every reader will check the module against (index.check_module).
     modulecheck.check_params(tuple(sig), meta["params"], meta["push_size"], target.narrowed,
                              target.max_push_constants)
-    modulecheck.check_interface(binary, abi.params_from_json(meta["params"]), meta["push_size"], threads, target.vulkan)
+    params = abi.params_from_json(meta["params"])
+    modulecheck.check_interface(binary, params, meta["push_size"], threads, target.vulkan)
+    check_print(params, meta.get("print"))
     if meta["capabilities"] != spirv.capabilities(binary):
         raise ValueError("capabilities differ from the module's")
 
@@ -418,7 +423,7 @@ def _from_remote(pending, done):
             meta = entry["meta"]
             if not isinstance(entry["spirv"], bytes) or not isinstance(meta, dict):
                 raise ValueError("not a built module")
-            if set(meta) != {"capabilities", "params", "push_size", "abi_version"}:
+            if set(meta) - {"print"} != {"capabilities", "params", "push_size", "abi_version"}:
                 raise ValueError("not a built module's metadata")
             if meta["abi_version"] != abi.ABI_VERSION:
                 raise ValueError("a module of another ABI")
@@ -532,6 +537,7 @@ def _entry(task, key, data, meta, fingerprint, build_key):
         "params": meta["params"], "push_size": meta["push_size"],
         "abi_version": meta["abi_version"], "options": dict(task.options),
         "fingerprint": fingerprint,
+        **({"print": meta["print"]} if "print" in meta else {}),
     }
 
 

@@ -389,11 +389,26 @@ def _import(manifest, spec):
     return value
 
 
+def _evaluate(text, dispatcher):
+    """A signature string as Numba reads it, where a name may also be a
+    record (structured NumPy dtype) that the kernel's module defines:
+    ``void(particle[::1], float32)``."""
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+    namespace = dict(types.__dict__)
+    for name, value in getattr(dispatcher.py_func, "__globals__", {}).items():
+        if isinstance(value, np.dtype) and value.names is not None and \
+                name not in namespace:
+            namespace[name] = numpy_support.from_dtype(value)
+    return eval(text, {}, namespace)
+
+
 def _signature(manifest, spec, dispatcher, text, line):
     from numba.core import sigutils, types
     from numba_vulkan.compiler.compile import signature_text
     try:
-        args, ret = sigutils.normalize_signature(text)
+        args, ret = sigutils.normalize_signature(_evaluate(text, dispatcher))
     except Exception as exc:  # Numba reports a bad signature in many ways
         raise ManifestError(f"bad signature {text!r}: {type(exc).__name__}: {exc}",
                             manifest.path, line) from None

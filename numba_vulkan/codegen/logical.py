@@ -26,6 +26,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from numba_vulkan import records
 from numba_vulkan.codegen import fixups, ir, markers
 from numba_vulkan.errors import UnsupportedError
 
@@ -45,7 +46,10 @@ ELEMENT_TYPES = {
 _SCALAR_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2,
                  "float": 4, "double": 8, "ptr": 8}
 #: How intrinsic names spell each element type.
-_MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "float": "f32", "double": "f64"}
+_MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "half": "f16",
+            "float": "f32", "double": "f64"}
+#: An alignment no access needs: that of a buffer's start, of a constant 0.
+_ALIGNED = 1 << 16
 
 
 class MixedFloatAtomics(UnsupportedError):
@@ -205,6 +209,8 @@ class _Rewriter:
             conflicts = self.analyse()
         if conflicts:
             self._choose(conflicts)
+        self.alignments = self._alignments()
+        self.units = self._record_units()
         self.views = self.atomic_views()
         self.guarded = {}
         for block in self.main.blocks:
@@ -532,6 +538,8 @@ class _Rewriter:
             if isinstance(obj, _Choice):
                 raise UnsupportedError("an atomic through a pointer that may point into two "
                                        f"different arrays: {inst}")
+            if self.is_record(obj):
+                continue
             ty, natural = inst.operands[1].type, self.natural_elem(obj)
             if ty != natural:
                 if not ty.startswith("i") or views.setdefault(obj, ty) != ty or \
@@ -546,6 +554,8 @@ class _Rewriter:
         return views
 
     def natural_elem(self, obj):
+        if self.is_record(obj):
+            return self.units.get(obj, "i32")
         if isinstance(obj, int):
             return ELEMENT_TYPES[self.bindings[obj]][0]
         return obj.elem
@@ -805,6 +815,9 @@ class _Rewriter:
         ty = inst.type if load else inst.operands[0].type
         if isinstance(self._object_of(target), _Choice):
             return self.rewrite_chosen_access(inst, target, ty)
+        obj = self._object_of(target)
+        if self.is_record(obj):
+            return self.record_access(inst, target, ty, obj)
         out = []
         ptr, elem, space = self.element_pointer(target, ty, inst, out)
         return out + self.access(inst, ty, ptr, elem, space)
@@ -859,6 +872,195 @@ class _Rewriter:
             out.append(ir.instruction(f"store {flags}{ty} {value}, {where}"))
         return out
 
+    # Records ---------------------------------------------------------------
+
+    def is_record(self, obj):
+        """Whether ``obj`` is the buffer of a record array."""
+        return isinstance(obj, int) and records.is_record(self.bindings[obj])
+
+    def _alignments(self):
+        """The power of two that each pointer's byte offset is known to be a
+        multiple of, by pointer name.
+
+        A record array's buffer holds NumPy's bytes, so the alignment of a
+        field access is not given by its type: it is what the offset's terms
+        prove (record index times itemsize plus the field's offset). An
+        offset the analysis cannot see through counts as aligned to 1, which
+        costs speed (an access assembled from bytes), never correctness.
+        """
+        defs = {inst.name: inst for inst in self.main.instructions() if inst.name}
+        known = {}
+
+        def integer(value):
+            text = str(value)
+            if text.lstrip("-").isdigit():
+                return _power_of_two(int(text))
+            if text in known:
+                return known[text]
+            known[text] = 1      # a value on a cycle (a loop counter): unknown
+            inst, result = defs.get(text), 1
+            if inst is not None:
+                values = [o.value for o in inst.operands]
+                op = inst.opcode
+                if op in ("add", "sub", "or", "xor", "phi"):
+                    result = min(map(integer, values))
+                elif op == "select":
+                    result = min(integer(values[1]), integer(values[2]))
+                elif op == "mul":
+                    result = min(integer(values[0]) * integer(values[1]), _ALIGNED)
+                elif op == "shl" and str(values[1]).isdigit():
+                    result = min(integer(values[0]) << int(str(values[1])), _ALIGNED)
+                elif op == "and":
+                    result = max(map(integer, values))
+                elif op in ("sext", "zext", "trunc"):
+                    result = integer(values[0])
+            known[text] = result
+            return result
+
+        aligns = dict.fromkeys(self.pointers, _ALIGNED)
+
+        def pointer(value):
+            if value in aligns:
+                return aligns[value]
+            return _ALIGNED if value in self.objects or value in _EMPTY + ("null",) else 1
+
+        changed = True
+        while changed:
+            changed = False
+            for inst in self.main.instructions():
+                if inst.name not in aligns:
+                    continue
+                inputs = self._pointer_inputs(inst)
+                if inst.opcode == "getelementptr":
+                    found = min([pointer(inputs[0])] + self._gep_alignments(inst, integer))
+                elif inst.opcode == "call":
+                    found = _ALIGNED
+                else:
+                    found = min(map(pointer, inputs))
+                if found < aligns[inst.name]:
+                    aligns[inst.name] = found
+                    changed = True
+        return aligns
+
+    def _gep_alignments(self, inst, integer):
+        """The alignment of each term a ``getelementptr`` adds to its base."""
+        out = []
+        current = ("array", 0, self.types.parse(inst.type))
+        for operand in inst.operands[1:]:
+            idx = str(operand.value)
+            if current[0] == "struct":
+                offsets, _, _ = self.types.struct_layout(current)
+                out.append(_power_of_two(offsets[int(idx)]))
+                current = current[2][int(idx)]
+                continue
+            size, align = self.types.size_align(current[2])
+            current = current[2]
+            out.append(min(_power_of_two(_round(size, align)) * integer(idx), _ALIGNED))
+        return out
+
+    def _record_units(self):
+        """The element type of each record array's buffer, by binding.
+
+        A buffer has one element type, the largest unit that every access
+        to it is a whole number of, at an offset that is a multiple of it:
+        an access of that size is one load or store, a wider one (a float64
+        field of a packed dtype) is assembled from units. One type per
+        buffer, rather than one variable per access type, keeps accesses to
+        the same bytes from going through variables the driver may assume
+        not to alias.
+        """
+        uses = {}
+        for inst in self.main.instructions():
+            if inst.opcode == "load":
+                target, ty = inst.operands[0].value, inst.type
+            elif inst.opcode == "store":
+                target, ty = inst.operands[1].value, inst.operands[0].type
+            elif inst.opcode in ("atomicrmw", "cmpxchg"):
+                target, ty = inst.operands[0].value, inst.operands[1].type
+            else:
+                continue
+            obj = self._object_of(target)
+            for member in obj.members if isinstance(obj, _Choice) else (obj,):
+                if not self.is_record(member):
+                    continue
+                size = _SCALAR_SIZES.get(ty)
+                if size is None or ty in ("ptr", "i1"):
+                    raise UnsupportedError(f"an access of {ty} into a record array: {inst}")
+                unit = min(size, self.alignments.get(target, 1))
+                uses.setdefault(member, []).append(
+                    (unit, size, ty, inst.opcode not in ("load", "store"), inst))
+        units = {}
+        for binding, found in uses.items():
+            unit = min(u for u, *_ in found)
+            for _, size, _, atomic, inst in found:
+                if atomic and size != unit:
+                    raise UnsupportedError(
+                        "an atomic on a record field whose offset is not a multiple of its "
+                        f"size (a packed dtype): {inst}")
+            typed = {ty for _, size, ty, atomic, _ in found if atomic} or \
+                {ty for _, size, ty, _, _ in found if size == unit}
+            units[binding] = typed.pop() if len(typed) == 1 else f"i{8 * unit}"
+        return units
+
+    def record_access(self, inst, target, ty, binding):
+        """A load or store of ``ty`` into a record array: one access of the
+        buffer's unit, or one per unit it spans, put together."""
+        elem = self.elem_of(binding)
+        unit, size = _SCALAR_SIZES[elem], _SCALAR_SIZES[ty]
+        tail = _with_align(inst.tail, unit)
+        flags = "".join(f"{f} " for f in inst.flags)
+        offset = self.offset_of(target)
+        out = []
+        if size == unit:
+            ptr, elem, space = self.element_pointer_at(binding, offset, ty, inst, out)
+            copy = ir.Instruction(inst.opcode, inst.operands, inst.name, inst.flags, inst.type,
+                                  tail, inst.prefix, inst.callee, inst.labels)
+            return out + self.access(copy, ty, ptr, elem, space)
+        piece, wide = f"i{8 * unit}", f"i{8 * size}"
+        pointers = []
+        for k in range(size // unit):
+            at = self.fresh()
+            out.append(ir.instruction(f"{at} = add i64 {offset}, {k * unit}"))
+            pointers.append(self.element_pointer_at(binding, at, elem, inst, out)[0])
+        lines = []
+        if inst.opcode == "load":
+            parts = []
+            for k, ptr in enumerate(pointers):
+                raw, bits, part = self.fresh(), self.fresh(), self.fresh()
+                lines.append(f"{raw} = load {flags}{elem}, ptr addrspace(11) {ptr}{tail}")
+                if elem != piece:
+                    lines.append(f"{bits} = bitcast {elem} {raw} to {piece}")
+                    raw = bits
+                lines.append(f"{part} = zext {piece} {raw} to {wide}")
+                if k:
+                    shifted = self.fresh()
+                    lines.append(f"{shifted} = shl {wide} {part}, {8 * unit * k}")
+                    part = shifted
+                parts.append(part)
+            total = parts[0]
+            for k, part in enumerate(parts[1:], 2):
+                name = inst.name if k == len(parts) and ty == wide else self.fresh()
+                lines.append(f"{name} = or {wide} {total}, {part}")
+                total = name
+            if ty != wide:
+                lines.append(f"{inst.name} = bitcast {wide} {total} to {ty}")
+        else:
+            value = inst.operands[0].value
+            if ty != wide:
+                bits = self.fresh()
+                lines.append(f"{bits} = bitcast {ty} {value} to {wide}")
+                value = bits
+            for k, ptr in enumerate(pointers):
+                shifted, part = self.fresh(), self.fresh()
+                lines += [f"{shifted} = lshr {wide} {value}, {8 * unit * k}",
+                          f"{part} = trunc {wide} {shifted} to {piece}"]
+                if elem != piece:
+                    typed = self.fresh()
+                    lines.append(f"{typed} = bitcast {piece} {part} to {elem}")
+                    part = typed
+                lines.append(f"store {flags}{elem} {part}, ptr addrspace(11) {ptr}{tail}")
+        return out + [ir.instruction(text) for text in lines]
+
     # Declarations ------------------------------------------------------------
 
     def handle_type(self, binding):
@@ -903,6 +1105,21 @@ class _Rewriter:
                 f"declare ptr addrspace(11) @{self.getpointer_name(binding)}({handle}, i32)",
             ]
         return lines
+
+
+def _power_of_two(value):
+    """The largest power of two dividing ``value`` (:data:`_ALIGNED` for 0)."""
+    value = abs(value)
+    return min(value & -value, _ALIGNED) if value else _ALIGNED
+
+
+def _with_align(tail, align):
+    """An access's tail with its alignment set to ``align``."""
+    head, sep, rest = tail.partition(", align ")
+    if not sep:
+        return f", align {align}{tail}"
+    digits = len(rest) - len(rest.lstrip("0123456789"))
+    return f"{head}, align {align}{rest[digits:]}"
 
 
 def _object_key(obj):

@@ -411,6 +411,8 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
     job = run(job)
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
+    if kernel_ir.prints:
+        metadata["print"] = kernel_ir.prints
     if shared_bytes:
         metadata["shared_bytes"] = shared_bytes
     capabilities = job.capabilities or spirv.capabilities(job.spirv)

@@ -133,7 +133,10 @@ class VulkanTargetContext(BaseContext):
     # that to libclc. (True would route it through math.pow, which the CPU
     # lowering implements as ``**`` again.)
     implement_powi_as_math_call = False
-    strict_alignment = True
+    # A packed record's fields may sit at any offset: codegen/logical.py
+    # assembles an access it cannot prove aligned from narrower ones, so
+    # Numba's refusal of such fields (numba.cuda's) is not needed.
+    strict_alignment = False
     allow_dynamic_globals = False
 
     def __init__(self, typingctx, target="vulkan"):
@@ -174,13 +177,14 @@ class VulkanTargetContext(BaseContext):
         from numba.core import optional  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.compiler import mathimpl as vulkan_mathimpl
-        from numba_vulkan.compiler import stubs, subgroups
+        from numba_vulkan.compiler import printing, stubs, subgroups
         self.install_registry(cmathimpl.registry)
         self.install_registry(mathimpl.registry)
         self.install_registry(npyimpl.registry)
         self.install_registry(stubs.lowering_registry)
         self.install_registry(vulkan_mathimpl.lowering_registry)
         self.install_registry(subgroups.lowering_registry)
+        self.install_registry(printing.lowering_registry)
 
     def get_ufunc_info(self, ufunc_key):
         """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""

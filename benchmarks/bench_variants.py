@@ -1,0 +1,160 @@
+"""Benchmark kernels compiled by variants of the code generator, side by side.
+
+    python benchmarks/bench_variants.py --only matmul,spmv --variants unroll_runtime,or_to_add
+
+Each variant (or several joined by ``+``) is a change to one codegen stage, applied while its kernels
+compile; every kernel of ``--only`` runs once per variant (and on numba-cuda
+where it is installed) in one process, so the ratios compare like with
+like on a noisy machine. It is how a change is measured on the GPU before it
+is made for good: a variant that wins becomes the code generator's way.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import backends as bk  # noqa: E402
+from benchmarks import measure  # noqa: E402
+from benchmarks import run as runner  # noqa: E402
+from benchmarks import suite  # noqa: E402
+
+
+@contextlib.contextmanager
+def _patched(module, name, wrap):
+    original = getattr(module, name)
+    setattr(module, name, wrap(original))
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+@contextlib.contextmanager
+def unroll_runtime():
+    """LLVM unrolls loops of unknown trip counts too (as it does for NVPTX)."""
+    import llvmlite.binding as llvm
+    from numba_vulkan.codegen import optimize
+
+    def wrap(original):
+        def optimise(*args, **kwargs):
+            llvm.set_option("", "-unroll-runtime")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                llvm.set_option("", "-unroll-runtime=false")
+        return optimise
+    with _patched(optimize, "optimise", wrap):
+        yield
+
+
+@contextlib.contextmanager
+def or_to_add():
+    """``or disjoint`` (LLVM's form of an add of disjoint bits) emitted as an add."""
+    from numba_vulkan.codegen import legalize
+
+    def wrap(original):
+        return lambda text: original(text).replace(" = or disjoint ", " = add ")
+    with _patched(legalize, "legalize", wrap):
+        yield
+
+
+@contextlib.contextmanager
+def inexact_float32():
+    """float32 division and square roots left to the driver (not computed in float64)."""
+    from numba_vulkan.codegen import legalize
+    with _patched(legalize, "exact_float32", lambda original: (lambda text: text)):
+        yield
+
+
+@contextlib.contextmanager
+def contract():
+    """Float multiplies and adds may be fused (no ``NoContraction``), as NVVM does by default."""
+    from numba_vulkan import spirv
+    from numba_vulkan.codegen import exact
+
+    def wrap(original):
+        def decorate(binary):
+            header, instructions = spirv.parse(binary)
+            exact._preserve_special_values(header, instructions)
+            return spirv.assemble(header, instructions)
+        return decorate
+    with _patched(exact, "decorate", wrap):
+        yield
+
+
+VARIANTS = {"base": contextlib.nullcontext, "unroll_runtime": unroll_runtime,
+            "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract}
+
+
+class VariantBackend(bk.VulkanBackend):
+    """numba_vulkan with a variant active while its kernels compile."""
+
+    def __init__(self, variant):
+        super().__init__()
+        self.variant = variant
+        self.name = f"numba_vulkan[{variant}]"
+
+    def launch(self, kernel, groups, threads, args):
+        with contextlib.ExitStack() as stack:
+            for part in self.variant.split("+"):
+                stack.enter_context(VARIANTS[part]())
+            kernel[groups, threads](*args)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", required=True, help="comma-separated benchmark names")
+    parser.add_argument("--variants", default=",".join(v for v in VARIANTS if v != "base"),
+                        help=f"comma-separated subset of {','.join(VARIANTS)}")
+    parser.add_argument("--sizes", choices=suite.SIZES, default=None)
+    parser.add_argument("--out", help="directory for variants.json")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("NUMBA_VULKAN_CACHE", "0")
+    variants = ["base"] + [v for v in args.variants.split(",") if v and v != "base"]
+    unknown = [v for v in variants if any(p not in VARIANTS for p in v.split("+"))]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    backends = {v: VariantBackend(v) for v in variants}
+    sizes = args.sizes or ("quick" if backends["base"].is_cpu else "full")
+    cuda_ok, _ = bk.cuda_status()
+    if cuda_ok:
+        backends["numba_cuda"] = bk.KERNEL_BACKENDS["numba_cuda"]()
+    plan = measure.PLANS[sizes]
+    benches = suite.by_name()
+    results = {"environment": backends["base"].environment(), "sizes": sizes, "kernels": {}}
+    print(f"{'kernel':24}" + "".join(f"{v:>18}" for v in backends))
+    for name in args.only.split(","):
+        bench = benches[name]
+        size = bench.sizes[sizes]
+        host = bench.inputs(size, np.random.default_rng(1234))
+        entry = {"work": None}
+        row = {}
+        for label, backend in backends.items():
+            result = runner.run_on(backend, bench, size, host, plan, entry)
+            row[label] = result
+        results["kernels"][name] = row
+        base = row["base"].get("kernel", {}).get("median")
+        cells = []
+        for label, result in row.items():
+            timing = result.get("kernel") or result.get("wall")
+            if result["status"] != "ok" or not timing:
+                cells.append(f"{result['status']:>18}")
+                continue
+            ratio = f" ({timing['median'] / base:.2f})" if base else ""
+            cells.append(f"{timing['median'] * 1e3:10.3f}{ratio:>8}")
+        print(f"{name:24}" + "".join(cells), flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "variants.json"), "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

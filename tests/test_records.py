@@ -1,0 +1,283 @@
+"""Record (structured NumPy dtype) arrays in kernels: arguments, field reads
+and writes, nested records and subarray fields, packed and aligned layouts,
+refused dtypes, AOT directories and the kernel cache."""
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from numba.np import numpy_support
+
+import numba_vulkan as nv
+from numba_vulkan import records, signature
+from numba_vulkan.errors import UnsupportedError
+from numba_vulkan.target import TargetDescription
+
+PARTICLE = np.dtype([("x", "f4"), ("y", "f4"), ("vx", "f4"), ("vy", "f4"), ("id", "i4")])
+
+
+@nv.jit
+def move(p, dt):
+    i = nv.global_id(0)
+    if i < p.shape[0]:
+        p[i].x += p[i].vx * dt                      # by attribute
+        p[i]["y"] = p[i]["y"] + p[i]["vy"] * dt     # by name
+
+
+def particles(rng, n):
+    p = np.zeros(n, PARTICLE)
+    for name in ("x", "y", "vx", "vy"):
+        p[name] = rng.random(n, dtype=np.float32)
+    p["id"] = np.arange(n)
+    return p
+
+
+def moved(p, dt):
+    want = p.copy()
+    want["x"] += want["vx"] * dt
+    want["y"] += want["vy"] * dt
+    return want
+
+
+def test_particles_move_by_their_velocities(rng):
+    p = particles(rng, 1000)
+    d = nv.to_device(p)
+    move.forall(p.size)(d, np.float32(0.25))
+    move.forall(p.size)(d, np.float32(0.25))
+    got = d.copy_to_host()
+    assert got.dtype == PARTICLE
+    np.testing.assert_array_equal(got, moved(moved(p, np.float32(0.25)), np.float32(0.25)))
+    host = p.copy()                                 # a NumPy array: copied in and back
+    move.forall(p.size)(host, np.float32(0.5))
+    np.testing.assert_array_equal(host, moved(p, np.float32(0.5)))
+
+
+def test_device_array_of_records_views_and_copies(rng):
+    p = particles(rng, 64)
+    d = nv.device_array(64, PARTICLE)
+    assert d.dtype == PARTICLE and d.nbytes == p.nbytes
+    d.copy_to_device(p)
+    move.forall(32)(d[1::2], np.float32(2.0))       # a strided view of records
+    want = p.copy()
+    want[1::2] = moved(p[1::2], np.float32(2.0))
+    np.testing.assert_array_equal(d.copy_to_host(), want)
+    np.testing.assert_array_equal(d[3:5].copy_to_host(), want[3:5])
+
+
+ALL_FIELDS = [("b", "?"), ("i1", "i1"), ("u1", "u1"), ("i2", "i2"), ("u2", "u2"),
+              ("i4", "i4"), ("u4", "u4"), ("i8", "i8"), ("u8", "u8"), ("f4", "f4"),
+              ("f8", "f8"), ("v", "f4", (3,)), ("p", [("c", "i1"), ("d", "f8")])]
+
+
+@nv.jit
+def bump(a, b):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        b[i].b = not a[i].b
+        b[i].i1 = a[i].i1 - 1
+        b[i].u1 = a[i].u1 + 1
+        b[i].i2 = a[i].i2 - 1
+        b[i].u2 = a[i].u2 + 1
+        b[i].i4 = a[i].i4 - 1
+        b[i].u4 = a[i].u4 + 1
+        b[i].i8 = a[i].i8 - 1
+        b[i].u8 = a[i].u8 + 1
+        b[i].f4 = a[i].f4 * 2
+        b[i].f8 = a[i].f8 * 2
+        for k in range(3):
+            b[i].v[k] = a[i].v[2 - k]
+        b[i].p.c = a[i].p.c + 1
+        b[i].p.d = a[i].p.d - 0.5
+
+
+@pytest.mark.parametrize("aligned", [False, True], ids=["packed", "aligned"])
+def test_every_field_dtype_at_numpys_offsets(rng, aligned):
+    """Each field is read and written at the offset NumPy gives it: the
+    output's bytes, padding included, are NumPy's for the same values."""
+    dtype = np.dtype(ALL_FIELDS, align=aligned)
+    assert dtype.isalignedstruct == aligned and dtype.itemsize == (80 if aligned else 64)
+    n = 37
+    a = np.zeros(n, dtype)
+    a["b"] = rng.random(n) < 0.5
+    for name in ("i1", "u1", "i2", "u2", "i4", "u4", "u8"):
+        a[name] = rng.integers(0, 100, n)
+    a["i8"] = rng.integers(-2**40, 2**40, n)
+    a["f4"], a["f8"] = rng.random(n), rng.random(n)
+    a["v"] = rng.random((n, 3))
+    a["p"]["c"], a["p"]["d"] = rng.integers(-50, 50, n), rng.random(n)
+    # np.zeros_like leaves a record's padding as it finds it; np.zeros clears it.
+    b = np.zeros(n, dtype)
+    bump.forall(n)(a, b)
+    want = np.zeros(n, dtype)
+    want["b"] = ~a["b"]
+    for name in ("i1", "i2", "i4", "i8"):
+        want[name] = a[name] - 1
+    for name in ("u1", "u2", "u4", "u8"):
+        want[name] = a[name] + 1
+    want["f4"], want["f8"] = a["f4"] * 2, a["f8"] * 2
+    want["v"] = a["v"][:, ::-1]
+    want["p"]["c"], want["p"]["d"] = a["p"]["c"] + 1, a["p"]["d"] - 0.5
+    np.testing.assert_array_equal(b.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("fields", [
+    ALL_FIELDS,
+    [("c", "i1"), ("x", "f4"), ("d", "f8"), ("m", "i2", (2, 3))],
+    [("id", "i4"), ("pos", [("x", "f4"), ("y", "f4")]), ("v", "f4", (3,))],
+    {"names": ["a", "b"], "formats": ["f4", "i1"], "offsets": [4, 0], "itemsize": 12},
+    [("p", [("a", "i1"), ("b", "f8")], (2,)), ("t", "u2")],
+], ids=["all", "packed", "nested", "offsets", "subrecords"])
+@pytest.mark.parametrize("aligned", [False, True], ids=["packed", "aligned"])
+def test_text_form_keeps_numpys_layout(fields, aligned):
+    """The layout rule is NumPy's: the text form (the type a launch names)
+    gives back NumPy's itemsize and field offsets, and Numba's record type,
+    which the kernel's code is lowered from, puts every field there too."""
+    if isinstance(fields, dict) and aligned:
+        fields = dict(fields, aligned=True)
+    dtype = np.dtype(fields, align=aligned)
+    text = records.text(dtype)
+    back = records.dtype(text)
+    assert back.itemsize == dtype.itemsize and dict(back.fields) == dict(dtype.fields)
+    assert sorted(records.scalar_fields(back)) == sorted(records.scalar_fields(dtype))
+    numba_type = numpy_support.from_dtype(dtype)
+    assert records.text(numpy_support.as_dtype(numba_type)) == text
+    assert numba_type.size == dtype.itemsize
+    for name in dtype.names:
+        assert numba_type.offset(name) == dtype.fields[name][1]
+    # Every scalar's offset is where NumPy writes it.
+    for path, name, offset in records.scalar_fields(dtype):
+        a = np.zeros(1, dtype)
+        view = a
+        for part in path.replace("[", ".[").split("."):
+            if part.startswith("["):
+                view = view[(slice(None), *map(int, part[1:-1].split(",")))]
+            else:
+                view = view[part]
+        view[...] = 1
+        raw = a.view(np.uint8)
+        size = np.dtype(name).itemsize
+        assert raw[offset:offset + size].any() and not np.delete(
+            raw, range(offset, offset + size)).any(), path
+    assert signature.parse(f"{text}[1d,C]") == ("array", text, 1, "C")
+
+
+@nv.jit
+def copy_records(a, b):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        b[i] = a[i]
+
+
+def test_whole_record_assignment(rng):
+    dtype = np.dtype([("x", "f4"), ("n", "i2"), ("v", "f8", (2,))], align=True)
+    a = np.zeros(19, dtype)
+    a["x"], a["n"], a["v"] = rng.random(19), np.arange(19), rng.random((19, 2))
+    b = np.zeros(a.shape, dtype)
+    copy_records.forall(a.size)(a, b)
+    np.testing.assert_array_equal(b.view(np.uint8), a.view(np.uint8))
+
+
+def test_aligned_fields_are_typed_accesses_and_packed_ones_assembled():
+    """An all-float32 record is a buffer of floats; a packed float32 at
+    offset 1 is read and written byte by byte (8-bit storage access)."""
+    aligned = move.compile((f"{records.text(PARTICLE)}[1d,A]", "float32"))
+    assert "Int8" not in aligned.capabilities
+    assert "VulkanBuffer_a0f32" in aligned.llvm_ir
+    packed = np.dtype([("c", "i1"), ("x", "f4"), ("d", "f8"), ("m", "i2", (2, 3))])
+    compiled = nv.jit(_packed_kernel).compile((f"{records.text(packed)}[1d,C]",))
+    assert "Int8" in compiled.capabilities and "VulkanBuffer_a0i8" in compiled.llvm_ir
+
+
+def _packed_kernel(a):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        a[i].x = a[i].x + a[i].c
+        a[i].d = a[i].d * 3
+
+
+@pytest.mark.parametrize("fields, path, words", [
+    ([("x", "f4"), ("c", "c8")], "c", "complex64"),
+    ([("x", "f4"), ("s", "U3")], "s", "<U3"),
+    ([("x", "f4"), ("o", "O")], "o", "object"),
+    ([("x", "f4"), ("t", "M8[s]")], "t", "datetime64"),
+    ([("x", "f4"), ("pos", [("y", "f4"), ("z", ">f8")])], "pos.z", ">f8"),
+    ({"names": ["x"], "formats": ["f4"], "titles": ["T"]}, "x", "title"),
+], ids=["complex", "string", "object", "datetime", "big-endian", "title"])
+def test_a_dtype_that_cannot_be_laid_out_is_a_type_error_naming_the_field(fields, path, words):
+    a = np.zeros(4, np.dtype(fields))
+    with pytest.raises(TypeError, match=rf"parameter 'a'.*'{path}'.*{words}"):
+        copy_records.forall(4)(a, a.copy())
+
+
+def test_record_scalar_is_refused_with_a_hint():
+    with pytest.raises(TypeError, match=r"record scalar.*a\[i:i \+ 1\]"):
+        move.forall(1)(np.zeros(1, PARTICLE)[0], np.float32(1))
+
+
+def test_64_bit_field_on_a_narrowing_target_names_the_field():
+    dtype = np.dtype([("x", "f4"), ("pos", [("d", "f8")])])
+    with pytest.raises(UnsupportedError, match=r"'pos\.d' is 64-bit"):
+        copy_records.compile((f"{records.text(dtype)}[1d,C]",) * 2,
+                             target=TargetDescription(float64=False))
+
+
+AOT_MODULE = '''
+import numpy as np
+import numba_vulkan as nv
+
+particle = np.dtype([("x", "f4"), ("y", "f4"), ("vx", "f4"), ("vy", "f4"), ("id", "i4")])
+
+
+@nv.jit
+def drift(p, dt):
+    i = nv.global_id(0)
+    if i < p.shape[0]:
+        p[i].x += p[i].vx * dt
+        p[i].y += p[i].vy * dt
+'''
+
+
+def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
+    from numba_vulkan.aot.build import build
+    from numba_vulkan.aot.loader import lookup
+    (tmp_path / "recaot.py").write_text(AOT_MODULE)
+    (tmp_path / "kernels.yaml").write_text(textwrap.dedent('''\
+        version: 1
+        kernels:
+          - function: recaot:drift
+            signatures: ["void(particle[:], float32)"]
+        '''))
+    build(str(tmp_path / "kernels.yaml"))
+    module = sys.modules["recaot"]
+    monkeypatch.setattr(lookup, "_warned", set())
+    monkeypatch.setenv("NUMBA_VULKAN_AOT_PATH", str(tmp_path / "aot"))
+    monkeypatch.setenv("NUMBA_VULKAN_AOT_STRICT", "1")
+    hits = nv.aot.stats()["hits"]
+    p = particles(rng, 300)
+    got = p.copy()
+    module.drift.forall(p.size)(got, np.float32(0.5))  # strict: compiling would raise
+    assert nv.aot.stats()["hits"] == hits + 1
+    np.testing.assert_array_equal(got, moved(p, np.float32(0.5)))
+    sys.modules.pop("recaot")
+
+
+def test_record_kernel_from_the_cache(tmp_path, rng, monkeypatch):
+    from numba_vulkan import kernelcache
+    from numba_vulkan.compiler import compile as compile_module
+    monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
+    kernelcache.reset_stats()
+    p = particles(rng, 100)
+    first = p.copy()
+    nv.jit(cache=True)(move.py_func).forall(p.size)(first, np.float32(0.5))
+
+    def no_numba(*args, **kwargs):
+        raise AssertionError("Numba ran on a cache hit")
+
+    monkeypatch.setattr(compile_module, "compile_kernel", no_numba)
+    second = p.copy()
+    nv.jit(cache=True)(move.py_func).forall(p.size)(second, np.float32(0.5))
+    assert kernelcache.stats()["functions"]["hits"] == 1
+    np.testing.assert_array_equal(second, moved(p, np.float32(0.5)))
+    np.testing.assert_array_equal(first, second)
