@@ -210,6 +210,7 @@ class _Rewriter:
         if conflicts:
             self._choose(conflicts)
         self.alignments = self._alignments()
+        self._merge_byte_accesses()
         self.units = self._record_units()
         self.views = self.atomic_views()
         self.guarded = {}
@@ -942,6 +943,106 @@ class _Rewriter:
                     changed = True
         return aligns
 
+    def _merge_byte_accesses(self):
+        """Make each four byte loads (or stores) of a record array at the
+        offsets of one aligned 32-bit word one access of the word.
+
+        Numba's record value is its bytes, so a whole-record assignment
+        (``b[i] = a[i]``) reaches here as one byte access per byte, which
+        would make the buffer's unit a byte. Only accesses that nothing
+        else touching memory separates are merged: loads in a run of loads
+        whose results are not used inside the run, stores in a run of
+        stores, all through one base pointer at distinct offsets.
+        """
+        geps = {i.name: i for i in self.main.instructions() if i.opcode == "getelementptr"}
+        for block in self.main.blocks:
+            insts = block.instructions
+            runs, current = [], None
+            for k, inst in enumerate(insts):
+                access = self._byte_access(inst)
+                if access is not None:
+                    base, offset = self._byte_address(access[1], geps)
+                    if current is None or current[0] != (access[0], base):
+                        current = ((access[0], base), {})
+                        runs.append(current)
+                    if offset in current[1]:
+                        current = None
+                        continue
+                    current[1][offset] = k
+                elif inst.opcode in ("load", "store", "atomicrmw", "cmpxchg", "call", "fence"):
+                    current = None
+            replaced = {}
+            for (op, base), at in runs:
+                if self.alignments.get(base, _ALIGNED if base in self.objects else 1) < 4:
+                    continue
+                for offset in sorted(at):
+                    quad = [at.get(offset + j) for j in range(4)]
+                    if offset % 4 or None in quad:
+                        continue
+                    first, last = min(quad), max(quad)
+                    if op == "load" and self._used_between(insts, quad, first, last):
+                        continue
+                    replaced.update((k, []) for k in quad)
+                    replaced[last] = self._word_access(op, [insts[k] for k in quad])
+            if replaced:
+                block.instructions = [new for k, inst in enumerate(insts)
+                                      for new in replaced.get(k, [inst])]
+
+    def _byte_access(self, inst):
+        """``(opcode, pointer)`` of a plain byte load or store into a record
+        array, else None."""
+        if inst.opcode == "load" and inst.type == "i8":
+            target = inst.operands[0].value
+        elif inst.opcode == "store" and inst.operands[0].type == "i8":
+            target = inst.operands[1].value
+        else:
+            return None
+        if "volatile" in inst.flags or "atomic" in inst.flags or \
+                not self.is_record(self._object_of(target)):
+            return None
+        return inst.opcode, target
+
+    @staticmethod
+    def _byte_address(pointer, geps):
+        """``(base, offset)``: a pointer as a base pointer plus a constant."""
+        gep = geps.get(pointer)
+        if gep is not None and gep.type == "i8" and len(gep.operands) == 2 and \
+                str(gep.operands[1].value).isdigit():
+            return gep.operands[0].value, int(str(gep.operands[1].value))
+        return pointer, 0
+
+    @staticmethod
+    def _used_between(insts, quad, first, last):
+        names = {insts[k].name for k in quad}
+        return any(value in names for inst in insts[first:last + 1]
+                   for _, value in inst.values())
+
+    def _word_access(self, op, accesses):
+        """One 32-bit access in place of four byte accesses, in byte order."""
+        tail = _with_align(accesses[0].tail, 4)
+        ptr = accesses[0].operands[0 if op == "load" else 1].value
+        lines = []
+        if op == "load":
+            word = self.fresh()
+            lines.append(f"{word} = load i32, ptr {ptr}{tail}")
+            for j, inst in enumerate(accesses):
+                moved = self.fresh()
+                lines += [f"{moved} = lshr i32 {word}, {8 * j}",
+                          f"{inst.name} = trunc i32 {moved} to i8"]
+        else:
+            total = None
+            for j, inst in enumerate(accesses):
+                wide, part = self.fresh(), self.fresh()
+                lines += [f"{wide} = zext i8 {inst.operands[0].value} to i32",
+                          f"{part} = shl i32 {wide}, {8 * j}"]
+                if total is not None:
+                    joined = self.fresh()
+                    lines.append(f"{joined} = or i32 {total}, {part}")
+                    part = joined
+                total = part
+            lines.append(f"store i32 {total}, ptr {ptr}{tail}")
+        return [ir.instruction(text) for text in lines]
+
     def _gep_alignments(self, inst, integer):
         """The alignment of each term a ``getelementptr`` adds to its base."""
         out = []
@@ -991,7 +1092,16 @@ class _Rewriter:
                     (unit, size, ty, inst.opcode not in ("load", "store"), inst))
         units = {}
         for binding, found in uses.items():
-            unit = min(u for u, *_ in found)
+            # A 1- or 2-byte field at a multiple of its size lies inside one
+            # 32-bit word: it is read from the word and written with atomic
+            # bit operations on it, rather than making every access to the
+            # array one of bytes. The words must not pass the array's end:
+            # only where the itemsize is a multiple of 4.
+            in_word = [use for use in found if use[1] < 4 and use[0] == use[1] and not use[3]] \
+                if records.dtype(self.bindings[binding]).itemsize % 4 == 0 else []
+            unit = min([use[0] for use in found if use not in in_word] + [4])
+            if unit < 4 or not in_word:
+                unit = min(u for u, *_ in found)
             for _, size, _, atomic, inst in found:
                 if atomic and size != unit:
                     raise UnsupportedError(
@@ -999,6 +1109,8 @@ class _Rewriter:
                         f"size (a packed dtype): {inst}")
             typed = {ty for _, size, ty, atomic, _ in found if atomic} or \
                 {ty for _, size, ty, _, _ in found if size == unit}
+            if any(size < unit for _, size, *_ in found):
+                typed = {"i32"}
             units[binding] = typed.pop() if len(typed) == 1 else f"i{8 * unit}"
         return units
 
@@ -1011,6 +1123,8 @@ class _Rewriter:
         flags = "".join(f"{f} " for f in inst.flags)
         offset = self.offset_of(target)
         out = []
+        if size < unit:
+            return self.in_word_access(inst, ty, binding, offset, flags)
         if size == unit:
             ptr, elem, space = self.element_pointer_at(binding, offset, ty, inst, out)
             copy = ir.Instruction(inst.opcode, inst.operands, inst.name, inst.flags, inst.type,
@@ -1059,6 +1173,44 @@ class _Rewriter:
                     lines.append(f"{typed} = bitcast {piece} {part} to {elem}")
                     part = typed
                 lines.append(f"store {flags}{elem} {part}, ptr addrspace(11) {ptr}{tail}")
+        return out + [ir.instruction(text) for text in lines]
+
+    def in_word_access(self, inst, ty, binding, offset, flags):
+        """A load or store of a 1- or 2-byte ``ty`` inside a 32-bit word of
+        a record array: the word shifted, or its bits replaced by two
+        atomics, which leave the word's other bytes to whoever writes them."""
+        size = _SCALAR_SIZES[ty]
+        narrow = f"i{8 * size}"
+        word, low, bits, shift = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+        out = [ir.instruction(text) for text in (
+            f"{word} = and i64 {offset}, -4", f"{low} = and i64 {offset}, 3",
+            f"{bits} = shl i64 {low}, 3", f"{shift} = trunc i64 {bits} to i32")]
+        ptr = self.element_pointer_at(binding, word, "i32", inst, out)[0]
+        lines = []
+        if inst.opcode == "load":
+            raw, moved = self.fresh(), self.fresh()
+            name = inst.name if ty == narrow else self.fresh()
+            lines += [f"{raw} = load {flags}i32, ptr addrspace(11) {ptr}, align 4",
+                      f"{moved} = lshr i32 {raw}, {shift}",
+                      f"{name} = trunc i32 {moved} to {narrow}"]
+            if ty != narrow:
+                lines.append(f"{inst.name} = bitcast {narrow} {name} to {ty}")
+        else:
+            value = inst.operands[0].value
+            if ty != narrow:
+                cast = self.fresh()
+                lines.append(f"{cast} = bitcast {ty} {value} to {narrow}")
+                value = cast
+            wide, put, mask, keep = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+            scope = 'syncscope("device") monotonic, align 4'
+            lines += [f"{wide} = zext {narrow} {value} to i32",
+                      f"{put} = shl i32 {wide}, {shift}",
+                      f"{mask} = shl i32 {(1 << 8 * size) - 1}, {shift}",
+                      f"{keep} = xor i32 {mask}, -1",
+                      f"{self.fresh()} = atomicrmw and ptr addrspace(11) {ptr}, i32 {keep} "
+                      + scope,
+                      f"{self.fresh()} = atomicrmw or ptr addrspace(11) {ptr}, i32 {put} "
+                      + scope]
         return out + [ir.instruction(text) for text in lines]
 
     # Declarations ------------------------------------------------------------
