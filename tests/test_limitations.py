@@ -238,24 +238,6 @@ def test_aot_key_sees_an_edited_overload():
     assert key(1.0) != key(2.0)
 
 
-@pytest.mark.xfail(strict=True, raises=nv.AOTError,
-                   reason="AOT directories hold no dynamic shared memory variants")
-def test_dynamic_shared_memory_from_an_aot_directory(monkeypatch):
-    from numba_vulkan import cuda
-
-    @cuda.jit
-    def first_of_block(x):
-        buf = cuda.shared.array(0, cuda.float32)
-        buf[0] = 1.0
-        x[0] = buf[0]
-
-    monkeypatch.setenv("NUMBA_VULKAN_AOT_STRICT", "1")
-    x = np.zeros(1, np.float32)
-    first_of_block[1, 1, 0, 4](x)
-    assert x[0] == 1.0
-
-
-
 @pytest.mark.xfail(strict=True, raises=nv.CompilerError,
                    reason="print takes numbers, booleans and constant strings, no keywords")
 @pytest.mark.parametrize("source", ['print(x[0], x[1], sep=",")', "print((x[0], x[1]))"])
