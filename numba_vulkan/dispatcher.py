@@ -417,16 +417,17 @@ class VulkanDispatcher:
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
                 compiled = lookup.find(self, sig, threads, target, features=features)
-                name = None
+                cache_key = None
                 if compiled is None and self.options.get("cache"):
-                    name = kernelcache.function_key(self.py_func, self.options, sig, threads,
-                                                    target)
+                    cache_key = kernelcache.function_key(self.py_func, self.options, sig,
+                                                         threads, target)
                     compiled = kernelcache.load_compiled(
-                        name, sig, threads, target, f"{self.__qualname__}({', '.join(sig)})")
+                        cache_key, sig, threads, target,
+                        f"{self.__qualname__}({', '.join(sig)})")
                 if compiled is None:
                     from numba_vulkan.compiler import stages
                     compiled = stages.compile(self.py_func, sig, threads, target, self.options)
-                    kernelcache.store_compiled(name, compiled, config.validate())
+                    kernelcache.store_compiled(cache_key, compiled, config.validate())
                 self._compiled[key] = compiled
             return compiled
 

@@ -1,5 +1,6 @@
 """Bad input gets a clear error, and failures of tools leave the process alive."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -115,6 +116,44 @@ def test_the_backend_child_loads_neither_numba_nor_the_package():
     backend.shutdown()
     backend.start()
     assert backend.emit(_VALID_IR, "spirv1.5-unknown-vulkan1.2-compute")[:4] == b"\x03\x02\x23\x07"
+
+
+def test_a_forked_process_does_not_share_the_backend_child():
+    # An AOT build forks its workers from a process that may have compiled.
+    triple = "spirv1.5-unknown-vulkan1.2-compute"
+    backend.emit(_VALID_IR, triple)
+    parent_child = backend._child
+    pid = os.fork()
+    if pid == 0:
+        ok = backend._child is None and backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
+        os._exit(0 if ok and backend._child is not parent_child else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert backend._child is parent_child and backend._child.alive()
+    assert backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
+
+
+def test_a_forked_backend_child_survives_a_crash_and_serves_again():
+    # What an AOT build's forked worker runs its modules through; in a
+    # process of its own, which has one thread.
+    code = textwrap.dedent(f"""
+        import sys
+        from numba_vulkan.codegen import backend
+        from numba_vulkan.errors import ToolError
+        triple = "spirv1.5-unknown-vulkan1.2-compute"
+        backend.fork_server()
+        assert 'subprocess' not in type(backend._child.process).__module__
+        try:
+            backend.emit({_CRASHING_IR!r}, triple)
+        except ToolError as exc:
+            assert "LLVM SPIR-V backend failed" in str(exc), str(exc)
+        else:
+            sys.exit("no ToolError")
+        assert backend.emit({_VALID_IR!r}, triple)[:4] == bytes([3, 2, 0x23, 7])
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
 
 
 def test_import_opens_no_vulkan_library():

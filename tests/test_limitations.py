@@ -238,6 +238,42 @@ def test_aot_key_sees_an_edited_overload():
     assert key(1.0) != key(2.0)
 
 
+_RAISING = """\
+import numba_vulkan as nv
+
+
+@nv.jit(error_model="python")
+def root(x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        if x[i] < 0:
+            raise ValueError("negative input")
+        y[i] = x[i] ** 0.5
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="the code of a raise statement is a hash of its "
+                   "description, which holds its source file's path")
+def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_path):
+    import importlib.util
+
+    from numba_vulkan import kernelcache
+    from numba_vulkan.compiler.compile import compile_kernel, numba_types
+    from numba_vulkan.target import DEFAULT
+
+    def key(checkout):
+        checkout.mkdir()
+        (checkout / "lim_raising.py").write_text(_RAISING)
+        spec = importlib.util.spec_from_file_location("lim_raising", checkout / "lim_raising.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel = module.root
+        ir = compile_kernel(kernel.py_func, numba_types(("float32[1d,C]",) * 2), kernel.options)
+        return kernelcache.module_key(ir.modules, ["float32", "float32"], (64, 1, 1), DEFAULT,
+                                      kernel.options)
+    assert key(tmp_path / "a") == key(tmp_path / "b")
+
+
 @pytest.mark.xfail(strict=True, raises=nv.CompilerError,
                    reason="print takes numbers, booleans and constant strings, no keywords")
 @pytest.mark.parametrize("source", ['print(x[0], x[1], sep=",")', "print((x[0], x[1]))"])
@@ -246,3 +282,83 @@ def test_print_with_keywords_or_a_tuple(source, capsys):
     exec(f"def show(x):\n    {source}\n", namespace)
     nv.jit(namespace["show"]).forall(1)(np.array([1, 2], np.int32))
     assert capsys.readouterr().out in ("1,2\n", "(1, 2)\n")
+
+
+_RECORD = np.dtype([("x", "f4"), ("n", "i4"), ("h", "i4", (4,))])
+
+
+@nv.jit
+def _record_copy(a, b):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        b[i] = a[i]
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError, reason="records travel as arrays only")
+def test_record_scalar_argument():
+    @nv.jit
+    def put(out, r):
+        out[0] = r.x + r.n
+
+    out = np.zeros(1, np.float32)
+    put.forall(1)(out, np.ones(1, _RECORD)[0])
+    assert out[0] == 2
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError, reason="record fields are real scalars")
+def test_record_with_a_complex_field():
+    a = np.zeros(2, [("z", "c8"), ("x", "f4")])
+    a["z"] = 1 + 2j
+    _record_copy.forall(2)(a, out := np.zeros_like(a))
+    assert (out["z"] == 1 + 2j).all()
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="shared and local arrays take scalar dtypes")
+def test_shared_array_of_records():
+    import numba
+    record = numba.from_dtype(_RECORD)
+
+    @nv.jit
+    def reverse(a):
+        t = nv.shared.array(8, record)
+        i = nv.local_id(0)
+        t[i].x = a[i].x
+        nv.barrier()
+        a[i].x = t[7 - i].x
+
+    a = np.zeros(8, _RECORD)
+    a["x"] = np.arange(8)
+    reverse[1, 8](a)
+    assert (a["x"] == np.arange(8)[::-1]).all()
+
+
+@pytest.mark.xfail(strict=True, reason="a whole record is copied as its bytes")
+def test_whole_record_assignment_is_word_wise():
+    from numba_vulkan import records
+    k = _record_copy.compile((f"{records.text(_RECORD)}[1d,C]",) * 2)
+    assert "atomicrmw" not in k.llvm_ir
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="narrowing a field would move the fields after it")
+def test_record_with_float64_on_a_narrowing_target():
+    from numba_vulkan import records
+    from numba_vulkan.target import TargetDescription
+    wide = np.dtype([("x", "f4"), ("d", "f8")])
+    _record_copy.compile((f"{records.text(wide)}[1d,C]",) * 2,
+                         target=TargetDescription(float64=False, int64=False))
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="a misaligned field is accessed byte by byte")
+def test_atomic_on_a_misaligned_record_field():
+    packed = np.dtype([("c", "i1"), ("h", "i4", (2,))])
+
+    @nv.jit
+    def count(a):
+        nv.atomic.add(a[0].h, 0, 1)
+
+    a = np.zeros(1, packed)
+    count.forall(16)(a)
+    assert a[0]["h"][0] == 16

@@ -189,6 +189,33 @@ def test_aligned_fields_are_typed_accesses_and_packed_ones_assembled():
     assert "Int8" in compiled.capabilities and "VulkanBuffer_a0i8" in compiled.llvm_ir
 
 
+def test_bytes_of_one_word_written_by_different_invocations():
+    """1- and 2-byte fields of an array whose itemsize is a multiple of 4
+    live in 32-bit words: invocations that write different bytes of one
+    word at once (neighbouring lanes, one store instruction) each keep the
+    others' bytes."""
+    dtype = np.dtype([("v", "i1", (4,)), ("h", "u2", (2,)), ("x", "f4")])
+    sig = (f"{records.text(dtype)}[1d,C]", "int32")
+    compiled = nv.jit(_spread).compile(sig, threads=256)
+    assert "VulkanBuffer_a0i32" in compiled.llvm_ir and "VulkanBuffer_a0i8" not in compiled.llvm_ir
+    out = np.zeros(300, dtype)
+    nv.jit(_spread).forall(4 * out.size)(out, np.int32(5))
+    i = np.arange(4 * out.size).reshape(-1, 4)
+    want = np.zeros(300, dtype)
+    want["v"] = -((i + 5) % 128)
+    want["h"] = (i[:, :2] + 5) * 7
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+
+
+def _spread(out, k):
+    i = nv.global_id(0)
+    if i < 4 * out.shape[0]:
+        r, j = i // 4, i % 4
+        out[r].v[j] = -((i + k) % 128)
+        if j < 2:
+            out[r].h[j] = (i + k) * 7
+
+
 def _packed_kernel(a):
     i = nv.global_id(0)
     if i < a.shape[0]:
@@ -203,7 +230,9 @@ def _packed_kernel(a):
     ([("x", "f4"), ("t", "M8[s]")], "t", "datetime64"),
     ([("x", "f4"), ("pos", [("y", "f4"), ("z", ">f8")])], "pos.z", ">f8"),
     ({"names": ["x"], "formats": ["f4"], "titles": ["T"]}, "x", "title"),
-], ids=["complex", "string", "object", "datetime", "big-endian", "title"])
+    ([("x", "f4"), ("h", "f2")], "h", "float16"),
+    ([("x", "f4"), ("my field", "i4")], "my field", "identifier"),
+], ids=["complex", "string", "object", "datetime", "big-endian", "title", "float16", "name"])
 def test_a_dtype_that_cannot_be_laid_out_is_a_type_error_naming_the_field(fields, path, words):
     a = np.zeros(4, np.dtype(fields))
     with pytest.raises(TypeError, match=rf"parameter 'a'.*'{path}'.*{words}"):

@@ -206,12 +206,16 @@ def _check_built(binary, meta, sig, threads, target, target_env):
         raise ValueError("capabilities differ from the module's")
 
 
-def _worker_init(paths, settings):
+def _worker_init(paths, settings, forked=False):
     # A spawned worker does not inherit the build's overridden settings.
     config.override(settings)
     for path in reversed(paths):
         if path not in sys.path:
             sys.path.insert(0, path)
+    if forked:
+        # A worker has one thread: its backend child can be a fork of it.
+        from numba_vulkan.codegen import backend
+        backend.fork_server()
 
 
 def _ours(output):
@@ -362,6 +366,9 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
             pending.append((task, build_key))
     build_keys = dict(pending)
     pending = _from_remote(pending, done)
+    # Longest first, so that no worker starts a long module when the others
+    # are done: a kernel's bytecode is a fair guess at its compile time.
+    pending.sort(key=lambda item: -_size(dispatchers[item[0].kernel]))
     result.remote = sum(1 for _, _, how in done.values() if how == _REMOTE)
     total = len(tasks)
     count = len(done) + len(result.failures)
@@ -393,6 +400,14 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
         _write(m, output, entries, modules, signer)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _size(dispatcher):
+    """Bytes of bytecode of a kernel's Python function."""
+    return len(getattr(getattr(dispatcher, "py_func", None), "__code__", _NO_CODE).co_code)
+
+
+_NO_CODE = (lambda: None).__code__
 
 
 #: The remote cache's namespace of built modules, keyed by build key.
@@ -491,18 +506,23 @@ def _run(pending, m, jobs, scheduler=None):
             yield task, outcome(_compile(*arguments(task)))
         return
     # Forked workers start with Numba and the kernels' modules imported, which
-    # spawned ones would spend a second or more each on. The build process has
-    # compiled nothing yet: it has no backend child or thread a fork could share.
+    # spawned ones would spend a second or more each on. A fork does not share
+    # this process's backend child (codegen.backend forgets it in the child).
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     if context.get_start_method() == "fork":
-        # Numba's typing and target contexts take half a second to set up:
-        # once here rather than in every worker.
+        # Numba's typing and target contexts take a quarter of a second to set
+        # up, the code generator's modules and LLVM's targets a tenth: once
+        # here rather than in every worker.
+        from numba_vulkan.codegen import optimize, pipeline  # noqa: F401
         from numba_vulkan.compiler.compile import contexts
         contexts()
+        optimize.initialise()
     paths = [m.directory] + [p for p in sys.path if p]
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context,
                                                 initializer=_worker_init,
-                                                initargs=(paths, config.overrides())) as pool:
+                                                initargs=(paths, config.overrides(),
+                                                          context.get_start_method() == "fork")
+                                                ) as pool:
         futures = {pool.submit(_compile, *arguments(task)): task for task, _ in pending}
         for future in concurrent.futures.as_completed(futures):
             task = futures[future]

@@ -991,7 +991,16 @@ class _Rewriter:
                     (unit, size, ty, inst.opcode not in ("load", "store"), inst))
         units = {}
         for binding, found in uses.items():
-            unit = min(u for u, *_ in found)
+            # A 1- or 2-byte field at a multiple of its size lies inside one
+            # 32-bit word: it is read from the word and written with atomic
+            # bit operations on it, rather than making every access to the
+            # array one of bytes. The words must not pass the array's end:
+            # only where the itemsize is a multiple of 4.
+            in_word = [use for use in found if use[1] < 4 and use[0] == use[1] and not use[3]] \
+                if records.dtype(self.bindings[binding]).itemsize % 4 == 0 else []
+            unit = min([use[0] for use in found if use not in in_word] + [4])
+            if unit < 4 or not in_word:
+                unit = min(u for u, *_ in found)
             for _, size, _, atomic, inst in found:
                 if atomic and size != unit:
                     raise UnsupportedError(
@@ -999,6 +1008,8 @@ class _Rewriter:
                         f"size (a packed dtype): {inst}")
             typed = {ty for _, size, ty, atomic, _ in found if atomic} or \
                 {ty for _, size, ty, _, _ in found if size == unit}
+            if any(size < unit for _, size, *_ in found):
+                typed = {"i32"}
             units[binding] = typed.pop() if len(typed) == 1 else f"i{8 * unit}"
         return units
 
@@ -1011,6 +1022,8 @@ class _Rewriter:
         flags = "".join(f"{f} " for f in inst.flags)
         offset = self.offset_of(target)
         out = []
+        if size < unit:
+            return self.in_word_access(inst, ty, binding, offset, flags)
         if size == unit:
             ptr, elem, space = self.element_pointer_at(binding, offset, ty, inst, out)
             copy = ir.Instruction(inst.opcode, inst.operands, inst.name, inst.flags, inst.type,
@@ -1059,6 +1072,44 @@ class _Rewriter:
                     lines.append(f"{typed} = bitcast {piece} {part} to {elem}")
                     part = typed
                 lines.append(f"store {flags}{elem} {part}, ptr addrspace(11) {ptr}{tail}")
+        return out + [ir.instruction(text) for text in lines]
+
+    def in_word_access(self, inst, ty, binding, offset, flags):
+        """A load or store of a 1- or 2-byte ``ty`` inside a 32-bit word of
+        a record array: the word shifted, or its bits replaced by two
+        atomics, which leave the word's other bytes to whoever writes them."""
+        size = _SCALAR_SIZES[ty]
+        narrow = f"i{8 * size}"
+        word, low, bits, shift = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+        out = [ir.instruction(text) for text in (
+            f"{word} = and i64 {offset}, -4", f"{low} = and i64 {offset}, 3",
+            f"{bits} = shl i64 {low}, 3", f"{shift} = trunc i64 {bits} to i32")]
+        ptr = self.element_pointer_at(binding, word, "i32", inst, out)[0]
+        lines = []
+        if inst.opcode == "load":
+            raw, moved = self.fresh(), self.fresh()
+            name = inst.name if ty == narrow else self.fresh()
+            lines += [f"{raw} = load {flags}i32, ptr addrspace(11) {ptr}, align 4",
+                      f"{moved} = lshr i32 {raw}, {shift}",
+                      f"{name} = trunc i32 {moved} to {narrow}"]
+            if ty != narrow:
+                lines.append(f"{inst.name} = bitcast {narrow} {name} to {ty}")
+        else:
+            value = inst.operands[0].value
+            if ty != narrow:
+                cast = self.fresh()
+                lines.append(f"{cast} = bitcast {ty} {value} to {narrow}")
+                value = cast
+            wide, put, mask, keep = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+            scope = 'syncscope("device") monotonic, align 4'
+            lines += [f"{wide} = zext {narrow} {value} to i32",
+                      f"{put} = shl i32 {wide}, {shift}",
+                      f"{mask} = shl i32 {(1 << 8 * size) - 1}, {shift}",
+                      f"{keep} = xor i32 {mask}, -1",
+                      f"{self.fresh()} = atomicrmw and ptr addrspace(11) {ptr}, i32 {keep} "
+                      + scope,
+                      f"{self.fresh()} = atomicrmw or ptr addrspace(11) {ptr}, i32 {put} "
+                      + scope]
         return out + [ir.instruction(text) for text in lines]
 
     # Declarations ------------------------------------------------------------
