@@ -169,13 +169,24 @@ def copy_records(a, b):
         b[i] = a[i]
 
 
-def test_whole_record_assignment(rng):
-    dtype = np.dtype([("x", "f4"), ("n", "i2"), ("v", "f8", (2,))], align=True)
+@pytest.mark.parametrize("fields, words", [
+    ([("x", "f4"), ("n", "i2"), ("v", "f8", (2,))], True),
+    ([("x", "f4"), ("c", "i1")], False),
+], ids=["24-bytes", "5-bytes"])
+def test_whole_record_assignment(rng, fields, words):
+    """A record's bytes are copied a word at a time where the itemsize is
+    a multiple of 4 (no byte buffer, no atomics), else byte by byte."""
+    dtype = np.dtype(fields, align=words)
     a = np.zeros(19, dtype)
-    a["x"], a["n"], a["v"] = rng.random(19), np.arange(19), rng.random((19, 2))
+    a["x"], a[dtype.names[1]] = rng.random(19), np.arange(19)
+    if words:
+        a["v"] = rng.random((19, 2))
     b = np.zeros(a.shape, dtype)
     copy_records.forall(a.size)(a, b)
     np.testing.assert_array_equal(b.view(np.uint8), a.view(np.uint8))
+    compiled = copy_records.compile((f"{records.text(dtype)}[1d,C]",) * 2, threads=256)
+    assert ("VulkanBuffer_a0i32" in compiled.llvm_ir and
+            "atomicrmw" not in compiled.llvm_ir) == words
 
 
 def test_aligned_fields_are_typed_accesses_and_packed_ones_assembled():

@@ -38,7 +38,7 @@ ELEMENT_TYPES = {
     "int16": ("i16", "i16"), "uint16": ("i16", "i16"),
     "int32": ("i32", "i32"), "uint32": ("i32", "i32"),
     "int64": ("i64", "i64"), "uint64": ("i64", "i64"),
-    "float32": ("float", "f32"), "float64": ("double", "f64"),
+    "float16": ("half", "f16"), "float32": ("float", "f32"), "float64": ("double", "f64"),
     # A complex array is an array of its parts (see numba_vulkan.abi).
     "complex64": ("float", "f32"), "complex128": ("double", "f64"),
 }
@@ -210,6 +210,7 @@ class _Rewriter:
         if conflicts:
             self._choose(conflicts)
         self.alignments = self._alignments()
+        self._merge_byte_accesses()
         self.units = self._record_units()
         self.views = self.atomic_views()
         self.guarded = {}
@@ -942,6 +943,106 @@ class _Rewriter:
                     changed = True
         return aligns
 
+    def _merge_byte_accesses(self):
+        """Make each four byte loads (or stores) of a record array at the
+        offsets of one aligned 32-bit word one access of the word.
+
+        Numba's record value is its bytes, so a whole-record assignment
+        (``b[i] = a[i]``) reaches here as one byte access per byte, which
+        would make the buffer's unit a byte. Only accesses that nothing
+        else touching memory separates are merged: loads in a run of loads
+        whose results are not used inside the run, stores in a run of
+        stores, all through one base pointer at distinct offsets.
+        """
+        geps = {i.name: i for i in self.main.instructions() if i.opcode == "getelementptr"}
+        for block in self.main.blocks:
+            insts = block.instructions
+            runs, current = [], None
+            for k, inst in enumerate(insts):
+                access = self._byte_access(inst)
+                if access is not None:
+                    base, offset = self._byte_address(access[1], geps)
+                    if current is None or current[0] != (access[0], base):
+                        current = ((access[0], base), {})
+                        runs.append(current)
+                    if offset in current[1]:
+                        current = None
+                        continue
+                    current[1][offset] = k
+                elif inst.opcode in ("load", "store", "atomicrmw", "cmpxchg", "call", "fence"):
+                    current = None
+            replaced = {}
+            for (op, base), at in runs:
+                if self.alignments.get(base, _ALIGNED if base in self.objects else 1) < 4:
+                    continue
+                for offset in sorted(at):
+                    quad = [at.get(offset + j) for j in range(4)]
+                    if offset % 4 or None in quad:
+                        continue
+                    first, last = min(quad), max(quad)
+                    if op == "load" and self._used_between(insts, quad, first, last):
+                        continue
+                    replaced.update((k, []) for k in quad)
+                    replaced[last] = self._word_access(op, [insts[k] for k in quad])
+            if replaced:
+                block.instructions = [new for k, inst in enumerate(insts)
+                                      for new in replaced.get(k, [inst])]
+
+    def _byte_access(self, inst):
+        """``(opcode, pointer)`` of a plain byte load or store into a record
+        array, else None."""
+        if inst.opcode == "load" and inst.type == "i8":
+            target = inst.operands[0].value
+        elif inst.opcode == "store" and inst.operands[0].type == "i8":
+            target = inst.operands[1].value
+        else:
+            return None
+        if "volatile" in inst.flags or "atomic" in inst.flags or \
+                not self.is_record(self._object_of(target)):
+            return None
+        return inst.opcode, target
+
+    @staticmethod
+    def _byte_address(pointer, geps):
+        """``(base, offset)``: a pointer as a base pointer plus a constant."""
+        gep = geps.get(pointer)
+        if gep is not None and gep.type == "i8" and len(gep.operands) == 2 and \
+                str(gep.operands[1].value).isdigit():
+            return gep.operands[0].value, int(str(gep.operands[1].value))
+        return pointer, 0
+
+    @staticmethod
+    def _used_between(insts, quad, first, last):
+        names = {insts[k].name for k in quad}
+        return any(value in names for inst in insts[first:last + 1]
+                   for _, value in inst.values())
+
+    def _word_access(self, op, accesses):
+        """One 32-bit access in place of four byte accesses, in byte order."""
+        tail = _with_align(accesses[0].tail, 4)
+        ptr = accesses[0].operands[0 if op == "load" else 1].value
+        lines = []
+        if op == "load":
+            word = self.fresh()
+            lines.append(f"{word} = load i32, ptr {ptr}{tail}")
+            for j, inst in enumerate(accesses):
+                moved = self.fresh()
+                lines += [f"{moved} = lshr i32 {word}, {8 * j}",
+                          f"{inst.name} = trunc i32 {moved} to i8"]
+        else:
+            total = None
+            for j, inst in enumerate(accesses):
+                wide, part = self.fresh(), self.fresh()
+                lines += [f"{wide} = zext i8 {inst.operands[0].value} to i32",
+                          f"{part} = shl i32 {wide}, {8 * j}"]
+                if total is not None:
+                    joined = self.fresh()
+                    lines.append(f"{joined} = or i32 {total}, {part}")
+                    part = joined
+                total = part
+            lines.append(f"store i32 {total}, ptr {ptr}{tail}")
+        return [ir.instruction(text) for text in lines]
+
     def _gep_alignments(self, inst, integer):
         """The alignment of each term a ``getelementptr`` adds to its base."""
         out = []
@@ -1204,7 +1305,8 @@ def _c_string(init):
     return bytes(out)
 
 
-_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "float": "f", "double": "d"}
+_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "half": "H", "float": "f",
+                 "double": "d"}
 
 
 def _constant_array(data, elem):
@@ -1214,6 +1316,9 @@ def _constant_array(data, elem):
     if elem in ("float", "double"):
         # LLVM writes both as the bits of the (exactly widened) double.
         items = [f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}" for v in values]
+    elif elem == "half":
+        # ... and a half as its own bits (unpacked as uint16 above).
+        items = [f"0xH{v:04X}" for v in values]
     else:
         items = [str(v) for v in values]
     return f"[{', '.join(f'{elem} {v}' for v in items)}]"
