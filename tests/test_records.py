@@ -5,6 +5,7 @@ refused dtypes, AOT directories and the kernel cache."""
 import sys
 import textwrap
 
+import numba
 import numpy as np
 import pytest
 from numba.np import numpy_support
@@ -225,6 +226,72 @@ def _spread(out, k):
         out[r].v[j] = -((i + k) % 128)
         if j < 2:
             out[r].h[j] = (i + k) * 7
+
+
+MIXED = np.dtype([("x", "f4"), ("c", "i1"), ("f", "?"), ("h", "i2"), ("d", "f8")], align=True)
+
+
+@nv.jit
+def reverse_in_shared(a, out):
+    t = nv.shared.array(64, MIXED)
+    i = nv.local_id(0)
+    t[i].x = a[i].x
+    t[i].c = a[i].c
+    t[i].f = a[i].f
+    t[i].h = a[i].h
+    t[i].d = a[i].d
+    nv.barrier()
+    j = 63 - i
+    out[i] = t[j].x + t[j].c + t[j].f + t[j].h + t[j].d
+
+
+@numba.njit
+def _reverse_reference(a, out):
+    for i in range(64):
+        j = 63 - i
+        out[i] = a[j].x + a[j].c + a[j].f + a[j].h + a[j].d
+
+
+def test_records_in_workgroup_memory(rng):
+    """A shared array of records whose 1- and 2-byte fields share words
+    (written with workgroup atomics) and a float64 field assembled from
+    two words, as numba.njit computes it."""
+    a = np.zeros(64, MIXED)
+    a["x"], a["d"] = rng.random(64), rng.random(64)
+    a["c"], a["h"] = rng.integers(-9, 9, 64), rng.integers(-999, 999, 64)
+    a["f"] = rng.random(64) < 0.5
+    out, want = np.zeros(64), np.zeros(64)
+    reverse_in_shared[1, 64](a, out)
+    _reverse_reference(a, want)
+    np.testing.assert_array_equal(out, want)
+
+
+PACKED = np.dtype([("c", "i1"), ("x", "f4"), ("h", "i2")])
+PACKED_TYPE = numba.from_dtype(PACKED)
+
+
+@nv.jit
+def through_local(a, out):
+    t = nv.local.array(3, PACKED_TYPE)
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        for k in range(3):
+            t[k].c = a[i].c + k
+            t[k].x = a[i].x * k
+            t[k].h = a[i].h - k
+        s = 0.0
+        for k in range(3):
+            s += t[k].c + t[k].x + t[k].h
+        out[i] = s
+
+
+def test_packed_records_in_private_memory():
+    a = np.zeros(40, PACKED)
+    a["c"], a["x"], a["h"] = np.arange(40), np.arange(40) * 0.5, np.arange(40) * 3
+    out = np.zeros(40, np.float32)
+    through_local.forall(a.size)(a, out)
+    want = sum(a["c"] + k + a["x"] * k + a["h"] - k for k in range(3))
+    np.testing.assert_array_equal(out, want.astype(np.float32))
 
 
 def _packed_kernel(a):
