@@ -91,6 +91,11 @@ class _Plan:
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
+        if "StorageBuffer16BitAccess" in kernel.capabilities \
+                and "storage16" not in device.info.features:
+            raise LaunchError(f"{kernel.name} has float16 or 16-bit integer arrays, which "
+                              f"device {device.info.name} cannot store (it lacks "
+                              "storageBuffer16BitAccess)")
         lacking = sorted(modulecheck.subgroup_features(kernel.spirv) - device.info.features)
         if lacking:
             uses = "; ".join(_SUBGROUP_USES[f] for f in lacking)

@@ -292,6 +292,71 @@ def test_dynamic_shared_memory_from_an_aot_directory(monkeypatch):
 
 
 
+_FLOAT16_WITHOUT_STORAGE = '''
+import numpy as np
+import numba_vulkan as nv
+
+@nv.jit
+def double(x):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        x[i] = x[i] * np.float16(2)
+
+x = np.arange(8, dtype=np.float16)
+double.forall(8)(x)
+assert np.array_equal(x, np.arange(8, dtype=np.float16) * 2)
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="float16 arrays need storageBuffer16BitAccess")
+def test_float16_arrays_without_16_bit_storage():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_VULKAN_MASK_FEATURES="storage16")
+    child = subprocess.run([sys.executable, "-c", _FLOAT16_WITHOUT_STORAGE], env=env,
+                           capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr[-2000:]
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError, reason="no float16 atomics")
+def test_float16_atomic_add():
+    @nv.jit
+    def total(out, x):
+        nv.atomic.add(out, 0, x[nv.global_id(0)])
+
+    out = np.zeros(1, np.float16)
+    total[1, 8](out, np.ones(8, np.float16))
+    assert out[0] == 8
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="no subgroup operations on float16")
+def test_float16_subgroup_shuffle():
+    @nv.jit
+    def first(x, out):
+        i = nv.global_id(0)
+        out[i] = nv.subgroup.shuffle(x[i], 0)
+
+    out = np.zeros(8, np.float16)
+    first[1, 8](np.arange(8, dtype=np.float16), out)
+    assert not out.any()
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="Numba's NumPy ufuncs know no float16 scalars")
+def test_numpy_ufunc_of_a_float16_scalar():
+    @nv.jit
+    def root(x, out):
+        i = nv.global_id(0)
+        out[i] = np.sqrt(x[i])
+
+    x = np.arange(8, dtype=np.float16)
+    out = np.zeros_like(x)
+    root[1, 8](x, out)
+    assert np.array_equal(out, np.sqrt(x))
+
+
 @pytest.mark.xfail(strict=True, raises=nv.CompilerError,
                    reason="print takes numbers, booleans and constant strings, no keywords")
 @pytest.mark.parametrize("source", ['print(x[0], x[1], sep=",")', "print((x[0], x[1]))"])

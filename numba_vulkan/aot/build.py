@@ -599,7 +599,8 @@ def _write(m, output, entries, modules, signer=None):
     """
     entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"]))
     profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env,
-                 **({"loop_limit": p.loop_limit} if p.loop_limit else {})}
+                 **({"loop_limit": p.loop_limit} if p.loop_limit else {}),
+                 **({"float16": True} if p.float16 else {})}
                 for p in m.profiles]
     data = {"format": index.FORMAT_VERSION, "abi_version": abi.ABI_VERSION,
             "profiles": profiles, "entries": entries}

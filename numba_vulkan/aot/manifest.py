@@ -11,6 +11,8 @@ A manifest is YAML (see ``docs/aot.md``)::
         narrow: true
       - name: lavapipe                 # counts loop trips against a limit
         loop_limit: 65535
+      - name: half                     # float16 arithmetic in float16
+        float16: true
     kernels:
       - function: examples.saxpy:saxpy
         signatures: ["void(float32, float32[::1], float32[::1])"]
@@ -44,7 +46,7 @@ DEFAULT_OUTPUT = "aot"
 DEFAULT_TARGET_ENV = "vulkan1.2"
 
 _TOP = ("version", "output", "target_env", "profiles", "kernels")
-_PROFILE = ("name", "narrow", "target_env", "loop_limit")
+_PROFILE = ("name", "narrow", "target_env", "loop_limit", "float16")
 _KERNEL = ("function", "signatures", "threads", "options", "profiles")
 #: Options a manifest may set, and the values each takes.
 _OPTIONS = {name: jitoptions.OPTIONS[name].values for name in jitoptions.CODE_OPTIONS}
@@ -64,6 +66,9 @@ class Profile:
         loop_limit: Loop trips per invocation after which the devices leave
             every loop (65535 for lavapipe), 0 for none: the kernels unroll
             their loops and report reaching it (see ``docs/aot.md``).
+        float16: Whether the devices compute in float16 (``shaderFloat16``);
+            without it float16 arithmetic is done in float32, which every
+            device with 16-bit storage runs.
     """
 
     name: str
@@ -71,11 +76,12 @@ class Profile:
     target_env: str
     line: int = 0
     loop_limit: int = 0
+    float16: bool = False
 
     def target(self):
         """The :class:`~numba_vulkan.target.TargetDescription` of the profile."""
         target = TargetDescription.from_env(self.target_env, narrow=self.narrow)
-        return target.with_features(loop_limit=self.loop_limit)
+        return target.with_features(loop_limit=self.loop_limit, float16=self.float16)
 
 
 @dataclass
@@ -288,7 +294,10 @@ def _profiles(reader, node, target_env):
             if loop_limit < 0:
                 raise reader.error(fields["loop_limit"], f"{where}.loop_limit {loop_limit!r}: "
                                    "give a number of loop trips (65535 for lavapipe), or 0")
-        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1, loop_limit))
+        float16 = (reader.scalar(fields["float16"], f"{where}.float16", (bool,))
+                   if "float16" in fields else False)
+        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1, loop_limit,
+                                float16))
     return profiles
 
 

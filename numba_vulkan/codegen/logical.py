@@ -38,7 +38,7 @@ ELEMENT_TYPES = {
     "int16": ("i16", "i16"), "uint16": ("i16", "i16"),
     "int32": ("i32", "i32"), "uint32": ("i32", "i32"),
     "int64": ("i64", "i64"), "uint64": ("i64", "i64"),
-    "float32": ("float", "f32"), "float64": ("double", "f64"),
+    "float16": ("half", "f16"), "float32": ("float", "f32"), "float64": ("double", "f64"),
     # A complex array is an array of its parts (see numba_vulkan.abi).
     "complex64": ("float", "f32"), "complex128": ("double", "f64"),
 }
@@ -1349,7 +1349,8 @@ def _c_string(init):
     return bytes(out)
 
 
-_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "float": "f", "double": "d"}
+_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "half": "H", "float": "f",
+                 "double": "d"}
 
 
 def _constant_array(data, elem):
@@ -1359,6 +1360,9 @@ def _constant_array(data, elem):
     if elem in ("float", "double"):
         # LLVM writes both as the bits of the (exactly widened) double.
         items = [f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}" for v in values]
+    elif elem == "half":
+        # ... and a half as its own bits (unpacked as uint16 above).
+        items = [f"0xH{v:04X}" for v in values]
     else:
         items = [str(v) for v in values]
     return f"[{', '.join(f'{elem} {v}' for v in items)}]"

@@ -242,7 +242,8 @@ STAGES = (
     Stage("markers", _codegen("markers"), "the marker calls that read push constants, buffer "
           "handles and the workgroup size are lowered", llvm=True),
     Stage("narrow", _codegen("narrowing"), "what is still 64-bit and the target lacks is "
-          "made 32-bit", llvm=True),
+          "made 32-bit; on a target without float16 arithmetic, float16 is computed in "
+          "float32 and each result rounded to float16", llvm=True),
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
@@ -250,8 +251,9 @@ STAGES = (
           "the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "placeholder calls become subgroup instructions, debug noise is "
-          "stripped and the backend's known mistakes fixed; a module with an unmerged switch "
-          "goes back to `structurize` without breaks"),
+          "stripped, the backend's known mistakes fixed and the 16-bit storage capability "
+          "declared; a module with an unmerged switch goes back to `structurize` without "
+          "breaks"),
     Stage("exact", _codegen("exact_floats"), "float operations kept exactly as written "
           "(NoContraction), unless `fastmath`"),
     Stage("validate", _codegen("check"), "spirv-val, unless `NUMBA_VULKAN_VALIDATE=0`"),

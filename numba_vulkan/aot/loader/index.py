@@ -49,7 +49,7 @@ DEFAULT_THREADS = (abi.FORALL_THREADS, 1, 1)
 #: The device feature (as in :class:`numba_vulkan.runtime.device.DeviceInfo`)
 #: each SPIR-V capability needs.
 CAPABILITY_FEATURES = {
-    "Float64": "float64", "Int64": "int64", "Int16": "int16", "Int8": "int8",
+    "Float64": "float64", "Int64": "int64", "Float16": "float16", "Int16": "int16", "Int8": "int8",
     "StorageBuffer8BitAccess": "storage8", "UniformAndStorageBuffer8BitAccess": "storage8",
     "StorageBuffer16BitAccess": "storage16",
     "UniformAndStorageBuffer16BitAccess": "storage16",

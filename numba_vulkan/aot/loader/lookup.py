@@ -341,13 +341,17 @@ def _usable(entry, sig, threads, target, features):
         return None
     if features is not None and not set(entry["features"]) <= set(features):
         return None
+    if built.float16 and not target.float16:
+        return None
     distance = index.signature_distance(tuple(sig), tuple(entry["signature"]))
     if distance is None:
         return None
     # An entry built for the device's loop limit (lavapipe's) first: one
     # built without cannot report reaching it, one built with checks for it
-    # where no device needs that.
-    return distance, built.loop_limit != target.loop_limit, tuple(-v for v in built.vulkan)
+    # where no device needs that. Then one computing float16 as the device
+    # can (an entry without float16 arithmetic runs anywhere, in float32).
+    return (distance, built.loop_limit != target.loop_limit, built.float16 != target.float16,
+            tuple(-v for v in built.vulkan))
 
 
 def _manifest_lines(name, sig, threads):
