@@ -274,24 +274,6 @@ def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_pat
     assert key(tmp_path / "a") == key(tmp_path / "b")
 
 
-@pytest.mark.xfail(strict=True, raises=nv.AOTError,
-                   reason="AOT directories hold no dynamic shared memory variants")
-def test_dynamic_shared_memory_from_an_aot_directory(monkeypatch):
-    from numba_vulkan import cuda
-
-    @cuda.jit
-    def first_of_block(x):
-        buf = cuda.shared.array(0, cuda.float32)
-        buf[0] = 1.0
-        x[0] = buf[0]
-
-    monkeypatch.setenv("NUMBA_VULKAN_AOT_STRICT", "1")
-    x = np.zeros(1, np.float32)
-    first_of_block[1, 1, 0, 4](x)
-    assert x[0] == 1.0
-
-
-
 _FLOAT16_WITHOUT_STORAGE = '''
 import numpy as np
 import numba_vulkan as nv

@@ -153,6 +153,8 @@ def _malformed(entry):
 
     if not ints(entry["threads"], 3):
         return "threads is not three positive integers"
+    if "shared_bytes" in entry and not ints([entry["shared_bytes"]], 1):
+        return "shared_bytes is not a positive integer"
     for name in ("signature", "capabilities", "features"):
         if not all(isinstance(v, str) for v in entry[name]):
             return f"{name} holds a value that is not a string"
@@ -222,7 +224,9 @@ def compiled_kernel(entry, spirv):
         "push_size": entry["push_size"], "abi_version": entry["abi_version"],
         "metadata": {"aot": {"kernel": entry["kernel"], "profile": entry["profile"],
                              "sha256": entry["sha256"]},
-                     **({"print": entry["print"]} if "print" in entry else {})},
+                     **({"print": entry["print"]} if "print" in entry else {}),
+                     **({"shared_bytes": entry["shared_bytes"]}
+                        if "shared_bytes" in entry else {})},
     }
     try:
         return CompiledKernel.from_metadata(meta, spirv)
