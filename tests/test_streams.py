@@ -218,6 +218,27 @@ def test_synchronize_and_query(rng):
         x.copy_to_host(stream="s")
 
 
+@nv.jit(boundscheck=True)
+def checked_copy(x, out, n):
+    i = nv.global_id(0)
+    if i < n:
+        out[i] = x[i]
+
+
+def test_numpy_arguments_and_error_checks_on_a_stream(queues):
+    """A launch on a stream with NumPy arrays copies them in and back on the
+    stream, and one with error checks raises what the kernel reported."""
+    s = nv.stream()
+    x = np.arange(N, dtype=np.float32)
+    axpb.forall(N, stream=s)(x, np.float32(2), np.float32(1))
+    np.testing.assert_array_equal(x, 2 * np.arange(N, dtype=np.float32) + 1)
+    out = nv.device_array(8, np.float32)
+    checked_copy[1, 8, s](nv.to_device(x[:8], stream=s), out, 8)
+    np.testing.assert_array_equal(out.copy_to_host(stream=s), x[:8])
+    with pytest.raises(IndexError, match="out of bounds"):
+        checked_copy[1, 16, s](x[:8], out, 16)
+
+
 def test_events_time_on_the_device_clock():
     """Timestamps of three events: the two intervals add up to the whole,
     and the interval with the work in it is longer than an empty one."""
