@@ -336,3 +336,40 @@ def test_the_streams_benchmark_runs_and_checks_its_results(tmp_path):
     assert all(s > 0 for s in figures["seconds"].values())
     one, two = figures["seconds"]["one stream"], figures["seconds"]["two streams"]
     assert figures["speedup"] == pytest.approx(one / two)
+
+
+def test_a_copy_on_one_stream_overlaps_a_kernel_on_another():
+    """Copies of user streams go to a transfer-only queue (a GPU's copy
+    engines): a copy into the device runs while another stream's kernel does."""
+    device = nv.get_current_device()
+    if not device.copy_lanes:
+        pytest.skip(f"device {device.name} has no transfer-only queue open (lavapipe has "
+                    "none): copies run on the compute queues")
+    a, b = nv.stream(), nv.stream()
+    host = nv.pinned_array(1 << 26, np.float32)
+    host[:] = 1.5
+    d = nv.device_array_like(host)
+    out = nv.device_array(1, np.float32)
+
+    def copy_seconds():
+        start = time.perf_counter()
+        d.copy_to_device(host, stream=b)
+        b.synchronize()
+        return time.perf_counter() - start
+
+    copy = min(copy_seconds() for _ in range(3))
+    n = 1 << 16
+    while _spin_seconds([a], n, out) < copy and n < 1 << 28:
+        n *= 2                 # a kernel at least as long as the copy
+    for _ in range(3):
+        kernel = _spin_seconds([a], n, out)
+        start = time.perf_counter()
+        spin[1, 1, a](out, np.int32(n))
+        d.copy_to_device(host, stream=b)
+        nv.synchronize()
+        both = time.perf_counter() - start
+        if both < 0.8 * (kernel + copy):
+            break
+    assert both < 0.8 * (kernel + copy), (f"a kernel of {kernel:.4f} s and a copy of "
+                                          f"{copy:.4f} s took {both:.4f} s together")
+    assert d[12345] == 1.5 and out.copy_to_host()[0] == 2
