@@ -209,9 +209,15 @@ class _Rewriter:
             conflicts = self.analyse()
         if conflicts:
             self._choose(conflicts)
+        self.record_objects = self._byte_objects()
         self.alignments = self._alignments()
         self._merge_byte_accesses()
         self.units = self._record_units()
+        for obj in self.record_objects:
+            if obj in self.units:
+                unit = self.units[obj]
+                obj.shape, obj.elem = (obj.count // _SCALAR_SIZES[unit],), unit
+                obj.retype = True
         self.views = self.atomic_views()
         self.guarded = {}
         for block in self.main.blocks:
@@ -555,7 +561,7 @@ class _Rewriter:
         return views
 
     def natural_elem(self, obj):
-        if self.is_record(obj):
+        if isinstance(obj, int) and self.is_record(obj):
             return self.units.get(obj, "i32")
         if isinstance(obj, int):
             return ELEMENT_TYPES[self.bindings[obj]][0]
@@ -876,8 +882,36 @@ class _Rewriter:
     # Records ---------------------------------------------------------------
 
     def is_record(self, obj):
-        """Whether ``obj`` is the buffer of a record array."""
-        return isinstance(obj, int) and records.is_record(self.bindings[obj])
+        """Whether ``obj`` holds records: a record array's buffer, or a byte
+        array that the kernel reads as other types (``nv.shared.array`` or
+        ``nv.local.array`` of records)."""
+        if isinstance(obj, int):
+            return records.is_record(self.bindings[obj])
+        return obj in self.record_objects
+
+    def _record_bytes(self, obj):
+        """The size in bytes of a record of ``obj``'s (of an object: all of it)."""
+        if isinstance(obj, int):
+            return records.dtype(self.bindings[obj]).itemsize
+        return obj.count
+
+    def _byte_objects(self):
+        """Workgroup and private byte arrays (without contents) that some
+        access reads or writes as another type: arrays of records."""
+        found = set()
+        for inst in self.main.instructions():
+            if inst.opcode == "load":
+                target, ty = inst.operands[0].value, inst.type
+            elif inst.opcode == "store":
+                target, ty = inst.operands[1].value, inst.operands[0].type
+            else:
+                continue
+            obj = self._object_of(target)
+            if isinstance(obj, _Object) and obj.elem == "i8" and ty != "i8" and \
+                    obj.copies is None and getattr(obj.definition, "init", None) in \
+                    _EMPTY + (None,):
+                found.add(obj)
+        return found
 
     def _alignments(self):
         """The power of two that each pointer's byte offset is known to be a
@@ -1087,7 +1121,8 @@ class _Rewriter:
                 size = _SCALAR_SIZES.get(ty)
                 if size is None or ty in ("ptr", "i1"):
                     raise UnsupportedError(f"an access of {ty} into a record array: {inst}")
-                unit = min(size, self.alignments.get(target, 1))
+                unit = min(size, self.alignments.get(
+                    target, _ALIGNED if target in self.objects else 1))
                 uses.setdefault(member, []).append(
                     (unit, size, ty, inst.opcode not in ("load", "store"), inst))
         units = {}
@@ -1098,7 +1133,7 @@ class _Rewriter:
             # array one of bytes. The words must not pass the array's end:
             # only where the itemsize is a multiple of 4.
             in_word = [use for use in found if use[1] < 4 and use[0] == use[1] and not use[3]] \
-                if records.dtype(self.bindings[binding]).itemsize % 4 == 0 else []
+                if self._record_bytes(binding) % 4 == 0 else []
             unit = min([use[0] for use in found if use not in in_word] + [4])
             if unit < 4 or not in_word:
                 unit = min(u for u, *_ in found)
@@ -1135,13 +1170,14 @@ class _Rewriter:
         for k in range(size // unit):
             at = self.fresh()
             out.append(ir.instruction(f"{at} = add i64 {offset}, {k * unit}"))
-            pointers.append(self.element_pointer_at(binding, at, elem, inst, out)[0])
+            ptr, _, space = self.element_pointer_at(binding, at, elem, inst, out)
+            pointers.append(ptr)
         lines = []
         if inst.opcode == "load":
             parts = []
             for k, ptr in enumerate(pointers):
                 raw, bits, part = self.fresh(), self.fresh(), self.fresh()
-                lines.append(f"{raw} = load {flags}{elem}, ptr addrspace(11) {ptr}{tail}")
+                lines.append(f"{raw} = load {flags}{elem}, ptr addrspace({space}) {ptr}{tail}")
                 if elem != piece:
                     lines.append(f"{bits} = bitcast {elem} {raw} to {piece}")
                     raw = bits
@@ -1172,25 +1208,28 @@ class _Rewriter:
                     typed = self.fresh()
                     lines.append(f"{typed} = bitcast {piece} {part} to {elem}")
                     part = typed
-                lines.append(f"store {flags}{elem} {part}, ptr addrspace(11) {ptr}{tail}")
+                lines.append(f"store {flags}{elem} {part}, ptr addrspace({space}) {ptr}{tail}")
         return out + [ir.instruction(text) for text in lines]
 
     def in_word_access(self, inst, ty, binding, offset, flags):
         """A load or store of a 1- or 2-byte ``ty`` inside a 32-bit word of
         a record array: the word shifted, or its bits replaced by two
-        atomics, which leave the word's other bytes to whoever writes them."""
+        atomics, which leave the word's other bytes to whoever writes them
+        (in private memory, which no other invocation writes, a load and a
+        store)."""
         size = _SCALAR_SIZES[ty]
         narrow = f"i{8 * size}"
         word, low, bits, shift = self.fresh(), self.fresh(), self.fresh(), self.fresh()
         out = [ir.instruction(text) for text in (
             f"{word} = and i64 {offset}, -4", f"{low} = and i64 {offset}, 3",
             f"{bits} = shl i64 {low}, 3", f"{shift} = trunc i64 {bits} to i32")]
-        ptr = self.element_pointer_at(binding, word, "i32", inst, out)[0]
+        ptr, _, space = self.element_pointer_at(binding, word, "i32", inst, out)
+        where = f"ptr addrspace({space}) {ptr}"
         lines = []
         if inst.opcode == "load":
             raw, moved = self.fresh(), self.fresh()
             name = inst.name if ty == narrow else self.fresh()
-            lines += [f"{raw} = load {flags}i32, ptr addrspace(11) {ptr}, align 4",
+            lines += [f"{raw} = load {flags}i32, {where}, align 4",
                       f"{moved} = lshr i32 {raw}, {shift}",
                       f"{name} = trunc i32 {moved} to {narrow}"]
             if ty != narrow:
@@ -1202,15 +1241,20 @@ class _Rewriter:
                 lines.append(f"{cast} = bitcast {ty} {value} to {narrow}")
                 value = cast
             wide, put, mask, keep = self.fresh(), self.fresh(), self.fresh(), self.fresh()
-            scope = 'syncscope("device") monotonic, align 4'
             lines += [f"{wide} = zext {narrow} {value} to i32",
                       f"{put} = shl i32 {wide}, {shift}",
                       f"{mask} = shl i32 {(1 << 8 * size) - 1}, {shift}",
-                      f"{keep} = xor i32 {mask}, -1",
-                      f"{self.fresh()} = atomicrmw and ptr addrspace(11) {ptr}, i32 {keep} "
-                      + scope,
-                      f"{self.fresh()} = atomicrmw or ptr addrspace(11) {ptr}, i32 {put} "
-                      + scope]
+                      f"{keep} = xor i32 {mask}, -1"]
+            if space == 0:
+                old, cleared, new = self.fresh(), self.fresh(), self.fresh()
+                lines += [f"{old} = load i32, {where}, align 4",
+                          f"{cleared} = and i32 {old}, {keep}",
+                          f"{new} = or i32 {cleared}, {put}",
+                          f"store i32 {new}, {where}, align 4"]
+            else:
+                scope = f'syncscope("{_ATOMIC_SCOPES.get(space, "device")}") monotonic, align 4'
+                lines += [f"{self.fresh()} = atomicrmw and {where}, i32 {keep} {scope}",
+                          f"{self.fresh()} = atomicrmw or {where}, i32 {put} {scope}"]
         return out + [ir.instruction(text) for text in lines]
 
     # Declarations ------------------------------------------------------------
