@@ -26,7 +26,7 @@ from numba_vulkan.errors import (AOTError, CacheWarning, CompilerError, DriverEr
                                  LaunchError, NarrowingWarning, ToolError, UnsupportedError, ValidationError,
                                  VulkanError)
 from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
-                                     brev, clz, const, fence, ffs, global_id, global_size, grid,
+                                     brev, clz, const, fence, ffs, fp16, global_id, global_size, grid,
                                      gridsize, group_id, lane_id, local, local_id, local_size,
                                      num_groups, popc, shared, subgroup, subgroup_size,
                                      workgroup_fence)
@@ -46,7 +46,7 @@ __all__ = [
     "group_id",
     "local_size", "num_groups", "global_size", "grid", "gridsize", "shared", "local", "const",
     "barrier", "barrier_count", "barrier_and", "barrier_or", "lane_id", "subgroup_size",
-    "subgroup", "popc", "brev", "clz", "ffs",
+    "subgroup", "popc", "brev", "clz", "ffs", "fp16",
     "fence", "workgroup_fence",
     "atomic", "vectorize", "guvectorize", "reduce", "Reduce", "VulkanUFunc", "VulkanGUFunc",
     "register_numba_target",

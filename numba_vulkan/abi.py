@@ -14,6 +14,7 @@ The interface, version 3:
   that order; strides count elements, not bytes.
 * Scalar arguments travel in the push constant block at their natural
   alignment; bools and 8- and 16-bit integers travel as 32-bit integers,
+  float16 as float32,
   complex numbers as their real then imaginary part. An array of complex
   numbers is a runtime array of their parts: element *i* is entries *2i*
   and *2i + 1*, and shapes, strides and offsets count complex elements.
@@ -66,13 +67,13 @@ FORALL_THREADS = 256
 
 #: dtypes an argument may have, by name; the value is the size in bytes a
 #: scalar of that dtype takes in the push constant block. Scalars narrower
-#: than 32 bits travel widened to 32, which keeps 8- and 16-bit types (and the
-#: device features they need) out of the block.
+#: than 32 bits travel widened to 32 (float16 as float32), which keeps 8- and
+#: 16-bit types (and the device features they need) out of the block.
 SCALAR_DTYPES = {
     "bool": 4,
     "int8": 4, "uint8": 4, "int16": 4, "uint16": 4,
     "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-    "float32": 4, "float64": 8, "complex64": 8, "complex128": 16,
+    "float16": 4, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16,
 }
 
 #: What a 64-bit dtype becomes on a target without it.
@@ -148,7 +149,7 @@ def _check_record(name, dtype, narrowed):
     """Refuse a record with a field the target cannot hold as laid out:
     narrowing a field would move every field after it."""
     if narrowed:
-        path = records.wide_field(dtype)
+        path = records.field_of(dtype, ("int64", "uint64", "float64"))
         if path is not None:
             raise TypeError(f"argument {name!r}: record field {path!r} is 64-bit, which "
                             "this target lacks (it narrows "
@@ -248,7 +249,7 @@ def params_from_json(items):
 
 
 _CODES = {"bool": "i", "int8": "i", "uint8": "I", "int16": "i", "uint16": "I",
-          "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q", "float32": "f",
+          "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q", "float16": "f", "float32": "f",
           "float64": "d", "complex64": "2f", "complex128": "2d"}
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from numba_vulkan import (abi, config, jitoptions, kernelcache, modulecheck, printbuffer,
                           signature)
-from numba_vulkan.errors import AOTError, DriverError, LaunchError
+from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache, queue
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
@@ -91,6 +91,11 @@ class _Plan:
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
+        if "StorageBuffer16BitAccess" in kernel.capabilities \
+                and "storage16" not in device.info.features:
+            raise LaunchError(f"{kernel.name} has float16 or 16-bit integer arrays, which "
+                              f"device {device.info.name} cannot store (it lacks "
+                              "storageBuffer16BitAccess)")
         lacking = sorted(modulecheck.subgroup_features(kernel.spirv) - device.info.features)
         if lacking:
             uses = "; ".join(_SUBGROUP_USES[f] for f in lacking)
@@ -396,25 +401,24 @@ class VulkanDispatcher:
         (each makes its own pipeline). ``features`` are the launching
         device's, for the AOT lookup.
 
-        A variant with dynamic shared memory (``shared_bytes``) is always
-        compiled (through the ``kernels/`` tier): AOT directories and the
-        ``functions/`` tier hold kernels without it.
+        A variant with dynamic shared memory (``shared_bytes``) is looked
+        up in the AOT directories for that size (a manifest's
+        ``shared_bytes``), else compiled through the ``kernels/`` tier: the
+        ``functions/`` tier holds kernels without it.
         """
         key = (sig, threads, target) if not shared_bytes else (sig, threads, target,
                                                                 shared_bytes)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None and shared_bytes:
-                if config.aot_strict():
-                    raise AOTError(f"{self.__qualname__}({', '.join(sig)}) launched with "
-                                   f"{shared_bytes} bytes of dynamic shared memory: AOT "
-                                   "directories hold no such variants, and "
-                                   "NUMBA_VULKAN_AOT_STRICT=1 forbids compiling one "
-                                   "(docs/limitations.md)")
-                from numba_vulkan.compiler import stages
-                compiled = self._compiled[key] = stages.compile(
-                    self.py_func, sig, threads, target, self.options,
-                    shared_bytes=shared_bytes)
+                from numba_vulkan.aot.loader import lookup
+                compiled = lookup.find(self, sig, threads, target, features=features,
+                                       shared_bytes=shared_bytes)
+                if compiled is None:
+                    from numba_vulkan.compiler import stages
+                    compiled = stages.compile(self.py_func, sig, threads, target, self.options,
+                                              shared_bytes=shared_bytes)
+                self._compiled[key] = compiled
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
                 compiled = lookup.find(self, sig, threads, target, features=features)
@@ -487,8 +491,9 @@ class VulkanDispatcher:
                         lookup.refused_by_driver(compiled, exc)
                         from numba_vulkan.compiler import stages
                         compiled = stages.compile(self.py_func, sig, threads, device.target,
-                                                  self.options)
-                        self._compiled[(sig, threads, device.target)] = compiled
+                                                  self.options, shared_bytes=shared_bytes)
+                        self._compiled[(sig, threads, device.target) + (
+                            (shared_bytes,) if shared_bytes else ())] = compiled
                         plan = _Plan(compiled, device)
                     self._plans[key] = plan
         return plan

@@ -22,7 +22,7 @@ import numpy as np
 
 #: Field dtypes a record may hold, by name.
 FIELD_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-                "int64", "uint64", "float32", "float64")
+                "int64", "uint64", "float16", "float32", "float64")
 
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 _SCALAR = re.compile(r"(\w+)")
@@ -147,9 +147,10 @@ def scalar_fields(record, where=""):
     return out
 
 
-def wide_field(text_form):
-    """The path of the record's first 64-bit field, or None."""
+def field_of(text_form, names):
+    """The path of the record's first field whose dtype is one of ``names``,
+    or None."""
     for path, name, _ in scalar_fields(dtype(text_form)):
-        if name in ("int64", "uint64", "float64"):
+        if name in names:
             return path
     return None

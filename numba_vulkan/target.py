@@ -40,6 +40,10 @@ class TargetDescription:
             all loops together); 0 for none. Kernels for such a target
             unroll innermost loops and report reaching the limit as a
             LaunchError (see :mod:`numba_vulkan.codegen.looplimit`).
+        float16: Whether the devices compute in float16 (``shaderFloat16``);
+            if not, float16 arithmetic is done in float32 and each result
+            rounded to float16 (see :mod:`numba_vulkan.codegen.half`).
+            float16 arrays need ``storageBuffer16BitAccess`` either way.
     """
 
     vulkan: tuple = (1, 2)
@@ -48,6 +52,7 @@ class TargetDescription:
     max_push_constants: int = 128
     float32_atomic_add: bool = False
     loop_limit: int = 0
+    float16: bool = False
 
     def __post_init__(self):
         if tuple(self.vulkan) not in _VULKAN_VERSIONS:
@@ -84,6 +89,8 @@ class TargetDescription:
             key.append("float32_atomic_add")
         if self.loop_limit:
             key.append(f"loop_limit={self.loop_limit}")
+        if self.float16:
+            key.append("float16")
         return key
 
     @classmethod
@@ -92,13 +99,14 @@ class TargetDescription:
         try:
             vulkan, float64, int64, push, *optional = key
             limits = [name for name in optional if str(name).startswith("loop_limit=")]
-            if any(name != "float32_atomic_add" for name in optional if name not in limits) \
+            flags = ("float32_atomic_add", "float16")
+            if any(name not in flags for name in optional if name not in limits) \
                     or len(limits) > 1:
                 raise ValueError(f"unknown target features {optional}")
             loop_limit = int(limits[0].split("=", 1)[1]) if limits else 0
             return cls(tuple(vulkan), bool(float64), bool(int64), int(push),
                        float32_atomic_add="float32_atomic_add" in optional,
-                       loop_limit=loop_limit)
+                       loop_limit=loop_limit, float16="float16" in optional)
         except TypeError as exc:
             raise ValueError(f"not a target description: {key!r}") from exc
 

@@ -5,6 +5,7 @@ refused dtypes, AOT directories and the kernel cache."""
 import sys
 import textwrap
 
+import numba
 import numpy as np
 import pytest
 from numba.np import numpy_support
@@ -169,13 +170,24 @@ def copy_records(a, b):
         b[i] = a[i]
 
 
-def test_whole_record_assignment(rng):
-    dtype = np.dtype([("x", "f4"), ("n", "i2"), ("v", "f8", (2,))], align=True)
+@pytest.mark.parametrize("fields, words", [
+    ([("x", "f4"), ("n", "i2"), ("v", "f8", (2,))], True),
+    ([("x", "f4"), ("c", "i1")], False),
+], ids=["24-bytes", "5-bytes"])
+def test_whole_record_assignment(rng, fields, words):
+    """A record's bytes are copied a word at a time where the itemsize is
+    a multiple of 4 (no byte buffer, no atomics), else byte by byte."""
+    dtype = np.dtype(fields, align=words)
     a = np.zeros(19, dtype)
-    a["x"], a["n"], a["v"] = rng.random(19), np.arange(19), rng.random((19, 2))
+    a["x"], a[dtype.names[1]] = rng.random(19), np.arange(19)
+    if words:
+        a["v"] = rng.random((19, 2))
     b = np.zeros(a.shape, dtype)
     copy_records.forall(a.size)(a, b)
     np.testing.assert_array_equal(b.view(np.uint8), a.view(np.uint8))
+    compiled = copy_records.compile((f"{records.text(dtype)}[1d,C]",) * 2, threads=256)
+    assert ("VulkanBuffer_a0i32" in compiled.llvm_ir and
+            "atomicrmw" not in compiled.llvm_ir) == words
 
 
 def test_aligned_fields_are_typed_accesses_and_packed_ones_assembled():
@@ -216,6 +228,72 @@ def _spread(out, k):
             out[r].h[j] = (i + k) * 7
 
 
+MIXED = np.dtype([("x", "f4"), ("c", "i1"), ("f", "?"), ("h", "i2"), ("d", "f8")], align=True)
+
+
+@nv.jit
+def reverse_in_shared(a, out):
+    t = nv.shared.array(64, MIXED)
+    i = nv.local_id(0)
+    t[i].x = a[i].x
+    t[i].c = a[i].c
+    t[i].f = a[i].f
+    t[i].h = a[i].h
+    t[i].d = a[i].d
+    nv.barrier()
+    j = 63 - i
+    out[i] = t[j].x + t[j].c + t[j].f + t[j].h + t[j].d
+
+
+@numba.njit
+def _reverse_reference(a, out):
+    for i in range(64):
+        j = 63 - i
+        out[i] = a[j].x + a[j].c + a[j].f + a[j].h + a[j].d
+
+
+def test_records_in_workgroup_memory(rng):
+    """A shared array of records whose 1- and 2-byte fields share words
+    (written with workgroup atomics) and a float64 field assembled from
+    two words, as numba.njit computes it."""
+    a = np.zeros(64, MIXED)
+    a["x"], a["d"] = rng.random(64), rng.random(64)
+    a["c"], a["h"] = rng.integers(-9, 9, 64), rng.integers(-999, 999, 64)
+    a["f"] = rng.random(64) < 0.5
+    out, want = np.zeros(64), np.zeros(64)
+    reverse_in_shared[1, 64](a, out)
+    _reverse_reference(a, want)
+    np.testing.assert_array_equal(out, want)
+
+
+PACKED = np.dtype([("c", "i1"), ("x", "f4"), ("h", "i2")])
+PACKED_TYPE = numba.from_dtype(PACKED)
+
+
+@nv.jit
+def through_local(a, out):
+    t = nv.local.array(3, PACKED_TYPE)
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        for k in range(3):
+            t[k].c = a[i].c + k
+            t[k].x = a[i].x * k
+            t[k].h = a[i].h - k
+        s = 0.0
+        for k in range(3):
+            s += t[k].c + t[k].x + t[k].h
+        out[i] = s
+
+
+def test_packed_records_in_private_memory():
+    a = np.zeros(40, PACKED)
+    a["c"], a["x"], a["h"] = np.arange(40), np.arange(40) * 0.5, np.arange(40) * 3
+    out = np.zeros(40, np.float32)
+    through_local.forall(a.size)(a, out)
+    want = sum(a["c"] + k + a["x"] * k + a["h"] - k for k in range(3))
+    np.testing.assert_array_equal(out, want.astype(np.float32))
+
+
 def _packed_kernel(a):
     i = nv.global_id(0)
     if i < a.shape[0]:
@@ -230,9 +308,8 @@ def _packed_kernel(a):
     ([("x", "f4"), ("t", "M8[s]")], "t", "datetime64"),
     ([("x", "f4"), ("pos", [("y", "f4"), ("z", ">f8")])], "pos.z", ">f8"),
     ({"names": ["x"], "formats": ["f4"], "titles": ["T"]}, "x", "title"),
-    ([("x", "f4"), ("h", "f2")], "h", "float16"),
     ([("x", "f4"), ("my field", "i4")], "my field", "identifier"),
-], ids=["complex", "string", "object", "datetime", "big-endian", "title", "float16", "name"])
+], ids=["complex", "string", "object", "datetime", "big-endian", "title", "name"])
 def test_a_dtype_that_cannot_be_laid_out_is_a_type_error_naming_the_field(fields, path, words):
     a = np.zeros(4, np.dtype(fields))
     with pytest.raises(TypeError, match=rf"parameter 'a'.*'{path}'.*{words}"):
@@ -249,6 +326,34 @@ def test_64_bit_field_on_a_narrowing_target_names_the_field():
     with pytest.raises(UnsupportedError, match=r"'pos\.d' is 64-bit"):
         copy_records.compile((f"{records.text(dtype)}[1d,C]",) * 2,
                              target=TargetDescription(float64=False))
+
+
+HALVES = np.dtype([("x", "f4"), ("h", "f2"), ("v", "f2", (3,))])
+
+
+@nv.jit
+def halve(a, out):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        a[i].h = a[i].h * np.float16(0.5) + a[i].v[1]
+        out[i] = a[i].h
+
+
+def test_float16_fields(rng):
+    """float16 fields inside 32-bit words, on a device with float16
+    arithmetic; a target without it refuses them, naming the field."""
+    if not nv.get_current_device().target.float16:
+        pytest.skip("the device has no float16 arithmetic")
+    a = np.zeros(50, HALVES)
+    a["x"], a["h"], a["v"] = rng.random(50), rng.random(50), rng.random((50, 3))
+    want = a["h"] * np.float16(0.5) + a["v"][:, 1]
+    out = np.zeros(50, np.float16)
+    halve.forall(a.size)(a, out)
+    np.testing.assert_array_equal(a["h"], want)
+    np.testing.assert_array_equal(out, want)
+    with pytest.raises(UnsupportedError, match=r"argument 'a': record field 'h' is float16"):
+        halve.compile((f"{records.text(HALVES)}[1d,C]", "float16[1d,C]"),
+                      target=TargetDescription())
 
 
 AOT_MODULE = '''

@@ -438,10 +438,35 @@ def test_a_slow_server_costs_one_timeout(server, project, machine_a, tmp_path, d
     else:
         assert _compiles(b) == 0 and remote["hits"] == 2
         assert 2000 * delay - 100 <= remote["wait_ms"] <= 2000 * remotecache.TIMEOUT
-        assert "to answer a lookup, the one before too" in b["stderr"]
+        assert "lookups in a row took" in b["stderr"]
     assert b["stderr"].count("CacheWarning") == 1, b["stderr"]
     # Every request waits at the proxy: the whole run took far less than 20 s a request.
     assert b["seconds"] < 20 + 60
+
+
+def test_a_server_a_little_slow_on_every_lookup_costs_about_one_timeout(server, monkeypatch):
+    # 0.3 s a lookup, less than the timeout, would cost that on every one.
+    from numba_vulkan.errors import CacheWarning
+    proxy = _SlowProxy(server.port, delay=0.3)
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", f"redis://127.0.0.1:{proxy.port}/0")
+    remotecache.forget()
+    remotecache.reset_counts()
+    try:
+        with pytest.warns(CacheWarning, match="lookups in a row took") as warned:
+            for n in range(20):
+                assert remotecache.get(f"numba_vulkan:test:missing:{n}", 100) is None
+                # Work between lookups, as compiles are (the proxy holds
+                # the first reply after a pause).
+                time.sleep(0.06)
+        counts = remotecache.counts()
+    finally:
+        proxy.stop()
+        remotecache.forget()
+        remotecache.reset_counts()
+    assert len(warned) == 1
+    # Over a second after three or four lookups; the others did not ask.
+    assert 3 <= counts["misses"] <= 4 and counts["errors"] == 1
+    assert 1000 * remotecache.TIMEOUT <= counts["wait_ms"] <= 2000 * remotecache.TIMEOUT
 
 
 def test_a_server_killed_between_two_compiles_of_a_process(project, tmp_path):

@@ -218,6 +218,27 @@ def test_synchronize_and_query(rng):
         x.copy_to_host(stream="s")
 
 
+@nv.jit(boundscheck=True)
+def checked_copy(x, out, n):
+    i = nv.global_id(0)
+    if i < n:
+        out[i] = x[i]
+
+
+def test_numpy_arguments_and_error_checks_on_a_stream(queues):
+    """A launch on a stream with NumPy arrays copies them in and back on the
+    stream, and one with error checks raises what the kernel reported."""
+    s = nv.stream()
+    x = np.arange(N, dtype=np.float32)
+    axpb.forall(N, stream=s)(x, np.float32(2), np.float32(1))
+    np.testing.assert_array_equal(x, 2 * np.arange(N, dtype=np.float32) + 1)
+    out = nv.device_array(8, np.float32)
+    checked_copy[1, 8, s](nv.to_device(x[:8], stream=s), out, 8)
+    np.testing.assert_array_equal(out.copy_to_host(stream=s), x[:8])
+    with pytest.raises(IndexError, match="out of bounds"):
+        checked_copy[1, 16, s](x[:8], out, 16)
+
+
 def test_events_time_on_the_device_clock():
     """Timestamps of three events: the two intervals add up to the whole,
     and the interval with the work in it is longer than an empty one."""
@@ -315,3 +336,40 @@ def test_the_streams_benchmark_runs_and_checks_its_results(tmp_path):
     assert all(s > 0 for s in figures["seconds"].values())
     one, two = figures["seconds"]["one stream"], figures["seconds"]["two streams"]
     assert figures["speedup"] == pytest.approx(one / two)
+
+
+def test_a_copy_on_one_stream_overlaps_a_kernel_on_another():
+    """Copies of user streams go to a transfer-only queue (a GPU's copy
+    engines): a copy into the device runs while another stream's kernel does."""
+    device = nv.get_current_device()
+    if not device.copy_lanes:
+        pytest.skip(f"device {device.name} has no transfer-only queue open (lavapipe has "
+                    "none): copies run on the compute queues")
+    a, b = nv.stream(), nv.stream()
+    host = nv.pinned_array(1 << 26, np.float32)
+    host[:] = 1.5
+    d = nv.device_array_like(host)
+    out = nv.device_array(1, np.float32)
+
+    def copy_seconds():
+        start = time.perf_counter()
+        d.copy_to_device(host, stream=b)
+        b.synchronize()
+        return time.perf_counter() - start
+
+    copy = min(copy_seconds() for _ in range(3))
+    n = 1 << 16
+    while _spin_seconds([a], n, out) < copy and n < 1 << 28:
+        n *= 2                 # a kernel at least as long as the copy
+    for _ in range(3):
+        kernel = _spin_seconds([a], n, out)
+        start = time.perf_counter()
+        spin[1, 1, a](out, np.int32(n))
+        d.copy_to_device(host, stream=b)
+        nv.synchronize()
+        both = time.perf_counter() - start
+        if both < 0.8 * (kernel + copy):
+            break
+    assert both < 0.8 * (kernel + copy), (f"a kernel of {kernel:.4f} s and a copy of "
+                                          f"{copy:.4f} s took {both:.4f} s together")
+    assert d[12345] == 1.5 and out.copy_to_host()[0] == 2

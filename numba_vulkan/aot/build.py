@@ -80,8 +80,9 @@ class Failure:
 
     def describe(self, manifest_path):
         t = self.task
+        shared = f" shared_bytes {t.shared_bytes}" if t.shared_bytes else ""
         return (f"{manifest_path}:{t.line}: {t.kernel} {t.numba_signature} threads "
-                f"{list(t.threads)} profile {t.profile.name}: {self.message}")
+                f"{list(t.threads)}{shared} profile {t.profile.name}: {self.message}")
 
 
 @dataclass
@@ -124,6 +125,9 @@ def _build_key(key, task, fingerprint):
     data = [_BUILD_VERSION, index.FORMAT_VERSION, abi.ABI_VERSION, key, list(task.signature),
             list(task.threads), task.profile.target().key(), task.profile.name,
             [list(o) for o in task.options], fingerprint]
+    if task.shared_bytes:
+        # Only then: the keys of modules without dynamic shared memory stay.
+        data.append(["shared_bytes", task.shared_bytes])
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -148,7 +152,7 @@ def _previous(output):
 
 
 def _compile(module_name, qualname, sig, threads, target_key, options, target_env,
-             profile):
+             profile, shared_bytes=0):
     """Compile one module; runs in the build process or in a worker.
 
     Returns:
@@ -166,13 +170,15 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
             # A narrow profile asks for narrowing: no need to warn about it.
             warnings.simplefilter("ignore", NarrowingWarning)
             compiled = stages.compile(kernel.py_func, tuple(sig), tuple(threads), target,
-                                      dict(options))
+                                      dict(options), shared_bytes=shared_bytes)
         binary = strip_debug(compiled.spirv)
         meta = {"capabilities": spirv.capabilities(binary),
                 "params": [p.to_json() for p in compiled.params],
                 "push_size": compiled.push_size, "abi_version": compiled.abi_version}
         if "print" in compiled.metadata:
             meta["print"] = compiled.metadata["print"]
+        if shared_bytes:
+            meta["shared_bytes"] = shared_bytes
         _check_built(binary, meta, sig, threads, target, target_env)
     except Exception as exc:  # any failure is this module's, reported with the others
         return None, f"{type(exc).__name__}: {exc}"
@@ -419,8 +425,11 @@ def _from_remote(pending, done):
             meta = entry["meta"]
             if not isinstance(entry["spirv"], bytes) or not isinstance(meta, dict):
                 raise ValueError("not a built module")
-            if set(meta) - {"print"} != {"capabilities", "params", "push_size", "abi_version"}:
+            if set(meta) - {"print", "shared_bytes"} != {"capabilities", "params", "push_size",
+                                                         "abi_version"}:
                 raise ValueError("not a built module's metadata")
+            if meta.get("shared_bytes", 0) != task.shared_bytes:
+                raise ValueError("a module of another dynamic shared memory size")
             if meta["abi_version"] != abi.ABI_VERSION:
                 raise ValueError("a module of another ABI")
             try:
@@ -478,7 +487,8 @@ def _run(pending, m, jobs, scheduler=None):
         module_name, _, qualname = task.kernel.partition(":")
         profile = task.profile
         return (module_name, qualname, task.signature, task.threads,
-                profile.target().key(), task.options, profile.target_env, profile.name)
+                profile.target().key(), task.options, profile.target_env, profile.name,
+                task.shared_bytes)
 
     def outcome(value):
         data, meta = value
@@ -532,6 +542,7 @@ def _entry(task, key, data, meta, fingerprint, build_key):
         "abi_version": meta["abi_version"], "options": dict(task.options),
         "fingerprint": fingerprint,
         **({"print": meta["print"]} if "print" in meta else {}),
+        **({"shared_bytes": task.shared_bytes} if task.shared_bytes else {}),
     }
 
 
@@ -591,9 +602,11 @@ def _write(m, output, entries, modules, signer=None):
     holds a lock beside the output, and first removes the temporary
     directories of builds that were killed.
     """
-    entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"]))
+    entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"],
+                                e.get("shared_bytes", 0)))
     profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env,
-                 **({"loop_limit": p.loop_limit} if p.loop_limit else {})}
+                 **({"loop_limit": p.loop_limit} if p.loop_limit else {}),
+                 **({"float16": True} if p.float16 else {})}
                 for p in m.profiles]
     data = {"format": index.FORMAT_VERSION, "abi_version": abi.ABI_VERSION,
             "profiles": profiles, "entries": entries}

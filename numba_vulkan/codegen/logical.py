@@ -38,7 +38,7 @@ ELEMENT_TYPES = {
     "int16": ("i16", "i16"), "uint16": ("i16", "i16"),
     "int32": ("i32", "i32"), "uint32": ("i32", "i32"),
     "int64": ("i64", "i64"), "uint64": ("i64", "i64"),
-    "float32": ("float", "f32"), "float64": ("double", "f64"),
+    "float16": ("half", "f16"), "float32": ("float", "f32"), "float64": ("double", "f64"),
     # A complex array is an array of its parts (see numba_vulkan.abi).
     "complex64": ("float", "f32"), "complex128": ("double", "f64"),
 }
@@ -209,8 +209,15 @@ class _Rewriter:
             conflicts = self.analyse()
         if conflicts:
             self._choose(conflicts)
+        self.record_objects = self._byte_objects()
         self.alignments = self._alignments()
+        self._merge_byte_accesses()
         self.units = self._record_units()
+        for obj in self.record_objects:
+            if obj in self.units:
+                unit = self.units[obj]
+                obj.shape, obj.elem = (obj.count // _SCALAR_SIZES[unit],), unit
+                obj.retype = True
         self.views = self.atomic_views()
         self.guarded = {}
         for block in self.main.blocks:
@@ -554,7 +561,7 @@ class _Rewriter:
         return views
 
     def natural_elem(self, obj):
-        if self.is_record(obj):
+        if isinstance(obj, int) and self.is_record(obj):
             return self.units.get(obj, "i32")
         if isinstance(obj, int):
             return ELEMENT_TYPES[self.bindings[obj]][0]
@@ -875,8 +882,36 @@ class _Rewriter:
     # Records ---------------------------------------------------------------
 
     def is_record(self, obj):
-        """Whether ``obj`` is the buffer of a record array."""
-        return isinstance(obj, int) and records.is_record(self.bindings[obj])
+        """Whether ``obj`` holds records: a record array's buffer, or a byte
+        array that the kernel reads as other types (``nv.shared.array`` or
+        ``nv.local.array`` of records)."""
+        if isinstance(obj, int):
+            return records.is_record(self.bindings[obj])
+        return obj in self.record_objects
+
+    def _record_bytes(self, obj):
+        """The size in bytes of a record of ``obj``'s (of an object: all of it)."""
+        if isinstance(obj, int):
+            return records.dtype(self.bindings[obj]).itemsize
+        return obj.count
+
+    def _byte_objects(self):
+        """Workgroup and private byte arrays (without contents) that some
+        access reads or writes as another type: arrays of records."""
+        found = set()
+        for inst in self.main.instructions():
+            if inst.opcode == "load":
+                target, ty = inst.operands[0].value, inst.type
+            elif inst.opcode == "store":
+                target, ty = inst.operands[1].value, inst.operands[0].type
+            else:
+                continue
+            obj = self._object_of(target)
+            if isinstance(obj, _Object) and obj.elem == "i8" and ty != "i8" and \
+                    obj.copies is None and getattr(obj.definition, "init", None) in \
+                    _EMPTY + (None,):
+                found.add(obj)
+        return found
 
     def _alignments(self):
         """The power of two that each pointer's byte offset is known to be a
@@ -942,6 +977,106 @@ class _Rewriter:
                     changed = True
         return aligns
 
+    def _merge_byte_accesses(self):
+        """Make each four byte loads (or stores) of a record array at the
+        offsets of one aligned 32-bit word one access of the word.
+
+        Numba's record value is its bytes, so a whole-record assignment
+        (``b[i] = a[i]``) reaches here as one byte access per byte, which
+        would make the buffer's unit a byte. Only accesses that nothing
+        else touching memory separates are merged: loads in a run of loads
+        whose results are not used inside the run, stores in a run of
+        stores, all through one base pointer at distinct offsets.
+        """
+        geps = {i.name: i for i in self.main.instructions() if i.opcode == "getelementptr"}
+        for block in self.main.blocks:
+            insts = block.instructions
+            runs, current = [], None
+            for k, inst in enumerate(insts):
+                access = self._byte_access(inst)
+                if access is not None:
+                    base, offset = self._byte_address(access[1], geps)
+                    if current is None or current[0] != (access[0], base):
+                        current = ((access[0], base), {})
+                        runs.append(current)
+                    if offset in current[1]:
+                        current = None
+                        continue
+                    current[1][offset] = k
+                elif inst.opcode in ("load", "store", "atomicrmw", "cmpxchg", "call", "fence"):
+                    current = None
+            replaced = {}
+            for (op, base), at in runs:
+                if self.alignments.get(base, _ALIGNED if base in self.objects else 1) < 4:
+                    continue
+                for offset in sorted(at):
+                    quad = [at.get(offset + j) for j in range(4)]
+                    if offset % 4 or None in quad:
+                        continue
+                    first, last = min(quad), max(quad)
+                    if op == "load" and self._used_between(insts, quad, first, last):
+                        continue
+                    replaced.update((k, []) for k in quad)
+                    replaced[last] = self._word_access(op, [insts[k] for k in quad])
+            if replaced:
+                block.instructions = [new for k, inst in enumerate(insts)
+                                      for new in replaced.get(k, [inst])]
+
+    def _byte_access(self, inst):
+        """``(opcode, pointer)`` of a plain byte load or store into a record
+        array, else None."""
+        if inst.opcode == "load" and inst.type == "i8":
+            target = inst.operands[0].value
+        elif inst.opcode == "store" and inst.operands[0].type == "i8":
+            target = inst.operands[1].value
+        else:
+            return None
+        if "volatile" in inst.flags or "atomic" in inst.flags or \
+                not self.is_record(self._object_of(target)):
+            return None
+        return inst.opcode, target
+
+    @staticmethod
+    def _byte_address(pointer, geps):
+        """``(base, offset)``: a pointer as a base pointer plus a constant."""
+        gep = geps.get(pointer)
+        if gep is not None and gep.type == "i8" and len(gep.operands) == 2 and \
+                str(gep.operands[1].value).isdigit():
+            return gep.operands[0].value, int(str(gep.operands[1].value))
+        return pointer, 0
+
+    @staticmethod
+    def _used_between(insts, quad, first, last):
+        names = {insts[k].name for k in quad}
+        return any(value in names for inst in insts[first:last + 1]
+                   for _, value in inst.values())
+
+    def _word_access(self, op, accesses):
+        """One 32-bit access in place of four byte accesses, in byte order."""
+        tail = _with_align(accesses[0].tail, 4)
+        ptr = accesses[0].operands[0 if op == "load" else 1].value
+        lines = []
+        if op == "load":
+            word = self.fresh()
+            lines.append(f"{word} = load i32, ptr {ptr}{tail}")
+            for j, inst in enumerate(accesses):
+                moved = self.fresh()
+                lines += [f"{moved} = lshr i32 {word}, {8 * j}",
+                          f"{inst.name} = trunc i32 {moved} to i8"]
+        else:
+            total = None
+            for j, inst in enumerate(accesses):
+                wide, part = self.fresh(), self.fresh()
+                lines += [f"{wide} = zext i8 {inst.operands[0].value} to i32",
+                          f"{part} = shl i32 {wide}, {8 * j}"]
+                if total is not None:
+                    joined = self.fresh()
+                    lines.append(f"{joined} = or i32 {total}, {part}")
+                    part = joined
+                total = part
+            lines.append(f"store i32 {total}, ptr {ptr}{tail}")
+        return [ir.instruction(text) for text in lines]
+
     def _gep_alignments(self, inst, integer):
         """The alignment of each term a ``getelementptr`` adds to its base."""
         out = []
@@ -986,7 +1121,8 @@ class _Rewriter:
                 size = _SCALAR_SIZES.get(ty)
                 if size is None or ty in ("ptr", "i1"):
                     raise UnsupportedError(f"an access of {ty} into a record array: {inst}")
-                unit = min(size, self.alignments.get(target, 1))
+                unit = min(size, self.alignments.get(
+                    target, _ALIGNED if target in self.objects else 1))
                 uses.setdefault(member, []).append(
                     (unit, size, ty, inst.opcode not in ("load", "store"), inst))
         units = {}
@@ -997,7 +1133,7 @@ class _Rewriter:
             # array one of bytes. The words must not pass the array's end:
             # only where the itemsize is a multiple of 4.
             in_word = [use for use in found if use[1] < 4 and use[0] == use[1] and not use[3]] \
-                if records.dtype(self.bindings[binding]).itemsize % 4 == 0 else []
+                if self._record_bytes(binding) % 4 == 0 else []
             unit = min([use[0] for use in found if use not in in_word] + [4])
             if unit < 4 or not in_word:
                 unit = min(u for u, *_ in found)
@@ -1034,13 +1170,14 @@ class _Rewriter:
         for k in range(size // unit):
             at = self.fresh()
             out.append(ir.instruction(f"{at} = add i64 {offset}, {k * unit}"))
-            pointers.append(self.element_pointer_at(binding, at, elem, inst, out)[0])
+            ptr, _, space = self.element_pointer_at(binding, at, elem, inst, out)
+            pointers.append(ptr)
         lines = []
         if inst.opcode == "load":
             parts = []
             for k, ptr in enumerate(pointers):
                 raw, bits, part = self.fresh(), self.fresh(), self.fresh()
-                lines.append(f"{raw} = load {flags}{elem}, ptr addrspace(11) {ptr}{tail}")
+                lines.append(f"{raw} = load {flags}{elem}, ptr addrspace({space}) {ptr}{tail}")
                 if elem != piece:
                     lines.append(f"{bits} = bitcast {elem} {raw} to {piece}")
                     raw = bits
@@ -1071,25 +1208,28 @@ class _Rewriter:
                     typed = self.fresh()
                     lines.append(f"{typed} = bitcast {piece} {part} to {elem}")
                     part = typed
-                lines.append(f"store {flags}{elem} {part}, ptr addrspace(11) {ptr}{tail}")
+                lines.append(f"store {flags}{elem} {part}, ptr addrspace({space}) {ptr}{tail}")
         return out + [ir.instruction(text) for text in lines]
 
     def in_word_access(self, inst, ty, binding, offset, flags):
         """A load or store of a 1- or 2-byte ``ty`` inside a 32-bit word of
         a record array: the word shifted, or its bits replaced by two
-        atomics, which leave the word's other bytes to whoever writes them."""
+        atomics, which leave the word's other bytes to whoever writes them
+        (in private memory, which no other invocation writes, a load and a
+        store)."""
         size = _SCALAR_SIZES[ty]
         narrow = f"i{8 * size}"
         word, low, bits, shift = self.fresh(), self.fresh(), self.fresh(), self.fresh()
         out = [ir.instruction(text) for text in (
             f"{word} = and i64 {offset}, -4", f"{low} = and i64 {offset}, 3",
             f"{bits} = shl i64 {low}, 3", f"{shift} = trunc i64 {bits} to i32")]
-        ptr = self.element_pointer_at(binding, word, "i32", inst, out)[0]
+        ptr, _, space = self.element_pointer_at(binding, word, "i32", inst, out)
+        where = f"ptr addrspace({space}) {ptr}"
         lines = []
         if inst.opcode == "load":
             raw, moved = self.fresh(), self.fresh()
             name = inst.name if ty == narrow else self.fresh()
-            lines += [f"{raw} = load {flags}i32, ptr addrspace(11) {ptr}, align 4",
+            lines += [f"{raw} = load {flags}i32, {where}, align 4",
                       f"{moved} = lshr i32 {raw}, {shift}",
                       f"{name} = trunc i32 {moved} to {narrow}"]
             if ty != narrow:
@@ -1101,15 +1241,20 @@ class _Rewriter:
                 lines.append(f"{cast} = bitcast {ty} {value} to {narrow}")
                 value = cast
             wide, put, mask, keep = self.fresh(), self.fresh(), self.fresh(), self.fresh()
-            scope = 'syncscope("device") monotonic, align 4'
             lines += [f"{wide} = zext {narrow} {value} to i32",
                       f"{put} = shl i32 {wide}, {shift}",
                       f"{mask} = shl i32 {(1 << 8 * size) - 1}, {shift}",
-                      f"{keep} = xor i32 {mask}, -1",
-                      f"{self.fresh()} = atomicrmw and ptr addrspace(11) {ptr}, i32 {keep} "
-                      + scope,
-                      f"{self.fresh()} = atomicrmw or ptr addrspace(11) {ptr}, i32 {put} "
-                      + scope]
+                      f"{keep} = xor i32 {mask}, -1"]
+            if space == 0:
+                old, cleared, new = self.fresh(), self.fresh(), self.fresh()
+                lines += [f"{old} = load i32, {where}, align 4",
+                          f"{cleared} = and i32 {old}, {keep}",
+                          f"{new} = or i32 {cleared}, {put}",
+                          f"store i32 {new}, {where}, align 4"]
+            else:
+                scope = f'syncscope("{_ATOMIC_SCOPES.get(space, "device")}") monotonic, align 4'
+                lines += [f"{self.fresh()} = atomicrmw and {where}, i32 {keep} {scope}",
+                          f"{self.fresh()} = atomicrmw or {where}, i32 {put} {scope}"]
         return out + [ir.instruction(text) for text in lines]
 
     # Declarations ------------------------------------------------------------
@@ -1204,7 +1349,8 @@ def _c_string(init):
     return bytes(out)
 
 
-_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "float": "f", "double": "d"}
+_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "half": "H", "float": "f",
+                 "double": "d"}
 
 
 def _constant_array(data, elem):
@@ -1214,6 +1360,9 @@ def _constant_array(data, elem):
     if elem in ("float", "double"):
         # LLVM writes both as the bits of the (exactly widened) double.
         items = [f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}" for v in values]
+    elif elem == "half":
+        # ... and a half as its own bits (unpacked as uint16 above).
+        items = [f"0xH{v:04X}" for v in values]
     else:
         items = [str(v) for v in values]
     return f"[{', '.join(f'{elem} {v}' for v in items)}]"

@@ -335,6 +335,9 @@ def _scalar(context, builder, ty, param, read):
     llty = context.get_value_type(ty)
     if isinstance(ty, types.Integer) and ty.bitwidth < 32:
         return builder.trunc(read(i32, param), llty)
+    if isinstance(ty, types.Float) and ty.bitwidth < 32:
+        # Exact: the runtime widened a float16 to this float32.
+        return builder.fptrunc(read(ir.FloatType(), param), llty)
     if param.storage != param.dtype:
         narrow = ir.FloatType() if isinstance(ty, types.Float) else ir.IntType(32)
         raw = read(narrow, param)

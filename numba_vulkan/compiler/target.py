@@ -29,9 +29,10 @@ class VulkanTypingContext(typing.Context):
     """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
 
     def load_additional_registries(self):
-        from numba_vulkan.compiler import mathimpl, stubs, subgroups
+        from numba_vulkan.compiler import fp16, mathimpl, stubs, subgroups
         super().load_additional_registries()
         self.install_registry(stubs.typing_registry)
+        self.install_registry(fp16.typing_registry)
         self.install_registry(mathimpl.typing_registry)
         self.install_registry(subgroups.typing_registry)
 
@@ -143,7 +144,9 @@ class VulkanTargetContext(BaseContext):
         super().__init__(typingctx, target)
 
     def init(self):
+        from numba_vulkan.compiler import fp16
         self._internal_codegen = VulkanCodegen()
+        self.data_model_manager = fp16.data_model_manager(self.data_model_manager)
         self._abi = {}
 
     def get_abi_sizeof(self, ty):
@@ -197,13 +200,14 @@ class VulkanTargetContext(BaseContext):
         from numba.core import optional  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.compiler import mathimpl as vulkan_mathimpl
-        from numba_vulkan.compiler import printing, stubs, subgroups
+        from numba_vulkan.compiler import fp16, printing, stubs, subgroups
         self.install_registry(cmathimpl.registry)
         self.install_registry(mathimpl.registry)
         self.install_registry(npyimpl.registry)
         self.install_registry(stubs.lowering_registry)
         self.install_registry(vulkan_mathimpl.lowering_registry)
         self.install_registry(subgroups.lowering_registry)
+        self.install_registry(fp16.lowering_registry)
         self.install_registry(printing.lowering_registry)
 
     def get_ufunc_info(self, ufunc_key):

@@ -12,7 +12,8 @@ import contextlib
 import sys
 
 import numpy as np
-from numba.core.types import (boolean, bool_, complex64, complex128, float32, float64, int8,
+from numba.core.types import (boolean, bool_, complex64, complex128, float16, float32, float64,
+                              int8,
                               int16, int32, int64, intp, uint8, uint16, uint32, uint64, uintp,
                               void)
 
@@ -31,12 +32,12 @@ __all__ = [
     "syncthreads_or", "threadfence", "threadfence_block", "threadfence_system", "laneid",
     "warpsize", "syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
     "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask", "lanemask_lt",
-    "match_any_sync", "match_all_sync", "popc",
+    "match_any_sync", "match_all_sync", "popc", "fp16",
     "brev", "clz", "ffs", "to_device", "device_array", "device_array_like", "synchronize", "stream",
     "default_stream", "legacy_default_stream", "per_thread_default_stream", "Stream", "Event",
     "event", "event_elapsed_time", "pinned_array", "mapped_array", "pinned", "is_available",
     "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
-    "complex64", "complex128", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
+    "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
     "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
     "Reduce",
 ]
@@ -78,6 +79,8 @@ activemask = _intrinsics.cuda_warp.activemask
 lanemask_lt = _intrinsics.cuda_warp.lanemask_lt
 match_any_sync = _intrinsics.cuda_warp.match_any_sync
 match_all_sync = _intrinsics.cuda_warp.match_all_sync
+# numba.cuda's float16 functions (hadd, hfma, heq, ...): nv.fp16's.
+fp16 = _intrinsics.fp16
 popc = _intrinsics.popc
 brev = _intrinsics.brev
 clz = _intrinsics.clz

@@ -39,7 +39,8 @@ class DeviceInfo:
         device_type: ``"cpu"``, ``"discrete"``, ``"integrated"``, ``"virtual"``
             or ``"other"``.
         features: Names of the optional features the device has, such as
-            ``float64``, ``int64``, ``int16``, ``int8``, ``storage8``,
+            ``float64``, ``int64``, ``float16`` (``shaderFloat16``), ``int16``,
+            ``int8``, ``storage8``,
             ``storage16``, ``int64_atomics``, ``float32_atomic_add`` (native
             float32 atomic add on buffers and workgroup memory), the subgroup
             operation classes of compute shaders ``subgroup_vote``,
@@ -84,7 +85,8 @@ class DeviceInfo:
                                  int64="int64" in self.features,
                                  max_push_constants=min(self.max_push_constants, 256),
                                  float32_atomic_add="float32_atomic_add" in self.features,
-                                 loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0)
+                                 loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0,
+                                 float16="float16" in self.features)
 
     @property
     def is_lavapipe(self):
@@ -202,6 +204,7 @@ class Instance:
         core = f2.features
         names = {
             "float64": core.shaderFloat64, "int64": core.shaderInt64,
+            "float16": f12.shaderFloat16,
             "int16": core.shaderInt16, "int8": f12.shaderInt8,
             "storage8": f12.storageBuffer8BitAccess,
             "storage16": f11.storageBuffer16BitAccess,
@@ -297,7 +300,8 @@ class Device:
         #: (``robustBufferAccess``, ``NUMBA_VULKAN_ROBUST_ACCESS``).
         self.robust_access = bool(core.robustBufferAccess) and config.robust_access()
         enabled.features.robustBufferAccess = int(self.robust_access)
-        for name in ("shaderInt8", "storageBuffer8BitAccess", "shaderBufferInt64Atomics",
+        for name in ("shaderInt8", "shaderFloat16", "storageBuffer8BitAccess",
+                     "shaderBufferInt64Atomics",
                      "shaderSharedInt64Atomics", "uniformAndStorageBuffer8BitAccess",
                      "shaderSubgroupExtendedTypes"):
             setattr(e12, name, getattr(f12, name))

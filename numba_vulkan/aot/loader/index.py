@@ -49,7 +49,7 @@ DEFAULT_THREADS = (abi.FORALL_THREADS, 1, 1)
 #: The device feature (as in :class:`numba_vulkan.runtime.device.DeviceInfo`)
 #: each SPIR-V capability needs.
 CAPABILITY_FEATURES = {
-    "Float64": "float64", "Int64": "int64", "Int16": "int16", "Int8": "int8",
+    "Float64": "float64", "Int64": "int64", "Float16": "float16", "Int16": "int16", "Int8": "int8",
     "StorageBuffer8BitAccess": "storage8", "UniformAndStorageBuffer8BitAccess": "storage8",
     "StorageBuffer16BitAccess": "storage16",
     "UniformAndStorageBuffer16BitAccess": "storage16",
@@ -153,6 +153,8 @@ def _malformed(entry):
 
     if not ints(entry["threads"], 3):
         return "threads is not three positive integers"
+    if "shared_bytes" in entry and not ints([entry["shared_bytes"]], 1):
+        return "shared_bytes is not a positive integer"
     for name in ("signature", "capabilities", "features"):
         if not all(isinstance(v, str) for v in entry[name]):
             return f"{name} holds a value that is not a string"
@@ -222,7 +224,9 @@ def compiled_kernel(entry, spirv):
         "push_size": entry["push_size"], "abi_version": entry["abi_version"],
         "metadata": {"aot": {"kernel": entry["kernel"], "profile": entry["profile"],
                              "sha256": entry["sha256"]},
-                     **({"print": entry["print"]} if "print" in entry else {})},
+                     **({"print": entry["print"]} if "print" in entry else {}),
+                     **({"shared_bytes": entry["shared_bytes"]}
+                        if "shared_bytes" in entry else {})},
     }
     try:
         return CompiledKernel.from_metadata(meta, spirv)
