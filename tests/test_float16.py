@@ -397,3 +397,34 @@ def test_aot_directory_has_both_and_launches_without_compiling(tmp_path, monkeyp
     finally:
         lookup.unregister(label)
     _same_bits(out, x * f16(0.3) + x)
+
+
+def test_emulation_leaves_float16_only_in_buffer_accesses():
+    import llvmlite.binding as llvm
+    from numba_vulkan.codegen import half, ir
+    compiled = functions.compile("void(float16[::1], float16[::1], float16[:, ::1], "
+                                 "int32[:, ::1])", target=EMULATED)
+    module = ir.parse(compiled.llvm_ir)
+    for fn in module.functions:
+        for inst in fn.instructions():
+            if "half" not in ir.words(half._HANDLE.sub("", str(inst))):
+                continue
+            through_buffer = any(o.type == "ptr addrspace(11)" for o in inst.operands)
+            assert (inst.opcode in ("load", "store") and through_buffer
+                    or inst.opcode in ("fpext", "fptrunc")
+                    and inst.operands[0].type in ("half", "float")), str(inst)
+    # A float64 converted to float16 in IR (as LLVM may leave one) is
+    # rounded through float32 rounded to odd, not by the driver.
+    text = half.emulate(textwrap.dedent('''
+        define void @f(double %x, ptr addrspace(11) %p) {
+          %h = fptrunc double %x to half
+          %s = fadd half %h, 0xH3C00
+          store half %s, ptr addrspace(11) %p, align 2
+          ret void
+        }
+    '''))
+    llvm.parse_assembly(text).verify()
+    assert "fptrunc double" in text and "to half" not in text.split("fptrunc double")[1] \
+        .split("\n")[0]
+    assert "fadd float" in text and "0x3FF0000000000000" in text
+    assert "store half" in text and "align 2" in text

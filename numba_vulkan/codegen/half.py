@@ -32,7 +32,7 @@ from numba_vulkan.errors import UnsupportedError
 #: Operations whose float32 result must be rounded to stay a float16 value.
 _ROUNDED = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem"))
 #: Operations whose result is a float16 value whenever their operands are.
-_EXACT = frozenset(("fneg", "phi", "select", "load", "fcmp", "fptosi", "fptoui",
+_EXACT = frozenset(("fneg", "freeze", "phi", "select", "load", "fcmp", "fptosi", "fptoui",
                     "extractelement", "insertelement", "extractvalue", "insertvalue",
                     "getelementptr", "alloca", "store", "call", "ret", "br", "switch"))
 #: Intrinsics with float16 results: whether the float32 result needs rounding.
@@ -98,8 +98,34 @@ class _Emulator:
         out.append(ir.Instruction("fpext", [ir.Operand("half", narrow)], name=name,
                                   type="float"))
 
+    def from_double(self, inst, out):
+        """``inst``, a float64 to float16 conversion, rounded once: through a
+        float32 rounded to odd, as :mod:`numba_vulkan.compiler.fp16` lowers
+        one (drivers may round a double to a float first)."""
+        value = inst.operands[0].value
+        names = {k: self.fresh() for k in ("single", "back", "bits", "fa", "fx", "up", "upi",
+                                             "less", "odd", "inexact", "chosen", "rto", "half")}
+
+        def add(name, text):
+            out.append(ir.instruction(f"{names[name]} = {text}"))
+        add("single", f"fptrunc double {value} to float")
+        add("back", f"fpext float {names['single']} to double")
+        add("bits", f"bitcast float {names['single']} to i32")
+        add("fa", f"call double @llvm.fabs.f64(double {names['back']})")
+        add("fx", f"call double @llvm.fabs.f64(double {value})")
+        add("up", f"fcmp ogt double {names['fa']}, {names['fx']}")
+        add("upi", f"zext i1 {names['up']} to i32")
+        add("less", f"sub i32 {names['bits']}, {names['upi']}")
+        add("odd", f"or i32 {names['less']}, 1")
+        add("inexact", f"fcmp one double {names['back']}, {value}")
+        add("chosen", f"select i1 {names['inexact']}, i32 {names['odd']}, i32 {names['bits']}")
+        add("rto", f"bitcast i32 {names['chosen']} to float")
+        add("half", f"fptrunc float {names['rto']} to half")
+        out.append(ir.Instruction("fpext", [ir.Operand("half", names["half"])], name=inst.name,
+                                  type="float"))
+
     def operands(self, inst):
-        """Widen ``inst``'s operands; the alignment of a widened access too."""
+        """Widen ``inst``'s operands."""
         for operand in inst.operands:
             widened = _has_half(operand.type)
             operand.type = _widen(operand.type)
@@ -113,8 +139,6 @@ class _Emulator:
                     operand.value = _widen_aggregate(operand.value)
                 else:
                     operand.value = _float_constant(operand.value)
-        if inst.opcode in ("load", "store", "alloca"):
-            inst.tail = inst.tail.replace("align 2", "align 4")
 
     def rewrite(self, inst, out):
         op = inst.opcode
@@ -159,12 +183,7 @@ class _Emulator:
                 out.append(ir.Instruction("fpext", [ir.Operand("half", inst.name)],
                                           name=narrow, type="float"))
                 return
-            # From double straight to float16: one rounding, not two.
-            name = inst.name
-            inst.name = self.fresh()
-            out.append(inst)
-            out.append(ir.Instruction("fpext", [ir.Operand("half", inst.name)], name=name,
-                                      type="float"))
+            self.from_double(inst, out)
             return
         if op in ("sitofp", "uitofp") and inst.type == "half":
             self.operands(inst)
@@ -184,6 +203,9 @@ class _Emulator:
         if op in _EXACT:
             self.operands(inst)
             inst.type = _widen(inst.type)
+            if op in ("load", "store", "alloca"):
+                # A workgroup or private element, now a float.
+                inst.tail = inst.tail.replace("align 2", "align 4")
             out.append(inst)
             return
         raise UnsupportedError(f"'{op}' of float16 values on a device without float16 "
@@ -247,8 +269,8 @@ def _declare_intrinsics(text):
     wanted = {}
     for fn in module.functions:
         for inst in fn.instructions():
-            if inst.opcode == "call" and inst.callee.endswith(".f32") \
-                    and inst.callee not in declared:
+            if inst.opcode == "call" and inst.callee.startswith("@llvm.") \
+                    and inst.callee.endswith((".f32", ".f64")) and inst.callee not in declared:
                 args = ", ".join(o.type for o in inst.operands)
                 wanted[inst.callee] = f"declare {inst.type} {inst.callee}({args})"
     for line in wanted.values():
