@@ -133,29 +133,6 @@ def test_a_forked_process_does_not_share_the_backend_child():
     assert backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
 
 
-def test_a_forked_backend_child_survives_a_crash_and_serves_again():
-    # What an AOT build's forked worker runs its modules through; in a
-    # process of its own, which has one thread.
-    code = textwrap.dedent(f"""
-        import sys
-        from numba_vulkan.codegen import backend
-        from numba_vulkan.errors import ToolError
-        triple = "spirv1.5-unknown-vulkan1.2-compute"
-        backend.fork_server()
-        assert 'subprocess' not in type(backend._child.process).__module__
-        try:
-            backend.emit({_CRASHING_IR!r}, triple)
-        except ToolError as exc:
-            assert "LLVM SPIR-V backend failed" in str(exc), str(exc)
-        else:
-            sys.exit("no ToolError")
-        assert backend.emit({_VALID_IR!r}, triple)[:4] == bytes([3, 2, 0x23, 7])
-        print("ok")
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.stdout.strip() == "ok", out.stderr
-
-
 def test_import_opens_no_vulkan_library():
     code = textwrap.dedent("""
         import sys

@@ -206,16 +206,12 @@ def _check_built(binary, meta, sig, threads, target, target_env):
         raise ValueError("capabilities differ from the module's")
 
 
-def _worker_init(paths, settings, forked=False):
+def _worker_init(paths, settings):
     # A spawned worker does not inherit the build's overridden settings.
     config.override(settings)
     for path in reversed(paths):
         if path not in sys.path:
             sys.path.insert(0, path)
-    if forked:
-        # A worker has one thread: its backend child can be a fork of it.
-        from numba_vulkan.codegen import backend
-        backend.fork_server()
 
 
 def _ours(output):
@@ -520,9 +516,7 @@ def _run(pending, m, jobs, scheduler=None):
     paths = [m.directory] + [p for p in sys.path if p]
     with concurrent.futures.ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context,
                                                 initializer=_worker_init,
-                                                initargs=(paths, config.overrides(),
-                                                          context.get_start_method() == "fork")
-                                                ) as pool:
+                                                initargs=(paths, config.overrides())) as pool:
         futures = {pool.submit(_compile, *arguments(task)): task for task, _ in pending}
         for future in concurrent.futures.as_completed(futures):
             task = futures[future]

@@ -33,57 +33,14 @@ _CHILD_COMMAND = (sys.executable, "-c", "import runpy; runpy.run_path({!r}, run_
                   .format(os.path.abspath(backend_child.__file__)))
 
 
-class _Forked:
-    """The part of :class:`subprocess.Popen` that :class:`_Child` uses, for a
-    child that is a fork of this process serving on two pipes."""
-
-    def __init__(self, stderr):
-        requests, self._request_end = os.pipe()
-        self._reply_end, replies = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            status = 1
-            try:
-                os.dup2(requests, 0)
-                os.dup2(replies, 1)
-                os.dup2(stderr.fileno(), 2)
-                # Nothing of this process's (its pool's pipes, files) stays
-                # open in the child, which outlives none of it.
-                os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-                backend_child.serve(os.fdopen(0, "rb"), os.fdopen(1, "wb"))
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(requests)
-        os.close(replies)
-        self.stdin = os.fdopen(self._request_end, "wb")
-        self.stdout = os.fdopen(self._reply_end, "rb")
-        self.returncode = None
-
-    def poll(self):
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self):
-        if self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
-        return self.returncode
-
-
 class _Child:
     """One backend child process and the file that collects its stderr."""
 
-    def __init__(self, fork=False):
+    def __init__(self):
         self.stderr = tempfile.TemporaryFile()
-        if fork:
-            self.process = _Forked(self.stderr)
-        else:
-            self.process = subprocess.Popen(
-                _CHILD_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self.stderr, env=config.child_environment())
+        self.process = subprocess.Popen(
+            _CHILD_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+            env=config.child_environment())
 
     def alive(self):
         return self.process.poll() is None
@@ -123,23 +80,6 @@ def start():
     with _lock:
         if _child is None or not _child.alive():
             _child = _Child()
-
-
-def fork_server():
-    """Start the backend child as a fork of this process, if none runs.
-
-    A fork is ready at once, where a new interpreter takes a tenth of a
-    second. Only for a process with one thread, whose children cannot
-    inherit a lock another thread holds: an AOT build's forked worker. The
-    backend itself never runs in this process (only in forks of the child),
-    so the fork starts as clean as a new interpreter.
-    """
-    global _child
-    if config.llc() or not hasattr(os, "fork"):
-        return
-    with _lock:
-        if _child is None or not _child.alive():
-            _child = _Child(fork=True)
 
 
 def emit(text, triple, opt=2):

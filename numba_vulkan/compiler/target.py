@@ -147,6 +147,26 @@ class VulkanTargetContext(BaseContext):
         from numba_vulkan.compiler import fp16
         self._internal_codegen = VulkanCodegen()
         self.data_model_manager = fp16.data_model_manager(self.data_model_manager)
+        self._abi = {}
+
+    def get_abi_sizeof(self, ty):
+        return self._abi_of(ty, "size", super().get_abi_sizeof)
+
+    def get_abi_alignment(self, ty):
+        return self._abi_of(ty, "alignment", super().get_abi_alignment)
+
+    def _abi_of(self, ty, what, compute):
+        # llvmlite answers each query by parsing a module that declares a
+        # global of the type: a millisecond, asked a dozen times a kernel.
+        # A literal type's text is all of it; a named struct's is only its
+        # name, so those are asked every time.
+        key = (what, str(ty))
+        if "%" in key[1]:
+            return compute(ty)
+        value = self._abi.get(key)
+        if value is None:
+            value = self._abi[key] = compute(ty)
+        return value
 
     @property
     def enable_nrt(self):
