@@ -359,17 +359,6 @@ def _record_copy(a, b):
         b[i] = a[i]
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="records travel as arrays only")
-def test_record_scalar_argument():
-    @nv.jit
-    def put(out, r):
-        out[0] = r.x + r.n
-
-    out = np.zeros(1, np.float32)
-    put.forall(1)(out, np.ones(1, _RECORD)[0])
-    assert out[0] == 2
-
-
 @pytest.mark.xfail(strict=True, raises=TypeError, reason="record fields are real scalars")
 def test_record_with_a_complex_field():
     a = np.zeros(2, [("z", "c8"), ("x", "f4")])
