@@ -129,7 +129,9 @@ class _Plan:
         words = np.zeros(abi.STATUS_WORDS, np.uint32)
         self.status.buffer.read(words, stream=stream)
         if words[0]:
-            self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32), stream=stream)
+            # On the default stream: every later launch, on any stream, comes
+            # after it, so none sees the error again.
+            self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
             invocation = tuple(int(w) for w in words[1:4])
             if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
                 raise _loop_limit_error(self.kernel, invocation)
