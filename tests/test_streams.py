@@ -49,20 +49,24 @@ GROUPS, THREADS = 4, 256
 @pytest.fixture(params=["one queue", "queues of their own"])
 def queues(request, monkeypatch):
     """Streams made in the test share the default stream's queue, or have
-    queues of their own; yields the list of (stream, its waits) of every
-    submission that waited for something."""
+    queues of their own (of a family of their own, as with
+    NUMBA_VULKAN_ASYNC_COMPUTE); yields the list of (stream, its waits) of
+    every submission that waited for something."""
     device = nv.get_current_device()
     base = device.lanes[0]
     if request.param == "one queue":
-        monkeypatch.setattr(device, "lanes", [base])
+        monkeypatch.setattr(device, "stream_lanes", [base])
         monkeypatch.setattr(device, "copy_lanes", [])
-    elif len(device.lanes) < 3 or not device.copy_lanes:
-        def lane(transfer_only):
+    elif len(device.stream_lanes) < 2 or base in device.stream_lanes or not device.copy_lanes:
+        def lane(transfer_only, family):
             made = Lane(device, base.family, base.index, transfer_only, base.timestamp_bits)
             made.lock = base.lock       # the same VkQueue
+            # Told apart as another family's queues are: a launch records a
+            # command buffer for each (from the one pool there is).
+            made.family = family
             return made
-        monkeypatch.setattr(device, "lanes", [base, lane(False), lane(False)])
-        monkeypatch.setattr(device, "copy_lanes", [lane(True)])
+        monkeypatch.setattr(device, "stream_lanes", [lane(False, -1), lane(False, -1)])
+        monkeypatch.setattr(device, "copy_lanes", [lane(True, -2)])
     waited = []
     general = Stream._general_info
 
@@ -147,7 +151,14 @@ def test_the_default_stream_waits_for_every_stream_and_they_for_it(queues, rng):
     axpb[GROUPS, THREADS](x, np.float32(1), np.float32(5))     # the default stream
     axpb[GROUPS, THREADS, mine](x, np.float32(-1), np.float32(0))
     np.testing.assert_array_equal(x.copy_to_host(), -(2 * before + 5))
+    axpb[GROUPS, THREADS, mine](x, np.float32(1), np.float32(5))   # the default's launch
+    np.testing.assert_array_equal(x.copy_to_host(), -2 * before)
     default = nv.default_stream()
+    if mine.lane.family != default.lane.family:
+        # One recorded launch, a command buffer for each queue family.
+        plan = axpb._plans[(("float32[1d,C]", "float32", "float32"), (THREADS, 1, 1),
+                            nv.get_current_device())]
+        assert any(len(entry[0]) == 2 for entry in plan.pipeline._recorded.values())
     assert default is cuda.default_stream() is nv.get_current_device().stream
     if mine.lane is not default.lane:
         assert any(s is default and any(w is mine for w, _ in waits) for s, waits in queues)
@@ -300,7 +311,7 @@ def _spin_seconds(streams, n, out):
 
 def test_streams_with_queues_of_their_own_overlap():
     device = nv.get_current_device()
-    if len(device.lanes) < 3:
+    if len(device.stream_lanes) < 2:
         pytest.skip(f"device {device.name} has {len(device.lanes)} compute queue(s) open "
                     "(lavapipe has one): streams share them, and run one after another")
     a, b = nv.stream(), nv.stream()

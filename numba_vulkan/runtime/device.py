@@ -367,8 +367,9 @@ class Device:
 
     def _open_queues(self, enabled, extensions):
         """Create the logical device with its queues: up to
-        ``NUMBA_VULKAN_QUEUES`` of the first compute family, and up to two of
-        a transfer-only family (where there is one and
+        ``NUMBA_VULKAN_QUEUES`` of the first compute family (and as many of
+        a compute family without graphics, with ``NUMBA_VULKAN_ASYNC_COMPUTE``),
+        and up to two of a transfer-only family (where there is one and
         ``NUMBA_VULKAN_TRANSFER_QUEUE`` allows), with a command pool per
         family and the default stream."""
         v = vk.module()
@@ -380,12 +381,17 @@ class Device:
             raise DriverError(f"device {self.info.name} has no compute queue")
         self.queue_family = compute[0]
         wanted = [(self.queue_family, min(families[self.queue_family][1], config.queues()))]
+        asynchronous = [i for i in compute[1:] if not families[i][0] & v.VK_QUEUE_GRAPHICS_BIT
+                        and families[i][1]]
+        if asynchronous and config.async_compute():
+            wanted.append((asynchronous[0], min(families[asynchronous[0]][1], config.queues())))
         graphics_or_compute = v.VK_QUEUE_GRAPHICS_BIT | v.VK_QUEUE_COMPUTE_BIT
         transfer = [i for i, (flags, count, _) in enumerate(families)
                     if flags & v.VK_QUEUE_TRANSFER_BIT and not flags & graphics_or_compute
                     and count]
-        if transfer and config.transfer_queue():
-            wanted.append((transfer[0], min(families[transfer[0]][1], 2)))
+        copy_family = transfer[0] if transfer and config.transfer_queue() else None
+        if copy_family is not None:
+            wanted.append((copy_family, min(families[copy_family][1], 2)))
         priorities = vk.new("float[]", [1.0] * max(n for _, n in wanted))
         queue_infos = vk.new("VkDeviceQueueCreateInfo[]", [
             {"sType": v.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": family,
@@ -416,12 +422,17 @@ class Device:
             self.command_pools[family] = pool[0]
         self.command_pool = self.command_pools[self.queue_family]
         from numba_vulkan.runtime.queue import Lane, Stream
-        lanes = [[Lane(self, family, k, family != self.queue_family, families[family][2])
-                  for k in range(n)] for family, n in wanted]
-        #: The compute queues (launches, and copies on the default stream).
-        self.lanes = lanes[0]
+        lanes = {family: [Lane(self, family, k, family == copy_family, families[family][2])
+                          for k in range(n)] for family, n in wanted}
+        #: The compute queues of the default stream's family (the default
+        #: stream has the first).
+        self.lanes = lanes[self.queue_family]
+        #: The compute queues that streams from new_stream() launch on, in turn.
+        self.stream_lanes = self.lanes[1:] or self.lanes
+        if len(wanted) > 1 and wanted[1][0] != copy_family:
+            self.stream_lanes = lanes[wanted[1][0]]
         #: Transfer-only queues for copies on user streams (maybe none).
-        self.copy_lanes = lanes[1] if len(lanes) > 1 else []
+        self.copy_lanes = lanes.get(copy_family, [])
         self.queue = self.lanes[0].queue
         props = vk.new("VkPhysicalDeviceProperties*")
         lib.vkGetPhysicalDeviceProperties(self.physical, props)
@@ -438,14 +449,14 @@ class Device:
 
     def new_stream(self):
         """A new :class:`~numba_vulkan.runtime.queue.Stream`: its launches go
-        to the compute queues after the default stream's in turn (the
-        default's own where there is one), its copies to a transfer-only
-        queue where the device opened one."""
+        to :attr:`stream_lanes` in turn (the compute queues after the default
+        stream's, the default's own where there is one), its copies to a
+        transfer-only queue where the device opened one."""
         from numba_vulkan.runtime.queue import Stream
         with self.lock:
             k = self.streams_made
             self.streams_made += 1
-        others = self.lanes[1:] or self.lanes
+        others = self.stream_lanes
         copy_lane = self.copy_lanes[k % len(self.copy_lanes)] if self.copy_lanes else None
         made = Stream(self, others[k % len(others)], copy_lane)
         self.user_streams.add(made)

@@ -220,20 +220,6 @@ class Stream:
         return (f"<numba_vulkan {what} of device {self.device.id} on {self.lane!r}"
                 f"{f', copies on {self.copy_lane!r}' if self.copy_lane is not self.lane else ''}>")
 
-    # Recording, for the callers that submit ------------------------------
-
-    def allocate_command_buffer(self, lane=None):
-        """A new command buffer for ``lane`` (by default the stream's
-        launch queue's family)."""
-        return (lane or self.lane).allocate_command_buffer()
-
-    def free_command_buffer(self, command_buffer, lane=None):
-        (lane or self.lane).free_command_buffer(command_buffer)
-
-    def recording(self, command_buffer, reusable, lane=None):
-        """:meth:`Lane.recording` for ``lane`` (by default :attr:`lane`)."""
-        return (lane or self.lane).recording(command_buffer, reusable)
-
     # Submitting ------------------------------------------------------------
 
     def submit(self, command_buffer, keep_alive=(), on_done=None, lane=None):
