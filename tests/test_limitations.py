@@ -406,3 +406,16 @@ def test_float16_record_field_without_float16_arithmetic():
     from numba_vulkan.target import TargetDescription
     halves = np.dtype([("x", "f4"), ("h", "f2")])
     _record_copy.compile((f"{records.text(halves)}[1d,C]",) * 2, target=TargetDescription())
+
+
+@pytest.mark.xfail(strict=True, reason="modules do not ask for RoundingModeRTE")
+def test_float16_modules_ask_for_round_to_nearest():
+    @nv.jit
+    def narrow(x, out):
+        i = nv.global_id(0)
+        if i < x.shape[0]:
+            out[i] = np.float16(x[i])
+
+    target = nv.TargetDescription(vulkan=(1, 2), float16=True)
+    assert "RoundingModeRTE" in narrow.compile("void(float32[::1], float16[::1])",
+                                               target=target).disassemble()

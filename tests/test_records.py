@@ -163,6 +163,20 @@ def test_text_form_keeps_numpys_layout(fields, aligned):
     assert signature.parse(f"{text}[1d,C]") == ("array", text, 1, "C")
 
 
+@pytest.mark.parametrize("text", [
+    "{x:object@0;8}[1d,C]",                        # a field dtype kernels cannot read
+    "{n:int32@4,x:float32@0;8}[1d,C]",             # fields not in offset order
+    "{x:float32@0;8",                              # cut short
+    "{x:float32@0;8}[1d,Q]",
+    "{my field:int32@0;4}",
+])
+def test_a_type_text_that_is_not_a_records_own_is_refused(text):
+    """What an AOT index or the cache names is read back only in the form
+    records.text gives."""
+    with pytest.raises(ValueError):
+        signature.parse(text)
+
+
 @nv.jit
 def copy_records(a, b):
     i = nv.global_id(0)
