@@ -22,7 +22,8 @@ import numpy as np
 
 #: Field dtypes a record may hold, by name.
 FIELD_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-                "int64", "uint64", "float16", "float32", "float64")
+                "int64", "uint64", "float16", "float32", "float64", "complex64",
+                "complex128")
 
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 _SCALAR = re.compile(r"(\w+)")

@@ -316,14 +316,14 @@ def _packed_kernel(a):
 
 
 @pytest.mark.parametrize("fields, path, words", [
-    ([("x", "f4"), ("c", "c8")], "c", "complex64"),
+    ([("x", "f4"), ("c", "S4")], "c", "S4"),
     ([("x", "f4"), ("s", "U3")], "s", "<U3"),
     ([("x", "f4"), ("o", "O")], "o", "object"),
     ([("x", "f4"), ("t", "M8[s]")], "t", "datetime64"),
     ([("x", "f4"), ("pos", [("y", "f4"), ("z", ">f8")])], "pos.z", ">f8"),
     ({"names": ["x"], "formats": ["f4"], "titles": ["T"]}, "x", "title"),
     ([("x", "f4"), ("my field", "i4")], "my field", "identifier"),
-], ids=["complex", "string", "object", "datetime", "big-endian", "title", "name"])
+], ids=["bytes", "string", "object", "datetime", "big-endian", "title", "name"])
 def test_a_dtype_that_cannot_be_laid_out_is_a_type_error_naming_the_field(fields, path, words):
     a = np.zeros(4, np.dtype(fields))
     with pytest.raises(TypeError, match=rf"parameter 'a'.*'{path}'.*{words}"):
@@ -373,6 +373,30 @@ def test_64_bit_field_on_a_narrowing_target_names_the_field():
     with pytest.raises(UnsupportedError, match=r"'pos\.d' is 64-bit"):
         copy_records.compile((f"{records.text(dtype)}[1d,C]",) * 2,
                              target=TargetDescription(float64=False))
+
+
+COMPLEX = np.dtype([("c", "i1"), ("z", "c8"), ("w", "c16")])     # packed: z at 1
+
+
+@nv.jit
+def complex_fields(a, out):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        z = a[i].z
+        out[i] = z * z
+        a[i].w = a[i].w * 2 + z
+
+
+def test_complex_fields(rng):
+    a = np.zeros(10, COMPLEX)
+    a["z"] = rng.random(10) + 1j * rng.random(10)
+    a["w"] = rng.random(10) + 1j * rng.random(10)
+    want = a.copy()
+    want["w"] = a["w"] * 2 + a["z"]
+    out = np.zeros(10, np.complex64)
+    complex_fields.forall(a.size)(a, out)
+    np.testing.assert_allclose(out, a["z"] * a["z"], rtol=1e-6)
+    np.testing.assert_array_equal(a, want)
 
 
 HALVES = np.dtype([("x", "f4"), ("h", "f2"), ("v", "f2", (3,))])
