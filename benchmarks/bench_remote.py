@@ -14,7 +14,9 @@ empty kernel cache:
   worker processes, no remote cache.
 
 The three outputs are compared byte for byte. Prints a table and writes
-``remote_LABEL.json`` to ``--out`` (``benchmarks/results/``). Goal: the
+``remote_LABEL.json`` to ``--out`` (``benchmarks/results/``), with the
+machine's load average before and after (the times are of a machine
+shared with whatever else runs). Goal: the
 second machine at least 10 times faster than cold. Needs ``redis-server``
 (``scripts/setup.sh`` installs it) and the ``distributed`` package.
 """
@@ -103,6 +105,7 @@ def main():
         sys.exit("redis-server is not installed (scripts/setup.sh installs it)")
     import distributed
 
+    load_before = [round(n, 2) for n in os.getloadavg()]
     directory = tempfile.mkdtemp(prefix="nv-bench-remote-")
     modules = _project(directory, args.modules)
     port = _free_port()
@@ -134,10 +137,16 @@ def main():
         print(f"{name:<16}{row['seconds']:>9.2f}{row['built']:>7}{row['remote']:>8}"
               f"{cold / row['seconds']:>8.1f}x")
     print(f"outputs byte-identical: {identical}")
+    load = {"cpus": os.cpu_count(), "before": load_before,
+            "after": [round(n, 2) for n in os.getloadavg()]}
+    print(f"load average (1, 5, 15 min) on {load['cpus']} CPUs: before {load['before']}, "
+          f"after {load['after']}")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"remote_{args.label}.json"), "w") as f:
         json.dump({"modules": modules, "jobs": args.jobs, "builds": rows,
-                   "identical": identical}, f, indent=1, sort_keys=True)
+                   "identical": identical, "load_average": load,
+                   "date": time.strftime("%Y-%m-%d", time.gmtime())}, f, indent=1,
+                  sort_keys=True)
     return 0 if identical else 1
 
 

@@ -26,25 +26,27 @@ from numba_vulkan.errors import (AOTError, CacheWarning, CompilerError, DriverEr
                                  LaunchError, NarrowingWarning, ToolError, UnsupportedError, ValidationError,
                                  VulkanError)
 from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
-                                     brev, clz, const, fence, ffs, global_id, global_size, grid,
+                                     brev, clz, const, fence, ffs, fp16, global_id, global_size, grid,
                                      gridsize, group_id, lane_id, local, local_id, local_size,
                                      num_groups, popc, shared, subgroup, subgroup_size,
                                      workgroup_fence)
 from numba_vulkan.runtime.device import get_current_device, gpus, list_devices, select_device
 from numba_vulkan.runtime.memory import (DeviceArray, HostArray, device_array, device_array_like,
                                          mapped_array, pinned_array, to_device)
+from numba_vulkan.runtime.queue import Event, Stream, default_stream, event, stream
 from numba_vulkan.target import TargetDescription
 from numba_vulkan.numba_target import register_numba_target
 from numba_vulkan.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
 
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "device_array_like", "DeviceArray",
-    "pinned_array", "mapped_array", "HostArray",
+    "pinned_array", "mapped_array", "HostArray", "stream", "default_stream", "event", "Stream",
+    "Event",
     "list_devices", "select_device", "get_current_device", "gpus", "global_id", "local_id",
     "group_id",
     "local_size", "num_groups", "global_size", "grid", "gridsize", "shared", "local", "const",
     "barrier", "barrier_count", "barrier_and", "barrier_or", "lane_id", "subgroup_size",
-    "subgroup", "popc", "brev", "clz", "ffs",
+    "subgroup", "popc", "brev", "clz", "ffs", "fp16",
     "fence", "workgroup_fence",
     "atomic", "vectorize", "guvectorize", "reduce", "Reduce", "VulkanUFunc", "VulkanGUFunc",
     "register_numba_target",

@@ -5,7 +5,7 @@ arguments this way, and the runtime, which packs them this way; neither
 imports the other. A compiled module records :data:`ABI_VERSION` and the
 runtime refuses a module built for another.
 
-The interface, version 2:
+The interface, version 3:
 
 * Array argument number *k* (counting arrays only) is the storage buffer at
   descriptor set 0, binding *k*, typed as a runtime array of its storage
@@ -14,6 +14,7 @@ The interface, version 2:
   that order; strides count elements, not bytes.
 * Scalar arguments travel in the push constant block at their natural
   alignment; bools and 8- and 16-bit integers travel as 32-bit integers,
+  float16 as float32,
   complex numbers as their real then imaginary part. An array of complex
   numbers is a runtime array of their parts: element *i* is entries *2i*
   and *2i + 1*, and shapes, strides and offsets count complex elements.
@@ -41,13 +42,22 @@ The interface, version 2:
   be in flight. Kernels that fit the push constant block have no argument
   buffer. (Version 1 had none: every argument was in the block, and a
   kernel whose arguments passed the device's size could not launch.)
+* An array of records (a NumPy structured dtype) holds the NumPy bytes
+  exactly, field offsets, padding and itemsize as the dtype has them; its
+  shape, strides and offset count records. Its dtype and storage are the
+  record's text form (:mod:`numba_vulkan.records`). Its fields are never
+  narrowed: a record with a 64-bit field cannot be passed to a target that
+  lacks the type. A record scalar travels as its bytes, padded to a
+  multiple of 4, at a 4-byte boundary of the push constant block.
 """
 
 from dataclasses import dataclass, asdict
 
 import numpy as np
 
-ABI_VERSION = 2
+from numba_vulkan import records
+
+ABI_VERSION = 3
 
 #: Bytes at the start of the push constant block that the runtime fills.
 HEADER_SIZE = 16
@@ -58,13 +68,13 @@ FORALL_THREADS = 256
 
 #: dtypes an argument may have, by name; the value is the size in bytes a
 #: scalar of that dtype takes in the push constant block. Scalars narrower
-#: than 32 bits travel widened to 32, which keeps 8- and 16-bit types (and the
-#: device features they need) out of the block.
+#: than 32 bits travel widened to 32 (float16 as float32), which keeps 8- and
+#: 16-bit types (and the device features they need) out of the block.
 SCALAR_DTYPES = {
     "bool": 4,
     "int8": 4, "uint8": 4, "int16": 4, "uint16": 4,
     "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-    "float32": 4, "float64": 8, "complex64": 8, "complex128": 16,
+    "float16": 4, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16,
 }
 
 #: What a 64-bit dtype becomes on a target without it.
@@ -99,7 +109,8 @@ class Param:
         offset: Byte offset in the push constant block (in the argument
             buffer if ``spilled``): the value of a scalar, or the shape
             (then strides) of an array. The status buffer (kind
-            ``"status"``) and the argument buffer (kind ``"args"``) take none.
+            ``"status"``), the argument buffer (kind ``"args"``) and the
+            print buffer (kind ``"print"``) take none.
         writable: Whether the kernel may write the array.
         spilled: Whether the argument travels in the argument buffer
             rather than in the push constant block.
@@ -122,9 +133,9 @@ class Param:
         the argument buffer)."""
         if self.kind == "array":
             return 4 * (2 * self.ndim + 1)
-        if self.kind in ("status", "args"):
+        if self.kind in HIDDEN_KINDS:
             return 0
-        return SCALAR_DTYPES[self.storage]
+        return scalar_size(self.storage)
 
     def to_json(self):
         return asdict(self)
@@ -135,11 +146,30 @@ def storage_dtype(dtype, narrowed=()):
     return NARROWED[dtype] if _NARROWED_BY.get(dtype) in narrowed else dtype
 
 
+def scalar_size(storage):
+    """Bytes a scalar of this storage dtype takes in the push constant block
+    (a record's bytes padded to a multiple of 4)."""
+    if records.is_record(storage):
+        return _align(records.dtype(storage).itemsize, 4)
+    return SCALAR_DTYPES[storage]
+
+
+def _check_record(name, dtype, narrowed):
+    """Refuse a record with a field the target cannot hold as laid out:
+    narrowing a field would move every field after it."""
+    if narrowed:
+        path = records.field_of(dtype, ("int64", "uint64", "float64", "complex128"))
+        if path is not None:
+            raise TypeError(f"argument {name!r}: record field {path!r} is 64-bit, which "
+                            "this target lacks (it narrows "
+                            f"{' and '.join(narrowed)}); records keep NumPy's layout")
+
+
 def _align(offset, alignment):
     return (offset + alignment - 1) // alignment * alignment
 
 
-def layout(args, narrowed=(), checks=False, max_push=None):
+def layout(args, narrowed=(), checks=False, max_push=None, printing=False, loop_status=False):
     """Assign bindings and push constant offsets to kernel arguments.
 
     Args:
@@ -149,6 +179,9 @@ def layout(args, narrowed=(), checks=False, max_push=None):
         max_push: The target's push constant size in bytes; the arguments
             from the first that would end past it on travel in the argument
             buffer. None: everything in the push constant block.
+        printing: Whether the kernel calls ``print`` (and so has a print buffer).
+        loop_status: Whether a kernel without ``checks`` has a status buffer
+            for its loop limit, which comes after every other buffer.
 
     Returns:
         ``(params, push_size)``: a tuple of :class:`Param` and the size in
@@ -159,11 +192,15 @@ def layout(args, narrowed=(), checks=False, max_push=None):
     push_end = None
     binding = 0
     for name, kind, dtype, ndim, array_layout in args:
-        if dtype not in SCALAR_DTYPES:
+        if records.is_record(dtype):
+            _check_record(name, dtype, narrowed)
+        elif dtype not in SCALAR_DTYPES:
             raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
         storage = storage_dtype(dtype, narrowed)
         if kind == "array":
             size, alignment = 4 * (2 * ndim + 1), 4
+        elif records.is_record(storage):
+            size, alignment = scalar_size(storage), 4
         else:
             size = SCALAR_DTYPES[storage]
             alignment = size // 2 if storage.startswith("complex") else size
@@ -183,6 +220,12 @@ def layout(args, narrowed=(), checks=False, max_push=None):
         binding += 1
     if push_end is not None:
         params.append(Param(ARGS_PARAM, "args", "uint32", "uint32", 1, "C", binding, 0))
+        binding += 1
+    if printing:
+        params.append(Param(PRINT_PARAM, "print", "uint32", "uint32", 1, "C", binding, 0))
+        binding += 1
+    if loop_status and not checks:
+        params.append(Param(STATUS_PARAM, "status", "uint32", "uint32", 1, "C", binding, 0))
     return tuple(params), _align(offset if push_end is None else push_end, 4)
 
 
@@ -204,6 +247,12 @@ STATUS_PARAM = "__status"
 #: Name of the argument buffer's :class:`Param`.
 ARGS_PARAM = "__args"
 
+#: Name of the print buffer's :class:`Param`.
+PRINT_PARAM = "__print"
+
+#: Kinds of the :class:`Param` of buffers that no argument of the user's fills.
+HIDDEN_KINDS = ("status", "args", "print")
+
 
 def params_from_json(items):
     """Rebuild :class:`Param` objects from :meth:`Param.to_json` output."""
@@ -211,7 +260,7 @@ def params_from_json(items):
 
 
 _CODES = {"bool": "i", "int8": "i", "uint8": "I", "int16": "i", "uint16": "I",
-          "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q", "float32": "f",
+          "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q", "float16": "f", "float32": "f",
           "float64": "d", "complex64": "2f", "complex128": "2d"}
 
 
@@ -231,7 +280,11 @@ def push_format(params, push_size):
                 continue
             if p.offset > position:
                 fmt.append(f"{p.offset - position}x")
-            fmt.append(f"{2 * p.ndim + 1}i" if p.kind == "array" else _CODES[p.storage])
+            if p.kind == "array":
+                fmt.append(f"{2 * p.ndim + 1}i")
+            else:
+                fmt.append(f"{p.push_size}s" if records.is_record(p.storage)
+                           else _CODES[p.storage])
             position = p.offset + p.push_size
         if end > position:
             fmt.append(f"{end - position}x")
@@ -239,5 +292,8 @@ def push_format(params, push_size):
 
 
 def itemsize(dtype):
-    """Size in bytes of one element of a dtype named as in :data:`SCALAR_DTYPES`."""
+    """Size in bytes of one element of a dtype named as in :data:`SCALAR_DTYPES`,
+    or of a record in its text form."""
+    if records.is_record(dtype):
+        return records.dtype(dtype).itemsize
     return np.dtype(dtype).itemsize

@@ -6,9 +6,10 @@ find a compiled kernel by what its Python code is, without running Numba.
 Both use this walk (:func:`walk`), so an edit to the code that changes one
 key changes the other. The ``functions/`` key adds the source stamps of the
 functions the walk reaches (:func:`numba_vulkan.kernelcache.source_stamp`:
-file name, size and time), as Numba's ``cache=True`` does; AOT keys do not,
-since a directory is built on another machine, whose file times mean
-nothing here.
+file name, size and time), as Numba's ``cache=True`` does, and its name on
+a remote cache's server the SHA-256 of their source files instead; AOT keys
+add neither, since a directory is built on another machine, whose file
+times mean nothing here, and ships without its sources.
 
 The hash is a SHA-256 of:
 

@@ -6,7 +6,7 @@ metadata plus the raw SPIR-V, and read back without Numba or LLVM.
 
 from dataclasses import dataclass, field
 
-from numba_vulkan import abi
+from numba_vulkan import abi, printbuffer
 from numba_vulkan.target import TargetDescription
 
 
@@ -26,6 +26,10 @@ class CompiledKernel:
         params: :class:`~numba_vulkan.abi.Param` per argument.
         push_size: Bytes of push constants.
         abi_version: The :data:`~numba_vulkan.abi.ABI_VERSION` it was built for.
+        metadata: What else the runtime needs, JSON-compatible: what the
+            error codes of its status buffer stand for (``exceptions``), the
+            formats of its ``print`` calls (``print``, see
+            :mod:`numba_vulkan.printbuffer`), ...
     """
 
     name: str
@@ -78,4 +82,15 @@ class CompiledKernel:
                              f"this runtime speaks {abi.ABI_VERSION}")
         if len(kernel.local_size) != 3:
             raise ValueError("malformed kernel metadata: local_size")
+        check_print(kernel.params, kernel.metadata.get("print"))
         return kernel
+
+
+def check_print(params, formats):
+    """Raise ValueError unless a kernel has a print buffer exactly when it
+    has ``print`` formats (``metadata["print"]``), and those are well formed."""
+    if formats is not None:
+        printbuffer.check_formats(formats)
+    if bool(formats) != any(p.kind == "print" for p in params):
+        raise ValueError("malformed kernel metadata: print formats without a print buffer, "
+                         "or a print buffer without formats")

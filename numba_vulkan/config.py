@@ -89,6 +89,37 @@ def device_copies():
     return copies
 
 
+def queues():
+    """Most compute queues a device opens: its default stream runs on the
+    first, streams made with ``nv.stream()`` on the others in turn (all on
+    the one where the device has one). Read when a device is opened; 8 by
+    default, and never more than the device's compute family has."""
+    value = _text("NUMBA_VULKAN_QUEUES", "8")
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"NUMBA_VULKAN_QUEUES={value!r}: expected a positive integer, the "
+                         "most compute queues to open on a device")
+    return count
+
+
+def async_compute():
+    """Whether launches on streams made with ``nv.stream()`` go to queues of a
+    compute family without graphics (a GPU's asynchronous compute family)
+    where the device has one besides the default stream's, instead of to
+    the default stream's family. Read when a device is opened."""
+    return _flag("NUMBA_VULKAN_ASYNC_COMPUTE", False)
+
+
+def transfer_queue():
+    """Whether copies on streams made with ``nv.stream()`` go to a queue of
+    a transfer-only family (a GPU's copy engines) where the device has one.
+    Read when a device is opened."""
+    return _flag("NUMBA_VULKAN_TRANSFER_QUEUE", True)
+
+
 def validate():
     """Whether every generated module goes through spirv-val.
 
@@ -123,16 +154,41 @@ def cache_max_bytes():
     ``NUMBA_VULKAN_CACHE_MAX_BYTES`` is a number of bytes, optionally with
     a binary unit: ``500M``, ``2G``.
     """
-    value = _text("NUMBA_VULKAN_CACHE_MAX_BYTES")
+    return _bytes("NUMBA_VULKAN_CACHE_MAX_BYTES", CACHE_MAX_BYTES,
+                  "such as 1073741824, 500M or 2G (0 for no cap)")
+
+
+def _bytes(name, default, examples):
+    """A setting that is a number of bytes, optionally with a binary unit."""
+    value = _text(name)
     if value is None:
-        return CACHE_MAX_BYTES
+        return default
     text = value.strip().lower().removesuffix("ib").removesuffix("b")
     unit = text[-1:] if text[-1:] in _UNITS else ""
     number = text[:len(text) - len(unit)].strip()
     if not number.isdigit():
-        raise ValueError(f"NUMBA_VULKAN_CACHE_MAX_BYTES={value!r}: expected a number of "
-                         "bytes such as 1073741824, 500M or 2G (0 for no cap)")
+        raise ValueError(f"{name}={value!r}: expected a number of bytes {examples}")
     return int(number) * _UNITS[unit]
+
+
+#: Default of :func:`print_buffer_bytes`: 1 MiB, some tens of thousands of lines.
+PRINT_BUFFER_BYTES = 1 << 20
+#: The bounds of :func:`print_buffer_bytes`: the buffer's header alone, and
+#: what a 32-bit count of words can address with room to spare.
+_PRINT_BUFFER_LIMITS = (16, 1 << 30)
+
+
+def print_buffer_bytes():
+    """Bytes of the buffer that ``print`` calls in a kernel write to, per
+    kernel and device (``NUMBA_VULKAN_PRINT_BUFFER_BYTES``; rounded down to
+    a multiple of 4). Calls whose record does not fit are dropped, and
+    counted in the launch's output. Read at each launch of such a kernel."""
+    name = "NUMBA_VULKAN_PRINT_BUFFER_BYTES"
+    size = _bytes(name, PRINT_BUFFER_BYTES, "such as 1048576, 64K or 16M")
+    low, high = _PRINT_BUFFER_LIMITS
+    if not low <= size <= high:
+        raise ValueError(f"{name}={_raw(name)!r}: expected {low} bytes to 1G")
+    return size // 4 * 4
 
 
 def remote_cache():

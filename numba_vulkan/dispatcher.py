@@ -7,20 +7,22 @@ there is none does it look further, and only a compile imports Numba.
 """
 
 import builtins
+import sys
 import threading
 
 import numpy as np
 
-from numba_vulkan import abi, config, jitoptions, kernelcache, modulecheck, signature
-from numba_vulkan.errors import AOTError, DriverError, LaunchError
-from numba_vulkan.runtime import memory, pipeline_cache
+from numba_vulkan import (abi, config, jitoptions, kernelcache, modulecheck, printbuffer,
+                          records, signature)
+from numba_vulkan.errors import DriverError, LaunchError
+from numba_vulkan.runtime import memory, pipeline_cache, queue
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.pipeline import Pipeline
 
 _COMPLEX = ("complex64", "complex128")
 
 # How a launch passes each argument (_Plan.kinds).
-_ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
+_ARRAY, _SCALAR, _COMPLEX_SCALAR, _RECORD_SCALAR = range(4)
 
 #: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
 OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
@@ -77,17 +79,24 @@ _SUBGROUP_USES = {
 class _Plan:
     """What a launch of one signature on one device needs, made once."""
 
-    __slots__ = ("pipeline", "params", "kernel", "status", "kinds", "written")
+    __slots__ = ("pipeline", "params", "kernel", "status", "printer", "hidden", "kinds",
+                 "written")
 
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
         self.kinds = tuple(_ARRAY if p.kind == "array" else
+                           _RECORD_SCALAR if records.is_record(p.dtype) else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
                            for p in kernel.params if p.kind in ("array", "scalar"))
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
+        if "StorageBuffer16BitAccess" in kernel.capabilities \
+                and "storage16" not in device.info.features:
+            raise LaunchError(f"{kernel.name} has float16 or 16-bit integer arrays, which "
+                              f"device {device.info.name} cannot store (it lacks "
+                              "storageBuffer16BitAccess)")
         lacking = sorted(modulecheck.subgroup_features(kernel.spirv) - device.info.features)
         if lacking:
             uses = "; ".join(_SUBGROUP_USES[f] for f in lacking)
@@ -105,18 +114,72 @@ class _Plan:
         self.status = None
         if any(p.kind == "status" for p in kernel.params):
             self.status = memory.to_device(np.zeros(abi.STATUS_WORDS, np.uint32), device=device)
+        self.printer = None
+        if any(p.kind == "print" for p in kernel.params):
+            self.printer = _Printer(kernel, device)
+        self.hidden = self._hidden()
 
-    def check(self):
-        """Raise the exception the last launch reported, if any."""
+    def _hidden(self):
+        """The buffers bound after the arrays, in the order of their parameters."""
+        return [(self.status if p.kind == "status" else self.printer).buffer
+                for p in self.params if p.kind in ("status", "print")]
+
+    def check(self, stream=None):
+        """Raise the exception the last launch (on ``stream``) reported, if any."""
         words = np.zeros(abi.STATUS_WORDS, np.uint32)
-        self.status.buffer.read(words)
+        self.status.buffer.read(words, stream=stream)
         if words[0]:
+            # On the default stream: every later launch, on any stream, comes
+            # after it, so none sees the error again.
             self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
             invocation = tuple(int(w) for w in words[1:4])
             if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
                 raise _loop_limit_error(self.kernel, invocation)
             description = self.kernel.metadata.get("exceptions", {}).get(str(int(words[0])))
             raise _kernel_exception(description, self.kernel.name, invocation)
+
+
+class _Printer:
+    """The print buffer of a kernel that calls ``print``, on one device.
+
+    Sized by ``NUMBA_VULKAN_PRINT_BUFFER_BYTES`` when a launch starts; after
+    the launch, its records are decoded and written to ``sys.stdout`` (see
+    :mod:`numba_vulkan.printbuffer`). Launches that share it hold its lock
+    from before the launch until its output is written.
+    """
+
+    __slots__ = ("formats", "device", "size", "buffer", "lock")
+
+    def __init__(self, kernel, device):
+        self.formats = kernel.metadata.get("print", {})
+        self.device = device
+        self.size = None
+        self.buffer = None
+        self.lock = threading.Lock()
+
+    def prepare(self):
+        """Make the buffer for the current setting; whether it is a new one."""
+        size = config.print_buffer_bytes()
+        if size == self.size:
+            return False
+        self.buffer = memory.Buffer(self.device, size)
+        self.buffer.write(printbuffer.header(size))
+        self.size = size
+        return True
+
+    def flush(self):
+        """Write the finished launch's lines to ``sys.stdout``, and empty the buffer."""
+        head = printbuffer.header(self.size)
+        self.buffer.read(head)
+        if not head[printbuffer.RESERVED] and not head[printbuffer.DROPPED]:
+            return
+        used = min(int(head[printbuffer.RESERVED]), int(head[printbuffer.END]),
+                   int(head[printbuffer.CAPACITY]))
+        words = np.empty(printbuffer.HEADER_WORDS + used, np.uint32)
+        words[:printbuffer.HEADER_WORDS] = head
+        self.buffer.read(words[printbuffer.HEADER_WORDS:], 4 * printbuffer.HEADER_WORDS)
+        self.buffer.write(printbuffer.header(self.size))
+        sys.stdout.write("".join(printbuffer.decode(words, self.formats)))
 
 
 def _check_shared_memory(kernel, device):
@@ -169,7 +232,8 @@ def _refuse_other_device(dispatcher, plan, args, value, device):
 def _scalar_error(dispatcher, plan, args):
     """The LaunchError naming the scalar argument its type cannot hold, or None."""
     for param, value in zip(plan.params, args):
-        if param.kind != "scalar" or isinstance(value, complex):
+        if param.kind != "scalar" or isinstance(value, complex) or \
+                records.is_record(param.storage):
             continue
         dtype = np.dtype(param.storage)
         try:
@@ -203,21 +267,32 @@ def _kernel_exception(description, kernel, invocation):
     return cls(f"{message} ({where})" if message else where)
 
 
+def _launch_stream(value):
+    """A launch's stream argument, checked: a Stream, or None for the
+    default stream (also for 0)."""
+    if not queue.is_stream(value):
+        raise TypeError(f"a launch's stream must be a stream (nv.stream(), cuda.stream()), "
+                        f"0 or None, not {value!r}")
+    return value if type(value) is queue.Stream else None
+
+
 class LaunchConfiguration:
     """A kernel with its grid, ready to be called with arguments."""
 
-    __slots__ = ("dispatcher", "groups", "threads", "shared_bytes")
+    __slots__ = ("dispatcher", "groups", "threads", "shared_bytes", "stream")
 
-    def __init__(self, dispatcher, groups, threads, shared_bytes=0):
+    def __init__(self, dispatcher, groups, threads, shared_bytes=0, stream=None):
         self.dispatcher = dispatcher
         self.groups = groups
         self.threads = threads
         self.shared_bytes = shared_bytes
+        self.stream = stream
 
     def __call__(self, *args):
         # forall(0): there is nothing to cover.
         if self.groups[0]:
-            self.dispatcher._launch(self.groups, self.threads, args, self.shared_bytes)
+            self.dispatcher._launch(self.groups, self.threads, args, self.shared_bytes,
+                                    self.stream)
 
 
 class VulkanDispatcher:
@@ -229,7 +304,9 @@ class VulkanDispatcher:
     ``kernel[groups, threads, shared_bytes]`` also gives the launch
     ``shared_bytes`` bytes of dynamic shared memory, which every
     ``nv.shared.array(0, dtype)`` in the kernel views: the kernel is compiled
-    once per distinct size.
+    once per distinct size. ``kernel[groups, threads, stream]`` and
+    ``kernel[groups, threads, stream, shared_bytes]`` launch on a stream
+    (``nv.stream()``; 0 or None: the default stream).
     """
 
     def __init__(self, py_func, options=None):
@@ -249,18 +326,32 @@ class VulkanDispatcher:
         return f"<numba_vulkan kernel {self.__qualname__}>"
 
     def __getitem__(self, config):
-        if not isinstance(config, tuple) or len(config) not in (2, 3):
-            raise LaunchError("launch a kernel as kernel[groups, threads](...) or "
-                              "kernel[groups, threads, shared_bytes](...)")
-        shared = _shared_bytes(config[2], "shared_bytes") if len(config) == 3 else 0
+        if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
+            raise LaunchError("launch a kernel as kernel[groups, threads](...), "
+                              "kernel[groups, threads, shared_bytes](...), "
+                              "kernel[groups, threads, stream](...) or "
+                              "kernel[groups, threads, stream, shared_bytes](...)")
+        shared, stream = 0, None
+        if len(config) == 4:
+            stream = _launch_stream(config[2])
+            shared = _shared_bytes(config[3], "shared_bytes")
+        elif len(config) == 3:
+            if type(config[2]) is queue.Stream or config[2] is None:
+                stream = config[2]
+            elif isinstance(config[2], bool) or not isinstance(config[2], (int, np.integer)):
+                raise TypeError(f"kernel[groups, threads, x]: x must be a stream "
+                                f"(nv.stream()) or shared_bytes (an int), not {config[2]!r}")
+            else:
+                shared = _shared_bytes(config[2], "shared_bytes")
         return LaunchConfiguration(self, _dim3(config[0], "groups"), _dim3(config[1], "threads"),
-                                   shared)
+                                   shared, stream)
 
-    def forall(self, n, threads=None, shared_bytes=0):
+    def forall(self, n, threads=None, shared_bytes=0, stream=None):
         """A launch configuration covering ``n`` invocations along x; for
-        ``n == 0`` one that launches nothing. ``shared_bytes``: as for
-        ``kernel[groups, threads, shared_bytes]``."""
+        ``n == 0`` one that launches nothing. ``shared_bytes`` and
+        ``stream``: as for ``kernel[groups, threads, stream, shared_bytes]``."""
         shared_bytes = _shared_bytes(shared_bytes, "shared_bytes")
+        stream = _launch_stream(stream)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise TypeError(f"forall(n): n must be an int, not {n!r}")
         if n < 0:
@@ -269,7 +360,8 @@ class VulkanDispatcher:
             limit = current_device().info.max_workgroup_invocations
             threads = min(abi.FORALL_THREADS, limit)
         groups = -(-int(n) // threads)
-        return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1), shared_bytes)
+        return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1), shared_bytes,
+                                   stream)
 
     def __call__(self, *args, **kwargs):
         raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
@@ -313,38 +405,38 @@ class VulkanDispatcher:
         (each makes its own pipeline). ``features`` are the launching
         device's, for the AOT lookup.
 
-        A variant with dynamic shared memory (``shared_bytes``) is always
-        compiled (through the ``kernels/`` tier): AOT directories and the
-        ``functions/`` tier hold kernels without it.
+        A variant with dynamic shared memory (``shared_bytes``) is looked
+        up in the AOT directories for that size (a manifest's
+        ``shared_bytes``), else compiled through the ``kernels/`` tier: the
+        ``functions/`` tier holds kernels without it.
         """
         key = (sig, threads, target) if not shared_bytes else (sig, threads, target,
                                                                 shared_bytes)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None and shared_bytes:
-                if config.aot_strict():
-                    raise AOTError(f"{self.__qualname__}({', '.join(sig)}) launched with "
-                                   f"{shared_bytes} bytes of dynamic shared memory: AOT "
-                                   "directories hold no such variants, and "
-                                   "NUMBA_VULKAN_AOT_STRICT=1 forbids compiling one "
-                                   "(docs/limitations.md)")
-                from numba_vulkan.compiler import stages
-                compiled = self._compiled[key] = stages.compile(
-                    self.py_func, sig, threads, target, self.options,
-                    shared_bytes=shared_bytes)
+                from numba_vulkan.aot.loader import lookup
+                compiled = lookup.find(self, sig, threads, target, features=features,
+                                       shared_bytes=shared_bytes)
+                if compiled is None:
+                    from numba_vulkan.compiler import stages
+                    compiled = stages.compile(self.py_func, sig, threads, target, self.options,
+                                              shared_bytes=shared_bytes)
+                self._compiled[key] = compiled
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
                 compiled = lookup.find(self, sig, threads, target, features=features)
-                name = None
+                cache_key = None
                 if compiled is None and self.options.get("cache"):
-                    name = kernelcache.function_key(self.py_func, self.options, sig, threads,
-                                                    target)
+                    cache_key = kernelcache.function_key(self.py_func, self.options, sig,
+                                                         threads, target)
                     compiled = kernelcache.load_compiled(
-                        name, sig, threads, target, f"{self.__qualname__}({', '.join(sig)})")
+                        cache_key, sig, threads, target,
+                        f"{self.__qualname__}({', '.join(sig)})")
                 if compiled is None:
                     from numba_vulkan.compiler import stages
                     compiled = stages.compile(self.py_func, sig, threads, target, self.options)
-                    kernelcache.store_compiled(name, compiled, config.validate())
+                    kernelcache.store_compiled(cache_key, compiled, config.validate())
                 self._compiled[key] = compiled
             return compiled
 
@@ -403,14 +495,17 @@ class VulkanDispatcher:
                         lookup.refused_by_driver(compiled, exc)
                         from numba_vulkan.compiler import stages
                         compiled = stages.compile(self.py_func, sig, threads, device.target,
-                                                  self.options)
-                        self._compiled[(sig, threads, device.target)] = compiled
+                                                  self.options, shared_bytes=shared_bytes)
+                        self._compiled[(sig, threads, device.target) + (
+                            (shared_bytes,) if shared_bytes else ())] = compiled
                         plan = _Plan(compiled, device)
                     self._plans[key] = plan
         return plan
 
-    def _launch(self, groups, threads, args, shared_bytes=0):
+    def _launch(self, groups, threads, args, shared_bytes=0, stream=None):
         device = current_device()
+        if stream is not None:
+            stream = queue.resolve(stream, device)
         try:
             sig = tuple(map(signature.of_value, args))
         except TypeError:
@@ -435,7 +530,8 @@ class VulkanDispatcher:
                     if mapped is not None:
                         value = mapped
                     else:
-                        value, copy_back = memory.staged_host_array(value, device, written)
+                        value, copy_back = memory.staged_host_array(value, device, written,
+                                                                    stream)
                         if copy_backs is None:
                             copy_backs = []
                         copy_backs.append(copy_back)
@@ -446,23 +542,48 @@ class VulkanDispatcher:
             elif kind == _SCALAR:
                 # struct packs Python numbers; np.bool_ is not an int.
                 flat.append(value.item() if isinstance(value, np.generic) else value)
+            elif kind == _RECORD_SCALAR:
+                flat.append(value.tobytes())
             else:
                 flat += (value.real, value.imag)
-        status = plan.status
-        if status is not None:
-            buffers.append(status.buffer)
         pipeline = plan.pipeline
         try:
             push = pipeline.pack(flat)
         except LaunchError as exc:
             raise _scalar_error(self, plan, args) or exc from None
-        pipeline.launch(groups, buffers, push)
+        if plan.printer is not None:
+            self._launch_printing(plan, groups, buffers, push, copy_backs, stream)
+            return
+        status = plan.status
+        if status is not None:
+            buffers += plan.hidden
+        pipeline.launch(groups, buffers, push, stream)
         if copy_backs or status is not None:
-            device.stream.synchronize()
+            if stream is None:
+                device.synchronize()
+            else:
+                stream.synchronize()
             for copy_back in copy_backs or ():
                 copy_back()
             if status is not None:
-                plan.check()
+                plan.check(stream)
+
+    @staticmethod
+    def _launch_printing(plan, groups, buffers, push, copy_backs, stream=None):
+        """Launch a kernel that calls ``print`` (on ``stream``; None: the
+        default stream), and write its output once it has finished, before
+        its copies back and errors."""
+        printer = plan.printer
+        with printer.lock:
+            if printer.prepare():
+                plan.hidden = plan._hidden()
+            plan.pipeline.launch(groups, buffers + plan.hidden, push, stream)
+            (stream or printer.device.stream).synchronize()
+            printer.flush()
+        for copy_back in copy_backs or ():
+            copy_back()
+        if plan.status is not None:
+            plan.check(stream)
 
 
 def jit(func=None, **options):
@@ -486,6 +607,6 @@ def jit(func=None, **options):
 
 def synchronize():
     """Wait for every launch and copy submitted on the calling thread's
-    current device."""
-    current_device().stream.synchronize()
+    current device, on every stream."""
+    current_device().synchronize()
 

@@ -275,3 +275,30 @@ class KernelValue:
 
     def __repr__(self):
         return f"<numba_vulkan.cuda.{self.name}: read inside a kernel>"
+
+
+_FP16_BINARY = {"hadd": "``a + b``", "hsub": "``a - b``", "hmul": "``a * b``",
+                "hdiv": "``a / b``",
+                "hmax": "the larger of ``a`` and ``b`` (the other one if one is NaN)",
+                "hmin": "the smaller of ``a`` and ``b`` (the other one if one is NaN)"}
+_FP16_UNARY = {"hneg": "``-a``", "habs": "``abs(a)``", "hsqrt": "the square root",
+               "hrsqrt": "the reciprocal square root", "hrcp": "``1 / a``",
+               "hfloor": "the floor", "hceil": "the ceiling",
+               "htrunc": "the integer part, towards zero",
+               "hrint": "the nearest integer, ties to even", "hsin": "the sine",
+               "hcos": "the cosine", "hexp": "e to the power ``a``",
+               "hexp2": "2 to the power ``a``", "hexp10": "10 to the power ``a``",
+               "hlog": "the natural logarithm", "hlog2": "the base-2 logarithm",
+               "hlog10": "the base-10 logarithm"}
+_FP16_COMPARE = {"heq": "==", "hne": "!=", "hgt": ">", "hge": ">=", "hlt": "<", "hle": "<="}
+
+#: float16 functions (numba.cuda's ``cuda.fp16``): arguments are converted to
+#: float16, results are float16 (bool for the comparisons).
+fp16 = _namespace(
+    "fp16", "float16 functions (numba.cuda's ``cuda.fp16``); docs/float16.md.",
+    **{name: f"{what} of float16 values, rounded to float16." for name, what in _FP16_BINARY.items()},
+    **{name: f"{what} of a float16 value, rounded to float16." for name, what in _FP16_UNARY.items()},
+    hfma="``a * b + c`` of float16 values with one rounding to float16.",
+    **{name: f"``a {op} b`` of float16 values; false if either is NaN."
+       for name, op in _FP16_COMPARE.items()},
+)

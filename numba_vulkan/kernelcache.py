@@ -42,7 +42,10 @@ With ``NUMBA_VULKAN_REMOTE_CACHE`` set, a lookup that misses the disk asks
 a Redis server (:mod:`numba_vulkan.remotecache`) under :func:`remote_key`;
 what it returns is an entry file's bytes, read and checked as one from disk
 and then written to the disk. Stores are sent there from a background
-thread. ``docs/remote.md`` says what this trusts.
+thread. A ``functions/`` entry has a name of its own there, of its source
+files' content rather than their paths and times, so that every checkout
+of the same files finds it (:func:`function_key`). ``docs/remote.md`` says
+what this trusts.
 
 Entries of both tiers are kept under ``NUMBA_VULKAN_CACHE_MAX_BYTES``:
 a hit renews an entry's modification time, and a store over the cap evicts
@@ -148,18 +151,25 @@ def _package_part():
     return "package:" + _tree_digest(_PACKAGE_DIR)
 
 
-def _recorded(package_dir, distribution):
-    """``{path: (hash, size)}`` from the installer's RECORD of a distribution
-    whose dist-info lies beside ``package_dir``; empty if there is none."""
+def _record_text(package_dir, distribution):
+    """The installer's RECORD of a distribution whose dist-info lies beside
+    ``package_dir``, or "" if there is none."""
     site = os.path.dirname(package_dir)
     try:
         infos = sorted(n for n in os.listdir(site)
                        if n.startswith(distribution + "-") and n.endswith(".dist-info"))
         if len(infos) != 1:
-            return {}
-        text = files.read_regular(os.path.join(site, infos[0], "RECORD"), 1 << 20).decode()
+            return ""
+        return files.read_regular(os.path.join(site, infos[0], "RECORD"), 1 << 20).decode()
     except (OSError, UnicodeError):
-        return {}
+        return ""
+
+
+def _recorded(package_dir, distribution, text=None):
+    """``{path: (hash, size)}`` from the installer's RECORD of a distribution
+    whose dist-info lies beside ``package_dir``; empty if there is none."""
+    if text is None:
+        text = _record_text(package_dir, distribution)
     out = {}
     for line in text.splitlines():
         path, _, rest = line.partition(",")
@@ -548,8 +558,17 @@ def _parse_entry(tier, name, data):
     return entry
 
 
-def _lookup(tier, name, label=None, check=None):
-    """Read an entry, count and log the lookup; None on any failure."""
+#: The remote name of :func:`_lookup` and :func:`_write_entry` by default:
+#: the server's entry has the disk's name.
+_SAME = object()
+
+
+def _lookup(tier, name, label=None, check=None, remote=_SAME):
+    """Read an entry, count and log the lookup; None on any failure.
+
+    ``remote`` is the server's name of the entry and a function that makes
+    what the server holds this machine's entry (raising ValueError if it
+    cannot), or None for no lookup on the server."""
     label = label or name
     if not enabled():
         return None
@@ -564,11 +583,11 @@ def _lookup(tier, name, label=None, check=None):
     except FileNotFoundError:
         _count(tier, "misses")
         _log(tier, "miss", label, name[:16])
-        return _remote_lookup(tier, name, label, check)
+        return _remote_lookup(tier, name, label, check, remote)
     except _DAMAGED as exc:
         _count(tier, "rejected")
         _log(tier, "rejected", label, f"{name[:16]}: {exc}")
-        return _remote_lookup(tier, name, label, check)
+        return _remote_lookup(tier, name, label, check, remote)
     _count(tier, "hits")
     _log(tier, "hit", label, name[:16])
     try:
@@ -594,17 +613,22 @@ def remote_key(tier, name):
     return f"numba_vulkan:{FORMAT_VERSION}:{fingerprint()}:{tier}:{name}"
 
 
-def _remote_lookup(tier, name, label, check):
+def _remote_lookup(tier, name, label, check, remote=_SAME):
     """The entry from the remote tier, checked as one from disk and then
     written there; None if there is none or it does not check out."""
-    if config.remote_cache() is None:
+    if config.remote_cache() is None or remote is None:
         return None
-    data = remotecache.get(remote_key(tier, name), _MAX_FILE)
+    theirs, adapt = (name, None) if remote is _SAME else remote
+    data = remotecache.get(remote_key(tier, theirs), _MAX_FILE)
     if data is None:
-        _log(REMOTE, "miss", label, name[:16])
+        _log(REMOTE, "miss", label, theirs[:16])
         return None
     try:
-        entry = _parse_entry(tier, name, data)
+        entry = _parse_entry(tier, theirs, data)
+        if adapt is not None:
+            adapt(entry)
+            # Before the check, which adds what is not data.
+            data = _encode_entry(tier, name, entry)
         if check is not None:
             check(entry)
     except _DAMAGED as exc:
@@ -699,8 +723,9 @@ def _encode_entry(tier, name, entry):
     return b"".join([_MAGIC, header, b"\n", *contents])
 
 
-def _write_entry(tier, name, entry):
-    """Store ``entry``; False if it could not be written.
+def _write_entry(tier, name, entry, remote=_SAME):
+    """Store ``entry``, and send it to the server under the name ``remote``
+    (None: not at all); False if it could not be written.
 
     Raises:
         ValueError, TypeError: As :func:`_encode_entry`.
@@ -708,8 +733,10 @@ def _write_entry(tier, name, entry):
     data = _encode_entry(tier, name, entry)
     if not enabled():
         return False
-    if config.remote_cache() is not None:
-        remotecache.put(remote_key(tier, name), data)
+    if config.remote_cache() is not None and remote is not None:
+        theirs = name if remote is _SAME else remote
+        remotecache.put(remote_key(tier, theirs),
+                        data if theirs == name else _encode_entry(tier, theirs, entry))
     try:
         root = files.cache_root()
         if root is None:
@@ -939,22 +966,77 @@ def _versions():
     return [_installed_version("numba"), numpy.__version__, sys.implementation.cache_tag]
 
 
+_portable_versions_memo = {}
+
+
+def _portable_versions():
+    """:func:`_versions` as every machine with the same install has them.
+
+    Numba is named by a digest of its installer's RECORD, which lists the
+    hash of each of its files, instead of its files' times. Where Numba's
+    ``__init__.py`` is not the file the RECORD lists (edited, or installed
+    without one), its size and time stand in, as in :func:`_versions`, and
+    only this machine finds the entries.
+    """
+    import importlib.util
+    import numpy
+    spec = importlib.util.find_spec("numba")
+    if spec is None or not spec.origin:
+        return ["missing", numpy.__version__, sys.implementation.cache_tag]
+    st = os.stat(spec.origin)
+    stamp = (spec.origin, st.st_size, st.st_mtime_ns)
+    numba_part = _portable_versions_memo.get(stamp)
+    if numba_part is None:
+        package = os.path.dirname(spec.origin)
+        text = _record_text(package, "numba")
+        _, size = _recorded(package, "numba", text).get("numba/__init__.py", ("", ""))
+        if text and size == str(st.st_size):
+            numba_part = "record:" + hashlib.sha256(text.encode()).hexdigest()
+        else:
+            numba_part = _installed_version("numba")
+        _portable_versions_memo[stamp] = numba_part
+    return [numba_part, numpy.__version__, sys.implementation.cache_tag]
+
+
+def _content_stamp(function):
+    """:func:`source_stamp` with the source file's content in place of its
+    name, size and time: the same in every checkout of the same files."""
+    code = function.__code__
+    path = os.path.realpath(code.co_filename)
+    return "\0".join([_file_digest(path), function.__qualname__,
+                      codehash.code_digest(code)]).encode()
+
+
 def _uncacheable(function, why):
     _log("functions", "uncacheable", getattr(function, "__qualname__", "?"), why)
     _count("functions", "uncacheable")
 
 
-def function_key(function, options, sig, local_size, target):
-    """The ``functions/`` name of a ``cache=True`` kernel, or None if caching is
-    off or the kernel cannot be keyed.
+#: The names of a ``cache=True`` kernel's entry (:func:`function_key`):
+#: ``local`` on the disk, ``remote`` on the remote tier's server (None when
+#: there is none), and ``sources``, the source file of each function the
+#: key covers, in the walk's order.
+FunctionKey = namedtuple("FunctionKey", "local remote sources")
 
-    The key holds :func:`source_stamp` of the kernel and of every function
-    :func:`numba_vulkan.codehash.walk` reaches from it, and the walk's
-    content key, the one AOT directories use: the stamps see what a file's
-    time says (any edit), the content key what no file says (globals and
-    closure values set at run time). A kernel the walk cannot key
+
+def function_key(function, options, sig, local_size, target):
+    """The :class:`FunctionKey` of a ``cache=True`` kernel, or None if caching
+    is off or the kernel cannot be keyed.
+
+    The local name holds :func:`source_stamp` of the kernel and of every
+    function :func:`numba_vulkan.codehash.walk` reaches from it, and the
+    walk's content key, the one AOT directories use: the stamps see what a
+    file's time says (any edit), the content key what no file says (globals
+    and closure values set at run time). A kernel the walk cannot key
     (:class:`~numba_vulkan.codehash.Unkeyable`), or which calls a function
     without a source file (or is one), is counted ``uncacheable``.
+
+    The remote name, made only while ``NUMBA_VULKAN_REMOTE_CACHE`` is set,
+    holds the same but for the stamps: the SHA-256 of each of those source
+    files' content instead of its path, size and time (:func:`_content_stamp`),
+    and Numba's install by its RECORD (:func:`_portable_versions`), so that
+    every checkout of the same files finds it. Any edit of those files
+    changes it, as it changes their times.
     """
     if not enabled():
         return None
@@ -970,15 +1052,51 @@ def function_key(function, options, sig, local_size, target):
             _uncacheable(function, f"{reached.__qualname__} has no source file")
             return None
         stamps.append(stamp)
-    return kernel_key(stamps, found.key, list(sig), list(local_size), target.key(),
-                      _options(options), abi.ABI_VERSION, _versions(), config.numba_settings())
+    settings = [found.key, list(sig), list(local_size), target.key(), _options(options),
+                abi.ABI_VERSION]
+    local = kernel_key(stamps, *settings, _versions(), config.numba_settings())
+    if config.remote_cache() is None:
+        return FunctionKey(local, None, None)
+    try:
+        contents = [_content_stamp(reached) for reached in found.functions]
+    except OSError:
+        # A source file gone since it was stamped: this process keeps the kernel.
+        return FunctionKey(local, None, None)
+    remote = _digest("functions", [b"content", *contents],
+                     [*settings, _portable_versions(), config.numba_settings()])
+    sources = tuple(os.path.realpath(f.__code__.co_filename) for f in found.functions)
+    return FunctionKey(local, remote, sources)
 
 
-def load_compiled(name, sig, local_size, target, label):
-    """The :class:`~numba_vulkan.compiled.CompiledKernel` stored under ``name``
-    for exactly this signature, workgroup size and target, or None (also while
-    ``NUMBA_VULKAN_DUMP`` is set)."""
-    if name is None or config.dump_dir():
+def _from_elsewhere(key):
+    """What makes an entry from the server, another checkout's, this one's:
+    its source files named by this machine's paths (in its list of them and
+    where its ``raise`` statements report them); ValueError if it lists
+    none, or not as many as the kernel has."""
+    def adapt(entry):
+        theirs = entry.get("sources")
+        if (not isinstance(theirs, list) or len(theirs) != len(key.sources)
+                or not all(isinstance(path, str) for path in theirs)):
+            raise ValueError("no list of the kernel's source files")
+        ours = dict(zip(theirs, key.sources))
+        entry["sources"] = list(key.sources)
+        exceptions = entry["kernel"]["metadata"].get("exceptions", {})
+        for description in exceptions.values():
+            if description.get("file") in ours:
+                description["file"] = ours[description["file"]]
+    return adapt
+
+
+def load_compiled(key, sig, local_size, target, label):
+    """The :class:`~numba_vulkan.compiled.CompiledKernel` stored under ``key``
+    (a :class:`FunctionKey`, or an entry name that the server has the entry
+    under too) for exactly this signature, workgroup size and target, or
+    None (also while ``NUMBA_VULKAN_DUMP`` is set).
+
+    The disk is asked under the local name, the server under the remote one;
+    an entry from the server is made this checkout's (:func:`_from_elsewhere`)
+    and then gets every check one from the disk gets."""
+    if key is None or config.dump_dir():
         return None
     from numba_vulkan.compiled import CompiledKernel
 
@@ -1001,22 +1119,33 @@ def load_compiled(name, sig, local_size, target, label):
             raise ValueError("not validated")
         entry["compiled"] = kernel
 
-    entry = _lookup("functions", name, label, check)
+    if isinstance(key, str):
+        entry = _lookup("functions", key, label, check)
+    else:
+        remote = None if key.remote is None else (key.remote, _from_elsewhere(key))
+        entry = _lookup("functions", key.local, label, check, remote)
     return None if entry is None else entry["compiled"]
 
 
-def store_compiled(name, kernel, validated):
+def store_compiled(key, kernel, validated):
     """Store a compiled kernel in the ``functions/`` tier.
 
     Args:
-        name: From :func:`function_key`; nothing is stored if None.
+        key: From :func:`function_key` (the server, if any, gets the entry
+            under the remote name), or an entry name; nothing is stored if None.
         kernel: The :class:`~numba_vulkan.compiled.CompiledKernel`.
         validated: Whether its module went through spirv-val.
     """
-    if name is None:
+    if key is None:
         return
-    store_kernel(name, {"spirv": kernel.spirv, "llvm_ir": kernel.llvm_ir,
-                        "kernel": kernel.to_metadata(), "validated": bool(validated)})
+    entry = {"spirv": kernel.spirv, "llvm_ir": kernel.llvm_ir,
+             "kernel": kernel.to_metadata(), "validated": bool(validated)}
+    if isinstance(key, str):
+        _write_entry("functions", key, entry)
+        return
+    if key.sources is not None:
+        entry["sources"] = list(key.sources)
+    _write_entry("functions", key.local, entry, key.remote)
 
 
 # The command ---------------------------------------------------------------

@@ -32,7 +32,7 @@ import subprocess
 
 import numpy as np
 
-from numba_vulkan import abi, config, files, signature, spirv
+from numba_vulkan import abi, config, files, records, signature, spirv
 from numba_vulkan.spirv import CAPABILITIES, MAGIC
 
 #: Vulkan version -> newest SPIR-V version (major, minor) it consumes.
@@ -276,6 +276,18 @@ def _element_of(storage):
     return ("float" if dtype.kind == "f" else "int", dtype.itemsize * 8)
 
 
+def _holds(element, storage):
+    """Whether a buffer of ``element`` (``(kind, bits)``) may hold an array
+    of this storage dtype: its own element type, or for a record array a
+    scalar type whose size divides the itemsize (see
+    numba_vulkan.codegen.logical, which types each record buffer by the
+    accesses it proves aligned)."""
+    if records.is_record(storage):
+        return element[1] in (8, 16, 32, 64) and \
+            records.dtype(storage).itemsize % (element[1] // 8) == 0
+    return element == _element_of(storage)
+
+
 def check_interface(binary, params, push_size, threads, vulkan=None):
     """Check that a module is the kernel the runtime will bind.
 
@@ -311,7 +323,7 @@ def check_interface(binary, params, push_size, threads, vulkan=None):
         if param is None:
             raise ValueError(f"the module reads a storage buffer at binding {binding}, which "
                              "no parameter fills")
-        if element != _element_of(param.storage):
+        if not _holds(element, param.storage):
             raise ValueError(f"the module's buffer at binding {binding} holds "
                              f"{element[0]}{element[1]}, parameter {param.name!r} is "
                              f"{param.storage}")
@@ -354,13 +366,18 @@ def check_params(sig, params, push_size, narrowed=(), max_push=None):
                 raise ValueError(f"parameter {number}: {name} {item[name]!r} is not a "
                                  f"{getattr(kind, '__name__', kind)}")
         out.append(abi.Param(**item))
-    arguments = [p for p in out if p.kind not in ("status", "args")]
+    arguments = [p for p in out if p.kind not in abi.HIDDEN_KINDS]
     if len(arguments) != len(sig) or not all(isinstance(t, str) for t in sig):
         raise ValueError(f"{len(arguments)} parameters for {len(sig)} argument types")
     specs = [(p.name, *signature.parse(text)) for p, text in zip(arguments, sig)]
     try:
-        expected, size = abi.layout(specs, narrowed, any(p.kind == "status" for p in out),
-                                    max_push)
+        # A status buffer after the argument or print buffer is one for the
+        # loop limit alone.
+        kinds = [p.kind for p in out]
+        loop_status = (kinds[-1:] == ["status"]
+                       and any(k in ("args", "print") for k in kinds))
+        expected, size = abi.layout(specs, narrowed, "status" in kinds and not loop_status,
+                                    max_push, "print" in kinds, loop_status)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"argument types {list(sig)}: {exc}") from None
     if len(expected) != len(out):

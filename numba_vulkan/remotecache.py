@@ -10,7 +10,8 @@ This module only moves bytes and keeps the tier from ever costing much:
 * Every request has a :data:`TIMEOUT`; the first one that fails (refused,
   timed out, a reply that is not Redis's protocol) turns the tier off for
   the rest of the process, with one :class:`~numba_vulkan.errors.CacheWarning`;
-  so do two lookups in a row that took longer than :data:`SLOW`.
+  so do lookups in a row, each slower than :data:`SLOW`, that waited more
+  than :data:`TIMEOUT` together.
   A lookup then costs nothing, and a compile never fails because of the server.
 * Reads are bounded: ``GETRANGE`` asks for at most the caller's limit.
 * Stores go to a queue that one background thread drains, so a compile
@@ -34,11 +35,13 @@ from numba_vulkan.errors import CacheWarning
 
 #: Seconds one request (connecting included) may take before the tier is off.
 TIMEOUT = 1.0
-#: Two lookups in a row that took longer than this (without timing out) turn
-#: the tier off as well: a server that always answers just in time would
-#: cost that much on every lookup. One is not enough: a loaded machine may
-#: keep a lookup waiting for its thread once.
-SLOW = TIMEOUT / 2
+#: Lookups in a row that each took longer than this (without timing out)
+#: and together more than :data:`TIMEOUT` turn the tier off as well: a
+#: server that always answers just in time would cost that much on every
+#: lookup. One alone is not enough: a loaded machine may keep a lookup
+#: waiting for its thread now and then (a few tenths of a second once in
+#: some hundreds of lookups, on two cores shared by a dozen processes).
+SLOW = 0.1
 #: Stores waiting for the writer thread; further ones are dropped.
 QUEUE_LIMIT = 1024
 #: Seconds the process waits at exit for queued stores to be sent.
@@ -51,7 +54,7 @@ COUNTERS = ("hits", "misses", "rejected", "errors", "stores", "dropped", "bytes_
 _lock = threading.Lock()
 _counts = dict.fromkeys(COUNTERS, 0)
 _state = {"url": None, "client": None, "off": None, "queue": None, "writer": None,
-          "exit_hook": False, "slow": 0}
+          "exit_hook": False, "slow": 0.0}
 
 
 def url():
@@ -178,9 +181,9 @@ def get(key, limit):
         waited = time.monotonic() - start
         count("wait_ms", round(1000 * waited))
     with _lock:
-        slow = _state["slow"] = _state["slow"] + 1 if waited > SLOW else 0
-    if slow >= 2:
-        _turn_off(f"it took {waited:.1f} s to answer a lookup, the one before too")
+        slow = _state["slow"] = _state["slow"] + waited if waited > SLOW else 0.0
+    if slow > TIMEOUT:
+        _turn_off(f"lookups in a row took {slow:.1f} s to answer, each over {SLOW} s")
     if not isinstance(value, bytes) or not value:
         count("misses")
         return None
@@ -306,7 +309,7 @@ def ping():
 def forget():
     """Start afresh: the next request connects again (for tests)."""
     with _lock:
-        _state.update(url=None, client=None, off=None, slow=0)
+        _state.update(url=None, client=None, off=None, slow=0.0)
 
 
 def _after_fork():

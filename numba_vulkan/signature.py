@@ -5,16 +5,20 @@ that ships its kernels ahead of time never compiles). So argument types
 have a canonical text form that the dispatcher computes from the values
 and that AOT indexes and cache keys store: a scalar is its dtype name
 (``float32``), an array is ``dtype[Nd,L]`` with layout ``C`` (C-contiguous)
-or ``A`` (any strides), e.g. ``float32[1d,C]``.
+or ``A`` (any strides), e.g. ``float32[1d,C]``. A record (structured)
+dtype is spelled as :func:`numba_vulkan.records.text` gives it: an array of
+them ``{x:float32@0,n:int32@4;8}[1d,C]``, a record scalar (``numpy.void``)
+``{x:float32@0,n:int32@4;8}``.
 """
 
 import re
 
 import numpy as np
 
+from numba_vulkan import records
 from numba_vulkan.abi import SCALAR_DTYPES
 
-_ARRAY = re.compile(r"^(\w+)\[(\d+)d,([CA])\]$")
+_ARRAY = re.compile(r"^(\w+|\{.*\})\[(\d+)d,([CA])\]$")
 
 # Launches look scalars up by their exact type: getattr on a value without
 # ``type_text`` raises and catches an AttributeError, which costs more than
@@ -25,15 +29,34 @@ _SCALAR_TYPES = {bool: "bool", int: "int64", float: "float64", complex: "complex
 
 def array(dtype, ndim, layout):
     """The text form of an array type."""
-    return f"{np.dtype(dtype).name}[{ndim}d,{layout}]"
+    return f"{dtype_text(dtype)}[{ndim}d,{layout}]"
+
+
+def dtype_text(dtype):
+    """The text form of an array's dtype: its name, or a record's text."""
+    dtype = np.dtype(dtype)
+    if dtype.names is not None:
+        return records.text(dtype)
+    return "bool" if dtype == np.bool_ else dtype.name
 
 
 def parse(text):
     """``(kind, dtype, ndim, layout)`` of a type in text form."""
     m = _ARRAY.match(text)
     if m:
+        if records.is_record(m.group(1)):
+            try:
+                records.dtype(m.group(1))
+            except (ValueError, TypeError, IndexError, AttributeError):
+                raise ValueError(f"not a kernel argument type: {text!r}") from None
         return "array", m.group(1), int(m.group(2)), m.group(3)
     if text in SCALAR_DTYPES:
+        return "scalar", text, 0, "C"
+    if records.is_record(text):
+        try:
+            records.dtype(text)
+        except (ValueError, TypeError, IndexError, AttributeError):
+            raise ValueError(f"not a kernel argument type: {text!r}") from None
         return "scalar", text, 0, "C"
     raise ValueError(f"not a kernel argument type: {text!r}")
 
@@ -58,6 +81,8 @@ def of_value(value):
         return "float64"
     if isinstance(value, complex):
         return "complex128"
+    if isinstance(value, np.void) and value.dtype.names is not None:
+        return records.text(value.dtype)
     if isinstance(value, np.generic):
         name = value.dtype.name
         if name in SCALAR_DTYPES:
@@ -70,6 +95,8 @@ def of_value(value):
     if not shape:
         raise TypeError("a 0-d array cannot be passed to a kernel (pass a[()] as a scalar, "
                         "or a.reshape(1))")
+    if dtype.names is not None:
+        return array(dtype, len(shape), "C" if value.flags.c_contiguous else "A")
     name = "bool" if dtype == np.bool_ else np.dtype(dtype).name
     if name not in SCALAR_DTYPES:
         raise TypeError(f"arrays of dtype {name} cannot be passed to a kernel")

@@ -63,8 +63,23 @@ def stencil(a, b, c, d, e, f, g, h, out, alpha, beta, bias):
         out[i, j] = alpha * s + beta * (f[i, j] - g[i, j]) * h[i, j] + bias
 
 
+@nv.jit
+def reverse_block(x):
+    """Each block reversed through dynamic shared memory, plus its length."""
+    tile = nv.shared.array(0, "float32")
+    t = nv.local_id(0)
+    i = nv.global_id(0)
+    tile[t] = x[i]
+    nv.barrier()
+    x[i] = tile[nv.local_size(0) - 1 - t] + len(tile)
+
+
 def check():
     rng = np.random.default_rng(7)
+    blocks = np.arange(64, dtype=np.float32)
+    reverse_block[2, 32, 128](blocks)                  # 128 bytes: 32 float32
+    want = np.arange(64, dtype=np.float32).reshape(2, 32)[:, ::-1].reshape(64) + 32
+    assert np.array_equal(blocks, want), "reverse_block"
     x = rng.random(1000, dtype=np.float32)
     out = np.zeros_like(x)
     shift.forall(x.size)(x, out)                       # contiguous: uses the strided entry
@@ -97,6 +112,10 @@ EXTRA_ENTRIES = '''
   - function: aotkern:stencil
     signatures: ["void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], float32, float64, int64)"]
     threads: [[8, 8]]
+  - function: aotkern:reverse_block
+    signatures: ["void(float32[::1])"]
+    threads: [[32]]
+    shared_bytes: [128]
 '''
 
 CHECK = '''
@@ -114,7 +133,7 @@ loaded = [m for m in sys.modules if m.startswith(("numba_vulkan.compiler",
 print(json.dumps({"stats": nv.aot.stats(), "loaded": loaded, "examples_only": examples_only}))
 '''
 
-N_ENTRIES = 6
+N_ENTRIES = 7
 
 
 def run(args, cwd, check=True, **env):
@@ -228,7 +247,7 @@ def test_fresh_process_runs_every_example_from_the_directory_only(project):
     # (the test kernels import numba themselves, for their njit helper).
     assert report["loaded"] == []
     assert report["examples_only"] == []
-    assert report["stats"]["hits"] == 6 and report["stats"]["misses"] == 0
+    assert report["stats"]["hits"] == 7 and report["stats"]["misses"] == 0
     assert "results match NumPy" in result.stdout and "0 differ from NumPy" in result.stdout
 
 
@@ -246,7 +265,7 @@ def relocated(project, tmp_path_factory):
 def test_relocated_project_with_new_mtimes_still_hits(relocated):
     result = run(["check.py", "--all"], relocated, NUMBA_VULKAN_CACHE="0",
                  NUMBA_VULKAN_AOT_STRICT="1", NUMBA_VULKAN_AOT_PATH="aot")
-    assert json.loads(result.stdout.strip().splitlines()[-1])["stats"]["hits"] == 6
+    assert json.loads(result.stdout.strip().splitlines()[-1])["stats"]["hits"] == N_ENTRIES
 
 
 def test_builds_from_two_paths_are_byte_identical(project, relocated):
@@ -330,6 +349,33 @@ def test_other_threads_or_profile_is_a_miss_naming_the_manifest_lines(project, k
     with pytest.warns(AOTWarning):
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
                            TargetDescription(vulkan=(1, 1))) is None
+
+
+def test_dynamic_shared_memory_entries_serve_their_size_only(project, entries, kernels,
+                                                            search):
+    """A manifest's shared_bytes builds a variant per size; a launch with
+    that many bytes of dynamic shared memory finds it, in strict mode too,
+    and one with another size (or none) is a miss naming the lines to add."""
+    entry, = (e for e in entries if e["kernel"] == "aotkern:reverse_block")
+    assert entry["shared_bytes"] == 128
+    assert all("shared_bytes" not in e for e in entries if e is not entry)
+    search(project / "aot", strict=True)
+    sig, threads = ("float32[1d,C]",), (32, 1, 1)
+    found = lookup.find(kernels.reverse_block, sig, threads, TargetDescription(),
+                        shared_bytes=128)
+    assert found.metadata["shared_bytes"] == 128 and found.llvm_ir == ""
+    x = np.arange(64, dtype=np.float32)
+    kernels.reverse_block[2, 32, 128](x)
+    np.testing.assert_array_equal(x, np.arange(64, dtype=np.float32).reshape(2, 32)[:, ::-1]
+                                  .reshape(64) + 32)
+    with pytest.raises(nv.AOTError) as raised:
+        lookup.find(kernels.reverse_block, sig, threads, TargetDescription(), shared_bytes=64)
+    message = str(raised.value)
+    assert "64 bytes of dynamic shared memory" in message
+    assert "it was built for 128 bytes of dynamic shared memory" in message
+    assert "    shared_bytes: [64]" in message
+    with pytest.raises(nv.AOTError, match="built for 128 bytes of dynamic shared memory"):
+        lookup.find(kernels.reverse_block, sig, threads, TargetDescription())
 
 
 def test_many_argument_entry_spills_past_128_bytes_and_runs_on_any_device(entries, kernels,

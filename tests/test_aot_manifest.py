@@ -75,6 +75,14 @@ def run(capsys, *argv):
      "float32)']\n    options: {{fastmath: maybe}}\n", 5, "fastmath must be true or false"),
     ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
      "float32)']\n    options: {{cache: true}}\n", 5, "unknown key 'cache'"),
+    ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
+     "float32)']\n    shared_bytes: [-4]\n", 5, "shared_bytes[0] -4: give bytes"),
+    ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
+     "float32)']\n    shared_bytes: [64, 64]\n", 5, "shared_bytes[1]: 64 is listed twice"),
+    ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
+     "float32)']\n    shared_bytes: []\n", 5, "shared_bytes is empty"),
+    ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
+     "float32)']\n    shared_bytes: 64\n", 5, "shared_bytes must be a list"),
     ("version: 1\nprofiles:\n  - name: full\n  - name: full\nkernels: []\n", 4,
      "profile 'full' is defined twice"),
     ("version: 1\ntarget_env: vulkan9.9\nkernels: []\n", 2, "unknown target environment"),
@@ -154,3 +162,15 @@ def test_command_line_prints_no_traceback(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {path}:3: cannot import module 'nowhere_module_x'")
     assert "Traceback" not in result.stderr
+
+
+def test_recorded_launches_with_dynamic_shared_memory_list_their_sizes(tmp_path):
+    import yaml
+    from numba_vulkan.aot import manifest
+    path = tmp_path / "recorded.yaml"
+    record = {"function": "app:kern", "signature": "void(float32[::1])", "threads": [32, 1, 1]}
+    added, _ = manifest.merge_records(str(path), [record, dict(record, shared_bytes=128),
+                                                  dict(record, shared_bytes=128)])
+    kernel, = yaml.safe_load(path.read_text())["kernels"]
+    assert added == 2 and kernel["shared_bytes"] == [0, 128]
+    assert kernel["threads"] == [[256], [32]]

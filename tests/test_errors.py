@@ -1,5 +1,6 @@
 """Bad input gets a clear error, and failures of tools leave the process alive."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -115,6 +116,21 @@ def test_the_backend_child_loads_neither_numba_nor_the_package():
     backend.shutdown()
     backend.start()
     assert backend.emit(_VALID_IR, "spirv1.5-unknown-vulkan1.2-compute")[:4] == b"\x03\x02\x23\x07"
+
+
+def test_a_forked_process_does_not_share_the_backend_child():
+    # An AOT build forks its workers from a process that may have compiled.
+    triple = "spirv1.5-unknown-vulkan1.2-compute"
+    backend.emit(_VALID_IR, triple)
+    parent_child = backend._child
+    pid = os.fork()
+    if pid == 0:
+        ok = backend._child is None and backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
+        os._exit(0 if ok and backend._child is not parent_child else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert backend._child is parent_child and backend._child.alive()
+    assert backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
 
 
 def test_import_opens_no_vulkan_library():

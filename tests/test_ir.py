@@ -233,3 +233,22 @@ def test_aggregate_constants_split_into_elements():
     assert ir.aggregate(value, parts) == value
     assert ir.elements("[i32 1, i32 2]")[1].value == "2"
     assert ir.elements("%x") is None and ir.elements('c"ab"') is None
+
+
+def test_a_parsed_instruction_shares_nothing_with_the_next_parse_of_its_text():
+    # Parses of one text are copies of one parse: changing one, even inside
+    # a constant expression, leaves the others as the text says.
+    text = ("%v = load float, ptr getelementptr (i8, ptr addrspacecast "
+            "(ptr addrspace(3) @tile to ptr), i64 8), align 4")
+    first = ir.parse(f"@tile = addrspace(3) global [16 x float] undef\n\n"
+                     f"define void @f() {{\n  {text}\n  ret void\n}}\n")
+    inst = first.functions[0].blocks[0].instructions[0]
+    inst.name = "%w"
+    inst.flags.append("volatile")
+    inst.operands[0].value.operands[1].value = "16"
+    inst.operands[0].value.operands[0].value.operands[0].value = "@other"
+    again = ir.instruction(text)
+    assert again is not inst
+    assert str(again) == text
+    assert str(inst) == ("%w = load volatile float, ptr getelementptr (i8, ptr addrspacecast "
+                         "(ptr addrspace(3) @other to ptr), i64 16), align 4")

@@ -407,6 +407,45 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     assert len(set(keys.values())) == len(keys), keys
 
 
+def test_the_remote_name_is_the_same_in_every_checkout_of_the_same_files(
+        kernel_files, cache_dir, monkeypatch, tmp_path):
+    # No request is made: the names only.
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", "redis://127.0.0.1:9/0")
+    base = _function_key(_import(kernel_files, "kc_kernel"))
+    assert base.remote is not None and base.remote != base.local
+    assert base.sources == (str(kernel_files / "kc_kernel.py"),
+                            str(kernel_files / "kc_kernel.py"),
+                            str(kernel_files / "kc_helpers.py"))
+    # Another clone: another path, other times, the same files.
+    clone = tmp_path / "clone"
+    shutil.copytree(kernel_files, clone)
+    for path in clone.iterdir():
+        os.utime(path, ns=(10**18, 10**18))
+    _forget(kernel_files)
+    other = _function_key(_import(clone, "kc_kernel"))
+    _forget(clone)
+    assert other.local != base.local and other.remote == base.remote
+    assert other.sources[0] == str(clone / "kc_kernel.py")
+    # Any edit of a file the key covers changes it, one a kernel's code
+    # does not show too (a comment stands for an @overload in that file).
+    _edit(kernel_files / "kc_helpers.py", "OFFSET = 0.0", "OFFSET = 0.0  # edited")
+    edited = _function_key(_import(kernel_files, "kc_kernel"))
+    assert edited.remote != base.remote
+    module = _import(kernel_files, "kc_kernel")
+    remotes = {edited.remote}
+    for key in (_function_key(module, threads=(128, 1, 1)),
+                _function_key(module, fastmath=True),
+                _function_key(module, target=DEFAULT.with_features(float64=False))):
+        remotes.add(key.remote)
+    module.SCALE = 4.0
+    remotes.add(_function_key(module).remote)
+    monkeypatch.setenv("NUMBA_BOUNDSCHECK", "1")
+    remotes.add(_function_key(module).remote)
+    assert len(remotes) == 6
+    monkeypatch.delenv("NUMBA_VULKAN_REMOTE_CACHE")
+    assert _function_key(module).remote is None
+
+
 def test_kernel_without_a_source_file_is_not_in_functions(cache_dir, kernel_files, rng):
     namespace = {"nv": nv}
     exec("def kern(x, y):\n"

@@ -82,7 +82,7 @@ if mode == "keys":
     report["module_key"] = kernelcache.module_key(ir.modules, ["float64", "float64"],
                                                   (64, 1, 1), DEFAULT, {})
     report["function_key"] = kernelcache.function_key(
-        k.saxpy.py_func, k.saxpy.options, ("float32",) + sig, (64, 1, 1), DEFAULT)
+        k.saxpy.py_func, k.saxpy.options, ("float32",) + sig, (64, 1, 1), DEFAULT).local
     print(json.dumps(report))
     sys.exit(0)
 

@@ -238,19 +238,184 @@ def test_aot_key_sees_an_edited_overload():
     assert key(1.0) != key(2.0)
 
 
-@pytest.mark.xfail(strict=True, raises=nv.AOTError,
-                   reason="AOT directories hold no dynamic shared memory variants")
-def test_dynamic_shared_memory_from_an_aot_directory(monkeypatch):
-    from numba_vulkan import cuda
+_RAISING = """\
+import numba_vulkan as nv
 
-    @cuda.jit
-    def first_of_block(x):
-        buf = cuda.shared.array(0, cuda.float32)
-        buf[0] = 1.0
-        x[0] = buf[0]
 
-    monkeypatch.setenv("NUMBA_VULKAN_AOT_STRICT", "1")
-    x = np.zeros(1, np.float32)
-    first_of_block[1, 1, 0, 4](x)
-    assert x[0] == 1.0
+@nv.jit(error_model="python")
+def root(x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        if x[i] < 0:
+            raise ValueError("negative input")
+        y[i] = x[i] ** 0.5
+"""
 
+
+@pytest.mark.xfail(strict=True, reason="the code of a raise statement is a hash of its "
+                   "description, which holds its source file's path")
+def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_path):
+    import importlib.util
+
+    from numba_vulkan import kernelcache
+    from numba_vulkan.compiler.compile import compile_kernel, numba_types
+    from numba_vulkan.target import DEFAULT
+
+    def key(checkout):
+        checkout.mkdir()
+        (checkout / "lim_raising.py").write_text(_RAISING)
+        spec = importlib.util.spec_from_file_location("lim_raising", checkout / "lim_raising.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel = module.root
+        ir = compile_kernel(kernel.py_func, numba_types(("float32[1d,C]",) * 2), kernel.options)
+        return kernelcache.module_key(ir.modules, ["float32", "float32"], (64, 1, 1), DEFAULT,
+                                      kernel.options)
+    assert key(tmp_path / "a") == key(tmp_path / "b")
+
+
+_FLOAT16_WITHOUT_STORAGE = '''
+import numpy as np
+import numba_vulkan as nv
+
+@nv.jit
+def double(x):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        x[i] = x[i] * np.float16(2)
+
+x = np.arange(8, dtype=np.float16)
+double.forall(8)(x)
+assert np.array_equal(x, np.arange(8, dtype=np.float16) * 2)
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="float16 arrays need storageBuffer16BitAccess")
+def test_float16_arrays_without_16_bit_storage():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_VULKAN_MASK_FEATURES="storage16")
+    child = subprocess.run([sys.executable, "-c", _FLOAT16_WITHOUT_STORAGE], env=env,
+                           capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr[-2000:]
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError, reason="no float16 atomics")
+def test_float16_atomic_add():
+    @nv.jit
+    def total(out, x):
+        nv.atomic.add(out, 0, x[nv.global_id(0)])
+
+    out = np.zeros(1, np.float16)
+    total[1, 8](out, np.ones(8, np.float16))
+    assert out[0] == 8
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="no subgroup operations on float16")
+def test_float16_subgroup_shuffle():
+    @nv.jit
+    def first(x, out):
+        i = nv.global_id(0)
+        out[i] = nv.subgroup.shuffle(x[i], 0)
+
+    out = np.zeros(8, np.float16)
+    first[1, 8](np.arange(8, dtype=np.float16), out)
+    assert not out.any()
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="Numba's NumPy ufuncs know no float16 scalars")
+def test_numpy_ufunc_of_a_float16_scalar():
+    @nv.jit
+    def root(x, out):
+        i = nv.global_id(0)
+        out[i] = np.sqrt(x[i])
+
+    x = np.arange(8, dtype=np.float16)
+    out = np.zeros_like(x)
+    root[1, 8](x, out)
+    assert np.array_equal(out, np.sqrt(x))
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="print takes numbers, booleans and constant strings, no keywords")
+@pytest.mark.parametrize("source", ['print(x[0], x[1], sep=",")', "print((x[0], x[1]))"])
+def test_print_with_keywords_or_a_tuple(source, capsys):
+    namespace = {"nv": nv}
+    exec(f"def show(x):\n    {source}\n", namespace)
+    nv.jit(namespace["show"]).forall(1)(np.array([1, 2], np.int32))
+    assert capsys.readouterr().out in ("1,2\n", "(1, 2)\n")
+
+
+_RECORD = np.dtype([("x", "f4"), ("n", "i4"), ("h", "i4", (4,))])
+
+
+@nv.jit
+def _record_copy(a, b):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        b[i] = a[i]
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError, reason="record fields are numbers")
+def test_record_with_a_string_field():
+    a = np.zeros(2, [("s", "S4"), ("x", "f4")])
+    a["s"] = b"abc"
+    _record_copy.forall(2)(a, out := np.zeros_like(a))
+    assert (out["s"] == b"abc").all()
+
+
+@pytest.mark.xfail(strict=True, reason="a whole record is copied as its bytes")
+def test_whole_record_assignment_of_an_odd_itemsize_is_not_byte_wise():
+    from numba_vulkan import records
+    odd = np.dtype([("x", "f4"), ("c", "i1")])             # 5 bytes
+    k = _record_copy.compile((f"{records.text(odd)}[1d,C]",) * 2)
+    assert "VulkanBuffer_a0i8" not in k.llvm_ir
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="narrowing a field would move the fields after it")
+def test_record_with_float64_on_a_narrowing_target():
+    from numba_vulkan import records
+    from numba_vulkan.target import TargetDescription
+    wide = np.dtype([("x", "f4"), ("d", "f8")])
+    _record_copy.compile((f"{records.text(wide)}[1d,C]",) * 2,
+                         target=TargetDescription(float64=False, int64=False))
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="a misaligned field is accessed byte by byte")
+def test_atomic_on_a_misaligned_record_field():
+    packed = np.dtype([("c", "i1"), ("h", "i4", (2,))])
+
+    @nv.jit
+    def count(a):
+        nv.atomic.add(a[0].h, 0, 1)
+
+    a = np.zeros(1, packed)
+    count.forall(16)(a)
+    assert a[0]["h"][0] == 16
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="float16 fields are read out of words, which emulation cannot widen")
+def test_float16_record_field_without_float16_arithmetic():
+    from numba_vulkan import records
+    from numba_vulkan.target import TargetDescription
+    halves = np.dtype([("x", "f4"), ("h", "f2")])
+    _record_copy.compile((f"{records.text(halves)}[1d,C]",) * 2, target=TargetDescription())
+
+
+@pytest.mark.xfail(strict=True, reason="modules do not ask for RoundingModeRTE")
+def test_float16_modules_ask_for_round_to_nearest():
+    @nv.jit
+    def narrow(x, out):
+        i = nv.global_id(0)
+        if i < x.shape[0]:
+            out[i] = np.float16(x[i])
+
+    target = nv.TargetDescription(vulkan=(1, 2), float16=True)
+    assert "RoundingModeRTE" in narrow.compile("void(float32[::1], float16[::1])",
+                                               target=target).disassemble()

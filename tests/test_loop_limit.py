@@ -395,3 +395,25 @@ def test_loops_around_barriers_compile_without_llvm_warnings(capfd):
     out = np.zeros(8, np.int32)
     rounds[1, 8](out, 5)
     np.testing.assert_array_equal(out, [sum(r + (t + 1) % 8 for r in range(5)) for t in range(8)])
+
+
+@nv.jit
+def _spilled_loop(a, b, c, d, e, f, g, h, i_, j, out):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        s = 0.0
+        for k in range(a.shape[0]):
+            s += a[k]
+        out[i] = s + b[i] + c[i] + d[i] + e[i] + f[i] + g[i] + h[i] + i_[i] + j[i]
+
+
+def test_a_loop_status_after_the_argument_buffer_passes_the_stored_entry_check():
+    """The loop limit's own status buffer comes after the argument buffer;
+    the check that cache and AOT entries go through expected it before, and
+    refused every such entry."""
+    from numba_vulkan import modulecheck
+    target = TargetDescription(loop_limit=LAVAPIPE_LOOP_LIMIT)
+    k = _spilled_loop.compile("void(" + ", ".join(["float32[::1]"] * 11) + ")", target=target)
+    assert [p.kind for p in k.params[-2:]] == ["args", "status"]
+    modulecheck.check_params(k.signature, [p.to_json() for p in k.params], k.push_size,
+                             target.narrowed, target.max_push_constants)

@@ -84,6 +84,18 @@ _CHILD = textwrap.dedent('''
     device_index = nv.device_array(500, np.int64)
     kernel.forall(500)(device_x, nv.to_device(big), 1.25, 3, device_out, device_index)
 
+    @nv.jit
+    def shows(x, n):
+        i = nv.global_id(0)
+        if i < x.shape[0]:
+            print(i, x[i], n + i, x[i] + 1j)
+
+    import contextlib, io
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+        warnings.simplefilter("ignore", nv.NarrowingWarning)
+        shows.forall(2)(np.array([0.1, -2.5]), 7)
+
     x32 = x.astype(np.float32)
     want = np.stack([np.sin(x32) * np.float32(2.5) + x32 * x32,
                      np.exp(-np.abs(x32)) + np.log1p(np.abs(x32)),
@@ -105,6 +117,7 @@ _CHILD = textwrap.dedent('''
         "device_dtype": str(device_out.copy_to_host().dtype),
         "device_same": bool(np.array_equal(device_out.copy_to_host(), out)),
         "device_index_ok": bool(np.array_equal(device_index.copy_to_host(), index)),
+        "printed": sorted(printed.getvalue().splitlines()),
     }))
 ''')
 
@@ -130,6 +143,11 @@ def test_host_arrays_are_converted_in_and_out(masked_run):
     assert masked_run["error"] < 1e-5
     assert masked_run["index_ok"]
     assert masked_run["strided_ok"] and masked_run["untouched_ok"]
+
+
+def test_print_shows_the_32_bit_values_the_kernel_computed(masked_run):
+    # float32's shortest text: 0.1 narrowed reads 0.1, as np.float32(0.1) prints.
+    assert masked_run["printed"] == ["0 0.1 7 (0.1+1j)", "1 -2.5 8 (-2.5+1j)"]
 
 
 def test_device_arrays_store_the_narrowed_dtype(masked_run):

@@ -11,8 +11,8 @@ one timeout and never a wrong result.
 
 import json
 import os
+import pathlib
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -76,16 +76,39 @@ kernels:
     signatures: ["void(float32[::1], float32[::1], float32[::1])"]
 """
 
+_KILL = '''\
+import os
+import signal
+import socket
+import time
+
+
+def kill(pid, port):
+    """Kill the server and return once its port refuses connections: what
+    follows meets a dead server, however busy the machine."""
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("the killed server still accepts connections")
+'''
+
 _RUNNER = '''\
 import json
 import os
-import signal
 import sys
 
 import numpy as np
 
 import numba_vulkan as nv
 from numba_vulkan import kernelcache
+from rc_kill import kill
 import rc_kernels as k
 
 rng = np.random.default_rng(7)
@@ -95,7 +118,7 @@ k.triad.forall(x.size)(np.float32(2.0), x, y, z)
 errors = {"triad": float(np.max(np.abs(z - (x + np.float32(2.0) * y))))}
 if os.environ.get("RC_KILL"):
     # The server dies between two compiles of this process.
-    os.kill(int(os.environ["RC_KILL"]), signal.SIGKILL)
+    kill(int(os.environ["RC_KILL"]), int(os.environ["RC_PORT"]))
 x64 = rng.random(200)
 out = np.zeros_like(x64)
 k.square.forall(x64.size)(x64, out)
@@ -157,6 +180,8 @@ def project(tmp_path_factory):
     directory = tmp_path_factory.mktemp("rc_project")
     (directory / "rc_kernels.py").write_text(_KERNELS)
     (directory / "rc_run.py").write_text(_RUNNER)
+    (directory / "rc_kill.py").write_text(_KILL)
+    (directory / "rc_killing_build.py").write_text(_KILLING_BUILD)
     (directory / "rc_aot.py").write_text(_AOT_KERNELS)
     (directory / "kernels.yaml").write_text(_MANIFEST)
     return directory
@@ -222,23 +247,83 @@ def test_a_second_machine_gets_the_kernels_without_compiling(server, project, ma
     assert "  2 hits, 0 misses, 0 rejected: hit rate 100%; 0 errors" in info.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="functions/ keys hold the source files' paths and "
-                   "times, which another checkout does not share (docs/limitations.md)")
+def _clone(project, clone):
+    """Another checkout of the same files: another path, other times."""
+    shutil.copytree(project, clone)
+    for path in clone.iterdir():
+        os.utime(path, ns=(10**18, 10**18))
+
+
 def test_another_checkout_gets_cache_true_kernels_from_the_server(server, project, machine_a,
                                                                   tmp_path):
     clone = tmp_path / "clone"
-    shutil.copytree(project, clone)
+    _clone(project, clone)
     before = set(server.keys("functions"))
+    b = _machine(clone, tmp_path / "b", server.url)
+    # functions/ entries go to the server under a name of the files' content,
+    # kernels/ ones under Numba's IR: the checkout changes neither.
+    assert _compiles(b) == 0
+    assert b["stats"]["remote"]["hits"] == 2 and b["stats"]["remote"]["rejected"] == 0
+    assert set(server.keys("functions")) == before
+    # Kept on B's disk under B's own (local) name.
+    assert len(list((tmp_path / "b" / "functions").glob("*.entry"))) == 1
+    again = _machine(clone, tmp_path / "b", f"redis://127.0.0.1:{_free_port()}/0")
+    assert _compiles(again) == 0 and again["stats"]["functions"]["hits"] == 1
+
+
+_CHECKED = '''\
+import numba_vulkan as nv
+
+
+@nv.jit(cache=True, error_model="python")
+def root(x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        if x[i] < 0:
+            raise ValueError("negative input")
+        y[i] = x[i] ** 0.5
+'''
+
+
+def test_an_error_of_a_kernel_from_another_checkout_names_this_ones_file(tmp_path,
+                                                                         monkeypatch):
+    import numpy as np
+    first, clone = tmp_path / "first", tmp_path / "clone"
+    first.mkdir()
+    (first / "rc_checked.py").write_text(_CHECKED)
+    _clone(first, clone)
+    # A server of its own: the other tests count machine A's entries.
+    server = Server(tmp_path / "redis")
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", server.url)
+    monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, dtype=np.float32)
+    negative = x - 4
+    remotecache.forget()
     try:
-        b = _machine(clone, tmp_path / "b", server.url)
+        for directory in (first, clone):
+            # Each a machine of its own: a cache directory of its own, the
+            # module imported afresh from its checkout.
+            monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path / f"cache_{directory.name}"))
+            kernelcache.reset_stats()
+            monkeypatch.syspath_prepend(str(directory))
+            sys.modules.pop("rc_checked", None)
+            import rc_checked
+            rc_checked.root.forall(8)(x, y)
+            np.testing.assert_allclose(y, np.sqrt(x), rtol=1e-6)
+            with pytest.raises(ValueError, match="negative input") as raised:
+                rc_checked.root.forall(8)(negative, y)
+            assert f"{directory / 'rc_checked.py'}:9" in str(raised.value)
+            assert remotecache.flush(10)
+        # The clone compiled nothing: its kernel came from the server.
+        stats = kernelcache.stats()
+        assert stats["functions"]["stores"] == 0 and stats["kernels"]["misses"] == 0
+        assert stats["remote"]["hits"] == 1
     finally:
-        # The clone's entry (sent as it exited) is not machine A's, which
-        # the other tests count.
-        for key in set(server.keys("functions")) - before:
-            server.client.delete(key)
-    # The kernels/ tier is keyed by Numba's IR, which the checkout does not change.
-    assert b["stats"]["kernels"]["stores"] == 0
-    assert b["stats"]["functions"]["stores"] == 0
+        sys.modules.pop("rc_checked", None)
+        remotecache.forget()
+        kernelcache.reset_stats()
+        server.stop()
 
 
 def test_keys_are_namespaced_by_format_and_fingerprint(server, machine_a):
@@ -353,24 +438,116 @@ def test_a_slow_server_costs_one_timeout(server, project, machine_a, tmp_path, d
     else:
         assert _compiles(b) == 0 and remote["hits"] == 2
         assert 2000 * delay - 100 <= remote["wait_ms"] <= 2000 * remotecache.TIMEOUT
-        assert "to answer a lookup, the one before too" in b["stderr"]
+        assert "lookups in a row took" in b["stderr"]
     assert b["stderr"].count("CacheWarning") == 1, b["stderr"]
     # Every request waits at the proxy: the whole run took far less than 20 s a request.
     assert b["seconds"] < 20 + 60
 
 
-def test_a_server_killed_mid_build(project, tmp_path):
+def test_a_server_a_little_slow_on_every_lookup_costs_about_one_timeout(server, monkeypatch):
+    # 0.3 s a lookup, less than the timeout, would cost that on every one.
+    from numba_vulkan.errors import CacheWarning
+    proxy = _SlowProxy(server.port, delay=0.3)
+    monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", f"redis://127.0.0.1:{proxy.port}/0")
+    remotecache.forget()
+    remotecache.reset_counts()
+    try:
+        with pytest.warns(CacheWarning, match="lookups in a row took") as warned:
+            for n in range(20):
+                assert remotecache.get(f"numba_vulkan:test:missing:{n}", 100) is None
+                # Work between lookups, as compiles are (the proxy holds
+                # the first reply after a pause).
+                time.sleep(0.06)
+        counts = remotecache.counts()
+    finally:
+        proxy.stop()
+        remotecache.forget()
+        remotecache.reset_counts()
+    assert len(warned) == 1
+    # Over a second after three or four lookups; the others did not ask.
+    assert 3 <= counts["misses"] <= 4 and counts["errors"] == 1
+    assert 1000 * remotecache.TIMEOUT <= counts["wait_ms"] <= 2000 * remotecache.TIMEOUT
+
+
+def test_a_server_killed_between_two_compiles_of_a_process(project, tmp_path):
     dying = Server(tmp_path / "redis")
     try:
-        b = _machine(project, tmp_path / "b", dying.url, RC_KILL=str(dying.process.pid))
+        b = _machine(project, tmp_path / "b", dying.url, RC_KILL=str(dying.process.pid),
+                     RC_PORT=str(dying.port))
     finally:
         dying.stop()
+    # Both kernels compiled and computed right (_machine checks the results).
     assert _compiles(b) == 3
     remote = b["stats"]["remote"]
     # The first kernel's lookups missed; a later request found the server
     # gone (the writer thread's and a lookup's may both fail).
-    assert remote["misses"] == 2 and 1 <= remote["errors"] <= 2
+    assert remote["misses"] == 2 and 1 <= remote["errors"] <= 2 and remote["hits"] == 0
+    assert remote["wait_ms"] <= 1000 * remotecache.TIMEOUT + 500
     assert b["stderr"].count("CacheWarning") == 1, b["stderr"]
+
+
+_KILLING_BUILD = '''\
+import json
+import os
+import sys
+
+sys.path.insert(0, os.getcwd())
+from numba_vulkan import kernelcache
+from numba_vulkan.aot import build
+from rc_kill import kill
+
+pid, port, url, output = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+
+def progress(done, total, label):
+    # The server dies after the first module this build compiled: it took
+    # one from the server before, and compiles one more after.
+    if label != "reused" and not progress.killed:
+        progress.killed = True
+        kill(pid, port)
+
+
+progress.killed = False
+result = build.build("kernels.yaml", output, jobs=1, progress=progress, remote=url)
+print(json.dumps({"summary": result.summary(), "remote": kernelcache.stats()["remote"]}))
+'''
+
+
+def test_a_server_killed_mid_aot_build(project, local_build, tmp_path, monkeypatch):
+    dying = Server(tmp_path / "redis")
+    try:
+        # The server has the first module of the manifest, as another build sent it.
+        from numba_vulkan.aot.loader import index
+        built = json.loads(local_build[pathlib.Path(index.INDEX)])["entries"]
+        first = min(built, key=lambda e: (e["kernel"], e["signature"]))
+        monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", dying.url)
+        remotecache.forget()
+        kernelcache.remote_store("aot", first["build_key"], {
+            "spirv": local_build[pathlib.Path(first["spirv"])],
+            "meta": {k: first[k] for k in ("capabilities", "params", "push_size",
+                                           "abi_version")}})
+        assert remotecache.flush(10) and len(dying.keys("aot")) == 1
+        monkeypatch.delenv("NUMBA_VULKAN_REMOTE_CACHE")
+        remotecache.forget()
+        environment = dict(os.environ, NUMBA_VULKAN_CACHE_DIR=str(tmp_path / "cache"),
+                           PYTHONDONTWRITEBYTECODE="1")
+        done = subprocess.run([sys.executable, "rc_killing_build.py", str(dying.process.pid),
+                               str(dying.port), dying.url, str(tmp_path / "out")],
+                              cwd=project, env=environment, capture_output=True, text=True,
+                              timeout=300)
+        assert dying.process.poll() is not None
+    finally:
+        dying.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    summary, remote = report["summary"], report["remote"]
+    assert summary["failed"] == 0 and summary["built"] == 2 and summary["remote"] == 1
+    assert _tree(tmp_path / "out") == local_build
+    # The three aot lookups were answered (one hit); a later request (the
+    # last module's kernels/ lookup, or a store) found the server gone.
+    assert remote["hits"] == 1 and 1 <= remote["errors"] <= 2
+    assert remote["wait_ms"] <= 1000 * remotecache.TIMEOUT + 500
+    assert done.stderr.count("CacheWarning") == 1, done.stderr
 
 
 def test_a_password_from_the_environment_and_a_wrong_one(tmp_path, monkeypatch):

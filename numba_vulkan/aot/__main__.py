@@ -145,8 +145,10 @@ def list_command(args):
     entries = _entries(args.directory)
     rows = [("KERNEL", "SIGNATURE", "THREADS", "PROFILE", "VULKAN", "BYTES", "SHA-256")]
     for e in entries:
-        rows.append((e["kernel"], e["numba_signature"],
-                     "x".join(str(t) for t in e["threads"]), e["profile"], e["vulkan"],
+        threads = "x".join(str(t) for t in e["threads"])
+        if "shared_bytes" in e:
+            threads += f" +{e['shared_bytes']} B shared"
+        rows.append((e["kernel"], e["numba_signature"], threads, e["profile"], e["vulkan"],
                      str(e["size"]), e["sha256"][:12]))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for row in rows:

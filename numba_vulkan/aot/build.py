@@ -41,6 +41,7 @@ except ImportError:  # not on Windows: builds of one output are not serialised t
 from numba_vulkan import abi, config, files, modulecheck, spirv
 from numba_vulkan.aot import keys as signing_keys, manifest as manifests
 from numba_vulkan.aot.loader import codekey, index, signing
+from numba_vulkan.compiled import check_print
 from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
 #: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
@@ -79,8 +80,9 @@ class Failure:
 
     def describe(self, manifest_path):
         t = self.task
+        shared = f" shared_bytes {t.shared_bytes}" if t.shared_bytes else ""
         return (f"{manifest_path}:{t.line}: {t.kernel} {t.numba_signature} threads "
-                f"{list(t.threads)} profile {t.profile.name}: {self.message}")
+                f"{list(t.threads)}{shared} profile {t.profile.name}: {self.message}")
 
 
 @dataclass
@@ -123,6 +125,9 @@ def _build_key(key, task, fingerprint):
     data = [_BUILD_VERSION, index.FORMAT_VERSION, abi.ABI_VERSION, key, list(task.signature),
             list(task.threads), task.profile.target().key(), task.profile.name,
             [list(o) for o in task.options], fingerprint]
+    if task.shared_bytes:
+        # Only then: the keys of modules without dynamic shared memory stay.
+        data.append(["shared_bytes", task.shared_bytes])
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -147,7 +152,7 @@ def _previous(output):
 
 
 def _compile(module_name, qualname, sig, threads, target_key, options, target_env,
-             profile):
+             profile, shared_bytes=0):
     """Compile one module; runs in the build process or in a worker.
 
     Returns:
@@ -165,11 +170,15 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
             # A narrow profile asks for narrowing: no need to warn about it.
             warnings.simplefilter("ignore", NarrowingWarning)
             compiled = stages.compile(kernel.py_func, tuple(sig), tuple(threads), target,
-                                      dict(options))
+                                      dict(options), shared_bytes=shared_bytes)
         binary = strip_debug(compiled.spirv)
         meta = {"capabilities": spirv.capabilities(binary),
                 "params": [p.to_json() for p in compiled.params],
                 "push_size": compiled.push_size, "abi_version": compiled.abi_version}
+        if "print" in compiled.metadata:
+            meta["print"] = compiled.metadata["print"]
+        if shared_bytes:
+            meta["shared_bytes"] = shared_bytes
         _check_built(binary, meta, sig, threads, target, target_env)
     except Exception as exc:  # any failure is this module's, reported with the others
         return None, f"{type(exc).__name__}: {exc}"
@@ -190,7 +199,9 @@ def _check_built(binary, meta, sig, threads, target, target_env):
     # What every reader will check the module against (index.check_module).
     modulecheck.check_params(tuple(sig), meta["params"], meta["push_size"], target.narrowed,
                              target.max_push_constants)
-    modulecheck.check_interface(binary, abi.params_from_json(meta["params"]), meta["push_size"], threads, target.vulkan)
+    params = abi.params_from_json(meta["params"])
+    modulecheck.check_interface(binary, params, meta["push_size"], threads, target.vulkan)
+    check_print(params, meta.get("print"))
     if meta["capabilities"] != spirv.capabilities(binary):
         raise ValueError("capabilities differ from the module's")
 
@@ -351,6 +362,9 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
             pending.append((task, build_key))
     build_keys = dict(pending)
     pending = _from_remote(pending, done)
+    # Longest first, so that no worker starts a long module when the others
+    # are done: a kernel's bytecode is a fair guess at its compile time.
+    pending.sort(key=lambda item: -_size(dispatchers[item[0].kernel]))
     result.remote = sum(1 for _, _, how in done.values() if how == _REMOTE)
     total = len(tasks)
     count = len(done) + len(result.failures)
@@ -384,6 +398,14 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
     return result
 
 
+def _size(dispatcher):
+    """Bytes of bytecode of a kernel's Python function."""
+    return len(getattr(getattr(dispatcher, "py_func", None), "__code__", _NO_CODE).co_code)
+
+
+_NO_CODE = (lambda: None).__code__
+
+
 #: The remote cache's namespace of built modules, keyed by build key.
 REMOTE_TIER = "aot"
 #: How ``done`` marks a module taken from the remote cache.
@@ -403,8 +425,11 @@ def _from_remote(pending, done):
             meta = entry["meta"]
             if not isinstance(entry["spirv"], bytes) or not isinstance(meta, dict):
                 raise ValueError("not a built module")
-            if set(meta) != {"capabilities", "params", "push_size", "abi_version"}:
+            if set(meta) - {"print", "shared_bytes"} != {"capabilities", "params", "push_size",
+                                                         "abi_version"}:
                 raise ValueError("not a built module's metadata")
+            if meta.get("shared_bytes", 0) != task.shared_bytes:
+                raise ValueError("a module of another dynamic shared memory size")
             if meta["abi_version"] != abi.ABI_VERSION:
                 raise ValueError("a module of another ABI")
             try:
@@ -462,7 +487,8 @@ def _run(pending, m, jobs, scheduler=None):
         module_name, _, qualname = task.kernel.partition(":")
         profile = task.profile
         return (module_name, qualname, task.signature, task.threads,
-                profile.target().key(), task.options, profile.target_env, profile.name)
+                profile.target().key(), task.options, profile.target_env, profile.name,
+                task.shared_bytes)
 
     def outcome(value):
         data, meta = value
@@ -476,16 +502,19 @@ def _run(pending, m, jobs, scheduler=None):
             yield task, outcome(_compile(*arguments(task)))
         return
     # Forked workers start with Numba and the kernels' modules imported, which
-    # spawned ones would spend a second or more each on. The build process has
-    # compiled nothing yet: it has no backend child or thread a fork could share.
+    # spawned ones would spend a second or more each on. A fork does not share
+    # this process's backend child (codegen.backend forgets it in the child).
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     if context.get_start_method() == "fork":
-        # Numba's typing and target contexts take half a second to set up:
-        # once here rather than in every worker.
+        # Numba's typing and target contexts take a quarter of a second to set
+        # up, the code generator's modules and LLVM's targets a tenth: once
+        # here rather than in every worker.
+        from numba_vulkan.codegen import optimize, pipeline  # noqa: F401
         from numba_vulkan.compiler.compile import contexts
         contexts()
+        optimize.initialise()
     paths = [m.directory] + [p for p in sys.path if p]
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context,
                                                 initializer=_worker_init,
                                                 initargs=(paths, config.overrides())) as pool:
         futures = {pool.submit(_compile, *arguments(task)): task for task, _ in pending}
@@ -512,6 +541,8 @@ def _entry(task, key, data, meta, fingerprint, build_key):
         "params": meta["params"], "push_size": meta["push_size"],
         "abi_version": meta["abi_version"], "options": dict(task.options),
         "fingerprint": fingerprint,
+        **({"print": meta["print"]} if "print" in meta else {}),
+        **({"shared_bytes": task.shared_bytes} if task.shared_bytes else {}),
     }
 
 
@@ -571,9 +602,11 @@ def _write(m, output, entries, modules, signer=None):
     holds a lock beside the output, and first removes the temporary
     directories of builds that were killed.
     """
-    entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"]))
+    entries.sort(key=lambda e: (e["kernel"], e["signature"], e["threads"], e["profile"],
+                                e.get("shared_bytes", 0)))
     profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env,
-                 **({"loop_limit": p.loop_limit} if p.loop_limit else {})}
+                 **({"loop_limit": p.loop_limit} if p.loop_limit else {}),
+                 **({"float16": True} if p.float16 else {})}
                 for p in m.profiles]
     data = {"format": index.FORMAT_VERSION, "abi_version": abi.ABI_VERSION,
             "profiles": profiles, "entries": entries}

@@ -11,10 +11,13 @@ A manifest is YAML (see ``docs/aot.md``)::
         narrow: true
       - name: lavapipe                 # counts loop trips against a limit
         loop_limit: 65535
+      - name: half                     # float16 arithmetic in float16
+        float16: true
     kernels:
       - function: examples.saxpy:saxpy
         signatures: ["void(float32, float32[::1], float32[::1])"]
         threads: [[256]]               # optional; [[256]] by default
+        shared_bytes: [0, 1024]        # optional; dynamic shared memory, [0] by default
         options: {fastmath: true}      # optional; over the nv.jit options
         profiles: [full]               # optional; every profile by default
 
@@ -44,8 +47,8 @@ DEFAULT_OUTPUT = "aot"
 DEFAULT_TARGET_ENV = "vulkan1.2"
 
 _TOP = ("version", "output", "target_env", "profiles", "kernels")
-_PROFILE = ("name", "narrow", "target_env", "loop_limit")
-_KERNEL = ("function", "signatures", "threads", "options", "profiles")
+_PROFILE = ("name", "narrow", "target_env", "loop_limit", "float16")
+_KERNEL = ("function", "signatures", "threads", "shared_bytes", "options", "profiles")
 #: Options a manifest may set, and the values each takes.
 _OPTIONS = {name: jitoptions.OPTIONS[name].values for name in jitoptions.CODE_OPTIONS}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -64,6 +67,9 @@ class Profile:
         loop_limit: Loop trips per invocation after which the devices leave
             every loop (65535 for lavapipe), 0 for none: the kernels unroll
             their loops and report reaching it (see ``docs/aot.md``).
+        float16: Whether the devices compute in float16 (``shaderFloat16``);
+            without it float16 arithmetic is done in float32, which every
+            device with 16-bit storage runs.
     """
 
     name: str
@@ -71,11 +77,12 @@ class Profile:
     target_env: str
     line: int = 0
     loop_limit: int = 0
+    float16: bool = False
 
     def target(self):
         """The :class:`~numba_vulkan.target.TargetDescription` of the profile."""
         target = TargetDescription.from_env(self.target_env, narrow=self.narrow)
-        return target.with_features(loop_limit=self.loop_limit)
+        return target.with_features(loop_limit=self.loop_limit, float16=self.float16)
 
 
 @dataclass
@@ -88,6 +95,7 @@ class KernelSpec:
     threads: list
     options: dict
     profiles: list
+    shared_bytes: list = field(default_factory=lambda: [0])
 
 
 @dataclass
@@ -126,6 +134,8 @@ class Task:
         options: Options to compile with: the kernel's ``nv.jit`` options,
             then the manifest's.
         line: The manifest line of the signature.
+        shared_bytes: Bytes of dynamic shared memory (``shared.array(0,
+            dtype)``) the module is built for; 0 for the kernel without.
     """
 
     kernel: str
@@ -135,6 +145,7 @@ class Task:
     profile: Profile
     options: tuple
     line: int
+    shared_bytes: int = 0
 
 
 class _Reader:
@@ -288,7 +299,10 @@ def _profiles(reader, node, target_env):
             if loop_limit < 0:
                 raise reader.error(fields["loop_limit"], f"{where}.loop_limit {loop_limit!r}: "
                                    "give a number of loop trips (65535 for lavapipe), or 0")
-        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1, loop_limit))
+        float16 = (reader.scalar(fields["float16"], f"{where}.float16", (bool,))
+                   if "float16" in fields else False)
+        profiles.append(Profile(name, narrow, env, item.start_mark.line + 1, loop_limit,
+                                float16))
     return profiles
 
 
@@ -313,6 +327,20 @@ def _kernel(reader, node, k, profile_names):
             raise reader.error(fields["threads"], f"{where}.threads is empty")
         threads = [(_shape(reader, item, f"{where}.threads[{t}]"), item.start_mark.line + 1)
                    for t, item in enumerate(items)]
+    shared_bytes = [0]
+    if "shared_bytes" in fields:
+        items = reader.sequence(fields["shared_bytes"], f"{where}.shared_bytes")
+        if not items:
+            raise reader.error(fields["shared_bytes"], f"{where}.shared_bytes is empty")
+        shared_bytes = []
+        for b, item in enumerate(items):
+            size = reader.scalar(item, f"{where}.shared_bytes[{b}]", (int,))
+            if size < 0:
+                raise reader.error(item, f"{where}.shared_bytes[{b}] {size}: give bytes of "
+                                         "dynamic shared memory, or 0 for none")
+            if size in shared_bytes:
+                raise reader.error(item, f"{where}.shared_bytes[{b}]: {size} is listed twice")
+            shared_bytes.append(size)
     options = {}
     if "options" in fields:
         options = _options(reader, fields["options"], f"{where}.options")
@@ -326,7 +354,7 @@ def _kernel(reader, node, k, profile_names):
                                          f"(profiles: {', '.join(sorted(profile_names))})")
             profiles.append(name)
     return KernelSpec(function, node.start_mark.line + 1, signatures, threads, options,
-                      profiles)
+                      profiles, shared_bytes)
 
 
 #: Most invocations in a workgroup that any device this package targets runs.
@@ -389,11 +417,26 @@ def _import(manifest, spec):
     return value
 
 
+def _evaluate(text, dispatcher):
+    """A signature string as Numba reads it, where a name may also be a
+    record (structured NumPy dtype) that the kernel's module defines:
+    ``void(particle[::1], float32)``."""
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+    namespace = dict(types.__dict__)
+    for name, value in getattr(dispatcher.py_func, "__globals__", {}).items():
+        if isinstance(value, np.dtype) and value.names is not None and \
+                name not in namespace:
+            namespace[name] = numpy_support.from_dtype(value)
+    return eval(text, {}, namespace)
+
+
 def _signature(manifest, spec, dispatcher, text, line):
     from numba.core import sigutils, types
     from numba_vulkan.compiler.compile import signature_text
     try:
-        args, ret = sigutils.normalize_signature(text)
+        args, ret = sigutils.normalize_signature(_evaluate(text, dispatcher))
     except Exception as exc:  # Numba reports a bad signature in many ways
         raise ManifestError(f"bad signature {text!r}: {type(exc).__name__}: {exc}",
                             manifest.path, line) from None
@@ -439,15 +482,18 @@ def resolve(manifest):
                 sig = _signature(manifest, spec, dispatcher, kernel_text, line)
                 for threads, _ in spec.threads:
                     for profile in profiles:
-                        ident = (function, sig, threads, profile.name)
-                        if ident in seen:
-                            raise ManifestError(
-                                f"duplicate entry: {function} with signature {text!r}, "
-                                f"threads {list(threads)} and profile {profile.name} is "
-                                f"already listed at line {seen[ident]}", manifest.path, line)
-                        seen[ident] = line
-                        tasks.append(Task(function, kernel_text, sig, threads, profile,
-                                          tuple(sorted(options.items())), line))
+                        for shared in spec.shared_bytes:
+                            ident = (function, sig, threads, profile.name, shared)
+                            if ident in seen:
+                                extra = f", {shared} shared bytes" if shared else ""
+                                raise ManifestError(
+                                    f"duplicate entry: {function} with signature {text!r}, "
+                                    f"threads {list(threads)}{extra} and profile "
+                                    f"{profile.name} is already listed at line {seen[ident]}",
+                                    manifest.path, line)
+                            seen[ident] = line
+                            tasks.append(Task(function, kernel_text, sig, threads, profile,
+                                              tuple(sorted(options.items())), line, shared))
     return tasks, dispatchers
 
 
@@ -477,7 +523,8 @@ def merge_records(path, records):
     Args:
         path: The manifest to write.
         records: Dicts with ``function``, ``signature`` (a Numba signature
-            string) and ``threads`` (``[x, y, z]``).
+            string), ``threads`` (``[x, y, z]``) and, for a launch with
+            dynamic shared memory, ``shared_bytes``.
 
     Returns:
         ``(added, dropped_comments)``: how many (signature, threads) pairs
@@ -518,6 +565,11 @@ def merge_records(path, records):
             new = True
         if threads != [[index.DEFAULT_THREADS[0]]]:
             entry["threads"] = threads
+        shared = record.get("shared_bytes", 0)
+        sizes = entry.get("shared_bytes", [0])
+        if shared not in sizes:
+            entry["shared_bytes"] = sizes + [shared]
+            new = True
         added += new
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     with open(path, "w", encoding="utf-8") as f:

@@ -154,6 +154,26 @@ def shutdown():
 atexit.register(shutdown)
 
 
+def _after_fork():
+    """In a forked process: forget the parent's child, which serves the
+    parent; the next module starts this process's own."""
+    global _child, _lock
+    _lock = threading.Lock()
+    if _child is not None:
+        # Closing the copies of its pipes lets it see its input end when the
+        # parent closes its own; it is not this process's to wait for.
+        for stream in (_child.process.stdin, _child.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        _child = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def main(argv=None):
     import argparse
     parser = argparse.ArgumentParser(prog="python -m numba_vulkan.codegen.backend",

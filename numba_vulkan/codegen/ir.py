@@ -423,8 +423,33 @@ def _join(groups):
     return ", ".join(" ".join(g) for g in groups)
 
 
+#: Instructions parsed so far, by their text; each is copied, never handed
+#: out: most lines of a module come back unchanged from one pass to the
+#: next, and from one kernel to another, and copying is a tenth of parsing.
+_parsed = {}
+_PARSED_LIMIT = 200_000
+
+
 def instruction(text):
     """Parse one instruction: ``[%name = ] opcode ...``."""
+    inst = _parsed.get(text)
+    if inst is None:
+        if len(_parsed) >= _PARSED_LIMIT:
+            _parsed.clear()
+        inst = _parsed[text] = _parse_instruction(text)
+    return _copy(inst)
+
+
+def _copy(inst):
+    """A copy of ``inst`` that shares nothing mutable with it."""
+    return Instruction(inst.opcode,
+                       [Operand(o.type, _copy(o.value) if isinstance(o.value, Instruction)
+                                else o.value, o.attrs) for o in inst.operands],
+                       inst.name, list(inst.flags), inst.type, inst.tail, inst.prefix,
+                       inst.callee, list(inst.labels))
+
+
+def _parse_instruction(text):
     words = tokens(text)
     name = None
     if len(words) > 1 and words[1] == "=":

@@ -26,6 +26,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from numba_vulkan import records
 from numba_vulkan.codegen import fixups, ir, markers
 from numba_vulkan.errors import UnsupportedError
 
@@ -37,7 +38,7 @@ ELEMENT_TYPES = {
     "int16": ("i16", "i16"), "uint16": ("i16", "i16"),
     "int32": ("i32", "i32"), "uint32": ("i32", "i32"),
     "int64": ("i64", "i64"), "uint64": ("i64", "i64"),
-    "float32": ("float", "f32"), "float64": ("double", "f64"),
+    "float16": ("half", "f16"), "float32": ("float", "f32"), "float64": ("double", "f64"),
     # A complex array is an array of its parts (see numba_vulkan.abi).
     "complex64": ("float", "f32"), "complex128": ("double", "f64"),
 }
@@ -45,7 +46,10 @@ ELEMENT_TYPES = {
 _SCALAR_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2,
                  "float": 4, "double": 8, "ptr": 8}
 #: How intrinsic names spell each element type.
-_MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "float": "f32", "double": "f64"}
+_MANGLED = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "half": "f16",
+            "float": "f32", "double": "f64"}
+#: An alignment no access needs: that of a buffer's start, of a constant 0.
+_ALIGNED = 1 << 16
 
 
 class MixedFloatAtomics(UnsupportedError):
@@ -205,6 +209,15 @@ class _Rewriter:
             conflicts = self.analyse()
         if conflicts:
             self._choose(conflicts)
+        self.record_objects = self._byte_objects()
+        self.alignments = self._alignments()
+        self._merge_byte_accesses()
+        self.units = self._record_units()
+        for obj in self.record_objects:
+            if obj in self.units:
+                unit = self.units[obj]
+                obj.shape, obj.elem = (obj.count // _SCALAR_SIZES[unit],), unit
+                obj.retype = True
         self.views = self.atomic_views()
         self.guarded = {}
         for block in self.main.blocks:
@@ -532,6 +545,8 @@ class _Rewriter:
             if isinstance(obj, _Choice):
                 raise UnsupportedError("an atomic through a pointer that may point into two "
                                        f"different arrays: {inst}")
+            if self.is_record(obj):
+                continue
             ty, natural = inst.operands[1].type, self.natural_elem(obj)
             if ty != natural:
                 if not ty.startswith("i") or views.setdefault(obj, ty) != ty or \
@@ -546,6 +561,8 @@ class _Rewriter:
         return views
 
     def natural_elem(self, obj):
+        if isinstance(obj, int) and self.is_record(obj):
+            return self.units.get(obj, "i32")
         if isinstance(obj, int):
             return ELEMENT_TYPES[self.bindings[obj]][0]
         return obj.elem
@@ -805,6 +822,9 @@ class _Rewriter:
         ty = inst.type if load else inst.operands[0].type
         if isinstance(self._object_of(target), _Choice):
             return self.rewrite_chosen_access(inst, target, ty)
+        obj = self._object_of(target)
+        if self.is_record(obj):
+            return self.record_access(inst, target, ty, obj)
         out = []
         ptr, elem, space = self.element_pointer(target, ty, inst, out)
         return out + self.access(inst, ty, ptr, elem, space)
@@ -859,6 +879,384 @@ class _Rewriter:
             out.append(ir.instruction(f"store {flags}{ty} {value}, {where}"))
         return out
 
+    # Records ---------------------------------------------------------------
+
+    def is_record(self, obj):
+        """Whether ``obj`` holds records: a record array's buffer, or a byte
+        array that the kernel reads as other types (``nv.shared.array`` or
+        ``nv.local.array`` of records)."""
+        if isinstance(obj, int):
+            return records.is_record(self.bindings[obj])
+        return obj in self.record_objects
+
+    def _record_bytes(self, obj):
+        """The size in bytes of a record of ``obj``'s (of an object: all of it)."""
+        if isinstance(obj, int):
+            return records.dtype(self.bindings[obj]).itemsize
+        return obj.count
+
+    def _byte_objects(self):
+        """Workgroup and private byte arrays (without contents) that some
+        access reads or writes as another type: arrays of records."""
+        found = set()
+        for inst in self.main.instructions():
+            if inst.opcode == "load":
+                target, ty = inst.operands[0].value, inst.type
+            elif inst.opcode == "store":
+                target, ty = inst.operands[1].value, inst.operands[0].type
+            else:
+                continue
+            obj = self._object_of(target)
+            if isinstance(obj, _Object) and obj.elem == "i8" and ty != "i8" and \
+                    obj.copies is None and getattr(obj.definition, "init", None) in \
+                    _EMPTY + (None,):
+                found.add(obj)
+        return found
+
+    def _alignments(self):
+        """The power of two that each pointer's byte offset is known to be a
+        multiple of, by pointer name.
+
+        A record array's buffer holds NumPy's bytes, so the alignment of a
+        field access is not given by its type: it is what the offset's terms
+        prove (record index times itemsize plus the field's offset). An
+        offset the analysis cannot see through counts as aligned to 1, which
+        costs speed (an access assembled from bytes), never correctness.
+        """
+        defs = {inst.name: inst for inst in self.main.instructions() if inst.name}
+        known = {}
+
+        def integer(value):
+            text = str(value)
+            if text.lstrip("-").isdigit():
+                return _power_of_two(int(text))
+            if text in known:
+                return known[text]
+            known[text] = 1      # a value on a cycle (a loop counter): unknown
+            inst, result = defs.get(text), 1
+            if inst is not None:
+                values = [o.value for o in inst.operands]
+                op = inst.opcode
+                if op in ("add", "sub", "or", "xor", "phi"):
+                    result = min(map(integer, values))
+                elif op == "select":
+                    result = min(integer(values[1]), integer(values[2]))
+                elif op == "mul":
+                    result = min(integer(values[0]) * integer(values[1]), _ALIGNED)
+                elif op == "shl" and str(values[1]).isdigit():
+                    result = min(integer(values[0]) << int(str(values[1])), _ALIGNED)
+                elif op == "and":
+                    result = max(map(integer, values))
+                elif op in ("sext", "zext", "trunc"):
+                    result = integer(values[0])
+            known[text] = result
+            return result
+
+        aligns = dict.fromkeys(self.pointers, _ALIGNED)
+
+        def pointer(value):
+            if value in aligns:
+                return aligns[value]
+            return _ALIGNED if value in self.objects or value in _EMPTY + ("null",) else 1
+
+        changed = True
+        while changed:
+            changed = False
+            for inst in self.main.instructions():
+                if inst.name not in aligns:
+                    continue
+                inputs = self._pointer_inputs(inst)
+                if inst.opcode == "getelementptr":
+                    found = min([pointer(inputs[0])] + self._gep_alignments(inst, integer))
+                elif inst.opcode == "call":
+                    found = _ALIGNED
+                else:
+                    found = min(map(pointer, inputs))
+                if found < aligns[inst.name]:
+                    aligns[inst.name] = found
+                    changed = True
+        return aligns
+
+    def _merge_byte_accesses(self):
+        """Make each four byte loads (or stores) of a record array at the
+        offsets of one aligned 32-bit word one access of the word.
+
+        Numba's record value is its bytes, so a whole-record assignment
+        (``b[i] = a[i]``) reaches here as one byte access per byte, which
+        would make the buffer's unit a byte. Only accesses that nothing
+        else touching memory separates are merged: loads in a run of loads
+        whose results are not used inside the run, stores in a run of
+        stores, all through one base pointer at distinct offsets.
+        """
+        geps = {i.name: i for i in self.main.instructions() if i.opcode == "getelementptr"}
+        for block in self.main.blocks:
+            insts = block.instructions
+            runs, current = [], None
+            for k, inst in enumerate(insts):
+                access = self._byte_access(inst)
+                if access is not None:
+                    base, offset = self._byte_address(access[1], geps)
+                    if current is None or current[0] != (access[0], base):
+                        current = ((access[0], base), {})
+                        runs.append(current)
+                    if offset in current[1]:
+                        current = None
+                        continue
+                    current[1][offset] = k
+                elif inst.opcode in ("load", "store", "atomicrmw", "cmpxchg", "call", "fence"):
+                    current = None
+            replaced = {}
+            for (op, base), at in runs:
+                if self.alignments.get(base, _ALIGNED if base in self.objects else 1) < 4:
+                    continue
+                for offset in sorted(at):
+                    quad = [at.get(offset + j) for j in range(4)]
+                    if offset % 4 or None in quad:
+                        continue
+                    first, last = min(quad), max(quad)
+                    if op == "load" and self._used_between(insts, quad, first, last):
+                        continue
+                    replaced.update((k, []) for k in quad)
+                    replaced[last] = self._word_access(op, [insts[k] for k in quad])
+            if replaced:
+                block.instructions = [new for k, inst in enumerate(insts)
+                                      for new in replaced.get(k, [inst])]
+
+    def _byte_access(self, inst):
+        """``(opcode, pointer)`` of a plain byte load or store into a record
+        array, else None."""
+        if inst.opcode == "load" and inst.type == "i8":
+            target = inst.operands[0].value
+        elif inst.opcode == "store" and inst.operands[0].type == "i8":
+            target = inst.operands[1].value
+        else:
+            return None
+        if "volatile" in inst.flags or "atomic" in inst.flags or \
+                not self.is_record(self._object_of(target)):
+            return None
+        return inst.opcode, target
+
+    @staticmethod
+    def _byte_address(pointer, geps):
+        """``(base, offset)``: a pointer as a base pointer plus a constant."""
+        gep = geps.get(pointer)
+        if gep is not None and gep.type == "i8" and len(gep.operands) == 2 and \
+                str(gep.operands[1].value).isdigit():
+            return gep.operands[0].value, int(str(gep.operands[1].value))
+        return pointer, 0
+
+    @staticmethod
+    def _used_between(insts, quad, first, last):
+        names = {insts[k].name for k in quad}
+        return any(value in names for inst in insts[first:last + 1]
+                   for _, value in inst.values())
+
+    def _word_access(self, op, accesses):
+        """One 32-bit access in place of four byte accesses, in byte order."""
+        tail = _with_align(accesses[0].tail, 4)
+        ptr = accesses[0].operands[0 if op == "load" else 1].value
+        lines = []
+        if op == "load":
+            word = self.fresh()
+            lines.append(f"{word} = load i32, ptr {ptr}{tail}")
+            for j, inst in enumerate(accesses):
+                moved = self.fresh()
+                lines += [f"{moved} = lshr i32 {word}, {8 * j}",
+                          f"{inst.name} = trunc i32 {moved} to i8"]
+        else:
+            total = None
+            for j, inst in enumerate(accesses):
+                wide, part = self.fresh(), self.fresh()
+                lines += [f"{wide} = zext i8 {inst.operands[0].value} to i32",
+                          f"{part} = shl i32 {wide}, {8 * j}"]
+                if total is not None:
+                    joined = self.fresh()
+                    lines.append(f"{joined} = or i32 {total}, {part}")
+                    part = joined
+                total = part
+            lines.append(f"store i32 {total}, ptr {ptr}{tail}")
+        return [ir.instruction(text) for text in lines]
+
+    def _gep_alignments(self, inst, integer):
+        """The alignment of each term a ``getelementptr`` adds to its base."""
+        out = []
+        current = ("array", 0, self.types.parse(inst.type))
+        for operand in inst.operands[1:]:
+            idx = str(operand.value)
+            if current[0] == "struct":
+                offsets, _, _ = self.types.struct_layout(current)
+                out.append(_power_of_two(offsets[int(idx)]))
+                current = current[2][int(idx)]
+                continue
+            size, align = self.types.size_align(current[2])
+            current = current[2]
+            out.append(min(_power_of_two(_round(size, align)) * integer(idx), _ALIGNED))
+        return out
+
+    def _record_units(self):
+        """The element type of each record array's buffer, by binding.
+
+        A buffer has one element type, the largest unit that every access
+        to it is a whole number of, at an offset that is a multiple of it:
+        an access of that size is one load or store, a wider one (a float64
+        field of a packed dtype) is assembled from units. One type per
+        buffer, rather than one variable per access type, keeps accesses to
+        the same bytes from going through variables the driver may assume
+        not to alias.
+        """
+        uses = {}
+        for inst in self.main.instructions():
+            if inst.opcode == "load":
+                target, ty = inst.operands[0].value, inst.type
+            elif inst.opcode == "store":
+                target, ty = inst.operands[1].value, inst.operands[0].type
+            elif inst.opcode in ("atomicrmw", "cmpxchg"):
+                target, ty = inst.operands[0].value, inst.operands[1].type
+            else:
+                continue
+            obj = self._object_of(target)
+            for member in obj.members if isinstance(obj, _Choice) else (obj,):
+                if not self.is_record(member):
+                    continue
+                size = _SCALAR_SIZES.get(ty)
+                if size is None or ty in ("ptr", "i1"):
+                    raise UnsupportedError(f"an access of {ty} into a record array: {inst}")
+                unit = min(size, self.alignments.get(
+                    target, _ALIGNED if target in self.objects else 1))
+                uses.setdefault(member, []).append(
+                    (unit, size, ty, inst.opcode not in ("load", "store"), inst))
+        units = {}
+        for binding, found in uses.items():
+            # A 1- or 2-byte field at a multiple of its size lies inside one
+            # 32-bit word: it is read from the word and written with atomic
+            # bit operations on it, rather than making every access to the
+            # array one of bytes. The words must not pass the array's end:
+            # only where the itemsize is a multiple of 4.
+            in_word = [use for use in found if use[1] < 4 and use[0] == use[1] and not use[3]] \
+                if self._record_bytes(binding) % 4 == 0 else []
+            unit = min([use[0] for use in found if use not in in_word] + [4])
+            if unit < 4 or not in_word:
+                unit = min(u for u, *_ in found)
+            for _, size, _, atomic, inst in found:
+                if atomic and size != unit:
+                    raise UnsupportedError(
+                        "an atomic on a record field whose offset is not a multiple of its "
+                        f"size (a packed dtype): {inst}")
+            typed = {ty for _, size, ty, atomic, _ in found if atomic} or \
+                {ty for _, size, ty, _, _ in found if size == unit}
+            if any(size < unit for _, size, *_ in found):
+                typed = {"i32"}
+            units[binding] = typed.pop() if len(typed) == 1 else f"i{8 * unit}"
+        return units
+
+    def record_access(self, inst, target, ty, binding):
+        """A load or store of ``ty`` into a record array: one access of the
+        buffer's unit, or one per unit it spans, put together."""
+        elem = self.elem_of(binding)
+        unit, size = _SCALAR_SIZES[elem], _SCALAR_SIZES[ty]
+        tail = _with_align(inst.tail, unit)
+        flags = "".join(f"{f} " for f in inst.flags)
+        offset = self.offset_of(target)
+        out = []
+        if size < unit:
+            return self.in_word_access(inst, ty, binding, offset, flags)
+        if size == unit:
+            ptr, elem, space = self.element_pointer_at(binding, offset, ty, inst, out)
+            copy = ir.Instruction(inst.opcode, inst.operands, inst.name, inst.flags, inst.type,
+                                  tail, inst.prefix, inst.callee, inst.labels)
+            return out + self.access(copy, ty, ptr, elem, space)
+        piece, wide = f"i{8 * unit}", f"i{8 * size}"
+        pointers = []
+        for k in range(size // unit):
+            at = self.fresh()
+            out.append(ir.instruction(f"{at} = add i64 {offset}, {k * unit}"))
+            ptr, _, space = self.element_pointer_at(binding, at, elem, inst, out)
+            pointers.append(ptr)
+        lines = []
+        if inst.opcode == "load":
+            parts = []
+            for k, ptr in enumerate(pointers):
+                raw, bits, part = self.fresh(), self.fresh(), self.fresh()
+                lines.append(f"{raw} = load {flags}{elem}, ptr addrspace({space}) {ptr}{tail}")
+                if elem != piece:
+                    lines.append(f"{bits} = bitcast {elem} {raw} to {piece}")
+                    raw = bits
+                lines.append(f"{part} = zext {piece} {raw} to {wide}")
+                if k:
+                    shifted = self.fresh()
+                    lines.append(f"{shifted} = shl {wide} {part}, {8 * unit * k}")
+                    part = shifted
+                parts.append(part)
+            total = parts[0]
+            for k, part in enumerate(parts[1:], 2):
+                name = inst.name if k == len(parts) and ty == wide else self.fresh()
+                lines.append(f"{name} = or {wide} {total}, {part}")
+                total = name
+            if ty != wide:
+                lines.append(f"{inst.name} = bitcast {wide} {total} to {ty}")
+        else:
+            value = inst.operands[0].value
+            if ty != wide:
+                bits = self.fresh()
+                lines.append(f"{bits} = bitcast {ty} {value} to {wide}")
+                value = bits
+            for k, ptr in enumerate(pointers):
+                shifted, part = self.fresh(), self.fresh()
+                lines += [f"{shifted} = lshr {wide} {value}, {8 * unit * k}",
+                          f"{part} = trunc {wide} {shifted} to {piece}"]
+                if elem != piece:
+                    typed = self.fresh()
+                    lines.append(f"{typed} = bitcast {piece} {part} to {elem}")
+                    part = typed
+                lines.append(f"store {flags}{elem} {part}, ptr addrspace({space}) {ptr}{tail}")
+        return out + [ir.instruction(text) for text in lines]
+
+    def in_word_access(self, inst, ty, binding, offset, flags):
+        """A load or store of a 1- or 2-byte ``ty`` inside a 32-bit word of
+        a record array: the word shifted, or its bits replaced by two
+        atomics, which leave the word's other bytes to whoever writes them
+        (in private memory, which no other invocation writes, a load and a
+        store)."""
+        size = _SCALAR_SIZES[ty]
+        narrow = f"i{8 * size}"
+        word, low, bits, shift = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+        out = [ir.instruction(text) for text in (
+            f"{word} = and i64 {offset}, -4", f"{low} = and i64 {offset}, 3",
+            f"{bits} = shl i64 {low}, 3", f"{shift} = trunc i64 {bits} to i32")]
+        ptr, _, space = self.element_pointer_at(binding, word, "i32", inst, out)
+        where = f"ptr addrspace({space}) {ptr}"
+        lines = []
+        if inst.opcode == "load":
+            raw, moved = self.fresh(), self.fresh()
+            name = inst.name if ty == narrow else self.fresh()
+            lines += [f"{raw} = load {flags}i32, {where}, align 4",
+                      f"{moved} = lshr i32 {raw}, {shift}",
+                      f"{name} = trunc i32 {moved} to {narrow}"]
+            if ty != narrow:
+                lines.append(f"{inst.name} = bitcast {narrow} {name} to {ty}")
+        else:
+            value = inst.operands[0].value
+            if ty != narrow:
+                cast = self.fresh()
+                lines.append(f"{cast} = bitcast {ty} {value} to {narrow}")
+                value = cast
+            wide, put, mask, keep = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+            lines += [f"{wide} = zext {narrow} {value} to i32",
+                      f"{put} = shl i32 {wide}, {shift}",
+                      f"{mask} = shl i32 {(1 << 8 * size) - 1}, {shift}",
+                      f"{keep} = xor i32 {mask}, -1"]
+            if space == 0:
+                old, cleared, new = self.fresh(), self.fresh(), self.fresh()
+                lines += [f"{old} = load i32, {where}, align 4",
+                          f"{cleared} = and i32 {old}, {keep}",
+                          f"{new} = or i32 {cleared}, {put}",
+                          f"store i32 {new}, {where}, align 4"]
+            else:
+                scope = f'syncscope("{_ATOMIC_SCOPES.get(space, "device")}") monotonic, align 4'
+                lines += [f"{self.fresh()} = atomicrmw and {where}, i32 {keep} {scope}",
+                          f"{self.fresh()} = atomicrmw or {where}, i32 {put} {scope}"]
+        return out + [ir.instruction(text) for text in lines]
+
     # Declarations ------------------------------------------------------------
 
     def handle_type(self, binding):
@@ -905,6 +1303,21 @@ class _Rewriter:
         return lines
 
 
+def _power_of_two(value):
+    """The largest power of two dividing ``value`` (:data:`_ALIGNED` for 0)."""
+    value = abs(value)
+    return min(value & -value, _ALIGNED) if value else _ALIGNED
+
+
+def _with_align(tail, align):
+    """An access's tail with its alignment set to ``align``."""
+    head, sep, rest = tail.partition(", align ")
+    if not sep:
+        return f", align {align}{tail}"
+    digits = len(rest) - len(rest.lstrip("0123456789"))
+    return f"{head}, align {align}{rest[digits:]}"
+
+
 def _object_key(obj):
     """Members of a choice in a fixed order: buffers by binding, then objects
     by name."""
@@ -936,7 +1349,8 @@ def _c_string(init):
     return bytes(out)
 
 
-_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "float": "f", "double": "d"}
+_STRUCT_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "half": "H", "float": "f",
+                 "double": "d"}
 
 
 def _constant_array(data, elem):
@@ -946,6 +1360,9 @@ def _constant_array(data, elem):
     if elem in ("float", "double"):
         # LLVM writes both as the bits of the (exactly widened) double.
         items = [f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}" for v in values]
+    elif elem == "half":
+        # ... and a half as its own bits (unpacked as uint16 above).
+        items = [f"0xH{v:04X}" for v in values]
     else:
         items = [str(v) for v in values]
     return f"[{', '.join(f'{elem} {v}' for v in items)}]"

@@ -22,6 +22,11 @@ LOCAL_SIZE = "__nv.local_size"
 #: which would otherwise fold it back into a byte offset that the backend
 #: cannot lower.
 ELEMENT = "__nv.element."
+#: ``ptr @__nv.print.format.F()``: base address of the print buffer, for a
+#: ``print`` call of format F (see :mod:`numba_vulkan.compiler.printing`).
+#: Defined by the kernel's entry point, as the buffer marker of its binding,
+#: and gone once inlined.
+PRINT = "__nv.print.format."
 
 _PUSH_TYPES = {"i8": ir.IntType(8), "i16": ir.IntType(16), "i32": ir.IntType(32),
                "i64": ir.IntType(64), "float": ir.FloatType(), "double": ir.DoubleType()}
@@ -54,3 +59,21 @@ def local_size(builder, axis):
     """Emit the workgroup size along ``axis`` as an i32."""
     fn = _declare(builder.module, LOCAL_SIZE, ir.IntType(32), [ir.IntType(32)])
     return builder.call(fn, [ir.Constant(ir.IntType(32), axis)])
+
+
+def print_buffer(builder, format_id):
+    """Emit the base address of the print buffer, for a call of ``format_id``."""
+    fn = _declare(builder.module, f"{PRINT}{format_id}", ir.PointerType(), [])
+    return builder.call(fn, [])
+
+
+def define_print_buffers(module, format_ids, binding):
+    """Define in ``module`` the print buffer marker of each of ``format_ids``
+    as the buffer at ``binding``."""
+    for format_id in format_ids:
+        fn = ir.Function(module, ir.FunctionType(ir.PointerType(), []),
+                         f"{PRINT}{format_id}")
+        fn.attributes.add("alwaysinline")
+        fn.attributes.add("nounwind")
+        builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        builder.ret(buffer(builder, binding))

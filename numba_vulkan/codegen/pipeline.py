@@ -13,7 +13,7 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, groupops, indices, int32, ir,
+from numba_vulkan.codegen import (backend, exact, fixups, groupops, half, indices, int32, ir,
                                    legalize, libclc_link, logical, looplimit, narrow, optimize,
                                    rounding, strip, structurize, validate, versioning,
                                    workarounds)
@@ -121,8 +121,11 @@ def markers(job):
 
 
 def narrowing(job):
-    """``job.text`` with the 64-bit types the target lacks made 32-bit."""
+    """``job.text`` with the 64-bit types the target lacks made 32-bit, and
+    float16 computed in float32 on a target without float16 arithmetic."""
     job.text = narrow.final(job.text, job.target.narrowed)
+    if not job.target.float16:
+        job.text = half.emulate(job.text)
     return job.text
 
 
@@ -160,7 +163,8 @@ def emit(job):
 def repair(job):
     """``job.spirv`` without the backend's debug noise and with its known
     mistakes fixed."""
-    job.spirv = fixups.repair(strip.strip(groupops.lower(job.spirv)))
+    job.spirv = half.storage_capabilities(fixups.repair(strip.strip(groupops.lower(job.spirv))),
+                                          job.target.float16)
     return job.spirv
 
 

@@ -7,11 +7,12 @@ from numba.core import compiler, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import NumbaError
 from numba.core.target_extension import target_override
+from numba.np import numpy_support
 
-from numba_vulkan import abi, signature
+from numba_vulkan import abi, records, signature
 from numba_vulkan.codegen import markers
-from numba_vulkan.compiler import checks, diagnostics
-from numba_vulkan.errors import CompilerError
+from numba_vulkan.compiler import checks, diagnostics, printing
+from numba_vulkan.errors import CompilerError, UnsupportedError
 from numba_vulkan.target import DEFAULT
 
 #: Name of the SPIR-V entry point of every kernel.
@@ -37,6 +38,8 @@ class KernelIR:
         options: The compile options.
         exceptions: What each error code the kernel may write to its status
             buffer stands for (see :func:`numba_vulkan.compiler.checks.exceptions`).
+        prints: The format of each ``print`` call the kernel makes
+            (``metadata["print"]``, see :mod:`numba_vulkan.printbuffer`).
     """
 
     name: str
@@ -46,6 +49,7 @@ class KernelIR:
     signature: str
     options: dict = field(default_factory=dict)
     exceptions: dict = field(default_factory=dict)
+    prints: dict = field(default_factory=dict)
 
 
 def has_checks(options):
@@ -58,7 +62,12 @@ def numba_types(sig):
     out = []
     for text in sig:
         kind, dtype, ndim, layout = signature.parse(text)
-        scalar = types.boolean if dtype == "bool" else getattr(types, dtype)
+        if records.is_record(dtype):
+            scalar = numpy_support.from_dtype(records.dtype(dtype))
+            out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
+            continue
+        else:
+            scalar = types.boolean if dtype == "bool" else getattr(types, dtype)
         out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
     return tuple(out)
 
@@ -79,8 +88,10 @@ def signature_text(sig):
             signature.parse(ty)
             out.append(ty)
         elif isinstance(ty, types.Array):
-            out.append(signature.array(str(ty.dtype), ty.ndim,
+            out.append(signature.array(_dtype_of(ty.dtype), ty.ndim,
                                        "C" if ty.layout == "C" else "A"))
+        elif isinstance(ty, types.Record):
+            out.append(signature.dtype_text(_dtype_of(ty)))
         elif isinstance(ty, types.Boolean):
             out.append("bool")
         elif isinstance(ty, (types.Integer, types.Float, types.Complex)):
@@ -88,6 +99,14 @@ def signature_text(sig):
         else:
             raise TypeError(f"type {ty} in signature {sig!r} cannot be a kernel argument")
     return tuple(out)
+
+
+def _dtype_of(ty):
+    """The NumPy dtype of a Numba array's element type (a record's keeps
+    its layout)."""
+    if isinstance(ty, types.Record):
+        return numpy_support.as_dtype(ty)
+    return str(ty)
 
 
 def _flags(options):
@@ -107,7 +126,17 @@ def _param_specs(pyfunc, argtypes):
     for name, ty in zip(names, argtypes):
         if isinstance(ty, types.Array):
             layout = "C" if ty.layout == "C" else "A"
-            specs.append((name, "array", str(ty.dtype), ty.ndim, layout))
+            try:
+                dtype = signature.dtype_text(_dtype_of(ty.dtype))
+            except TypeError as exc:
+                raise TypeError(f"parameter {name!r}: {exc}") from None
+            specs.append((name, "array", dtype, ty.ndim, layout))
+        elif isinstance(ty, types.Record):
+            try:
+                dtype = signature.dtype_text(_dtype_of(ty))
+            except TypeError as exc:
+                raise TypeError(f"parameter {name!r}: {exc}") from None
+            specs.append((name, "scalar", dtype, 0, "C"))
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
         else:
@@ -152,13 +181,18 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
     options = dict(options or {})
     argtypes = normalise_argtypes(argtypes)
     specs = _param_specs(pyfunc, argtypes)
-    params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
+    try:
+        params, push_size = abi.layout(specs, narrowed, has_checks(options), max_push_constants)
+    except TypeError as exc:
+        raise UnsupportedError(diagnostics.located(pyfunc, str(exc)),
+                               kernel=pyfunc.__qualname__) from None
     typing_context, target_context = contexts()
     with global_compiler_lock, target_override("vulkan"):
         # The lowering of atomics reads this, that of subgroup operations and
         # bit functions the other; the lock keeps them per compile.
         target_context.float32_atomic_add = float32_atomic_add
         target_context.int64_narrowed = "int64" in narrowed
+        target_context.float64_narrowed = "float64" in narrowed
         target_context.dynamic_shared_bytes = shared_bytes
         try:
             cres = compiler.compile_extra(typing_context, target_context, pyfunc,
@@ -176,16 +210,25 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
         finally:
             target_context.float32_atomic_add = False
             target_context.int64_narrowed = False
+            target_context.float64_narrowed = False
             target_context.dynamic_shared_bytes = 0
         if cres.signature.return_type not in (types.none, types.void):
             raise CompilerError(diagnostics.located(
                 pyfunc, f"it returns {cres.signature.return_type}; kernels must not return "
                 "a value (write results into an array)"), kernel=pyfunc.__qualname__)
+        prints = printing.formats(cres.library.modules())
+        if prints:
+            # The print buffer's binding comes after every other.
+            params, push_size = abi.layout(specs, narrowed, has_checks(options),
+                                           max_push_constants, printing=True)
         wrapper = _entry_point(target_context, cres, argtypes, params)
+        if prints:
+            markers.define_print_buffers(wrapper, [int(k) for k in prints], params[-1].binding)
     modules = cres.library.modules() + [str(wrapper)]
     raised = checks.exceptions(modules) if has_checks(options) else {}
     return KernelIR(pyfunc.__qualname__, modules, params, push_size,
-                    str(cres.signature.replace(return_type=types.void)), options, raised)
+                    str(cres.signature.replace(return_type=types.void)), options, raised,
+                    prints)
 
 
 def _entry_point(context, cres, argtypes, params):
@@ -286,8 +329,25 @@ def _spilled(builder, binding, llvm_type, offset):
     return builder.bitcast(words[0], llvm_type) if llvm_type != i32 else words[0]
 
 
+def _record(context, builder, ty, param, read):
+    """A record scalar: its words copied into a private byte array, which
+    Numba's record value points to (the kernel may write its fields, as a
+    copy of the caller's)."""
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    words = param.push_size // 4
+    slot = builder.alloca(ir.ArrayType(i8, 4 * words), name="nv.record")
+    slot.align = 8
+    base = builder.bitcast(slot, i8.as_pointer())
+    for k in range(words):
+        at = builder.gep(base, [ir.Constant(i64, 4 * k)])
+        builder.store(read(i32, param, 4 * k), builder.bitcast(at, i32.as_pointer()), align=4)
+    return builder.bitcast(slot, context.get_value_type(ty))
+
+
 def _scalar(context, builder, ty, param, read):
     i32 = ir.IntType(32)
+    if isinstance(ty, types.Record):
+        return _record(context, builder, ty, param, read)
     if isinstance(ty, types.Complex):
         part = types.float32 if param.storage == "complex64" else types.float64
         size = 4 if part == types.float32 else 8
@@ -302,6 +362,9 @@ def _scalar(context, builder, ty, param, read):
     llty = context.get_value_type(ty)
     if isinstance(ty, types.Integer) and ty.bitwidth < 32:
         return builder.trunc(read(i32, param), llty)
+    if isinstance(ty, types.Float) and ty.bitwidth < 32:
+        # Exact: the runtime widened a float16 to this float32.
+        return builder.fptrunc(read(ir.FloatType(), param), llty)
     if param.storage != param.dtype:
         narrow = ir.FloatType() if isinstance(ty, types.Float) else ir.IntType(32)
         raw = read(narrow, param)

@@ -81,13 +81,15 @@ def lowering_variant():
 
     A device function's compiled overloads are reused for every kernel that
     calls it with the same argument types, so a function is compiled once
-    per variant: whether float32 atomic adds are native, and whether int64
+    per variant: whether float32 atomic adds are native, whether int64
     is narrowed (subgroup operations split 64-bit integers only where not),
-    and the bytes of dynamic shared memory (the length of ``shared.array(0, ...)``).
+    whether float64 is (``print`` records a float64 as two words only where
+    not), and the bytes of dynamic shared memory (the length of ``shared.array(0, ...)``).
     """
     context = vulkan_target.target_context
     return (bool(getattr(context, "float32_atomic_add", False)),
             bool(getattr(context, "int64_narrowed", False)),
+            bool(getattr(context, "float64_narrowed", False)),
             int(getattr(context, "dynamic_shared_bytes", 0)))
 
 

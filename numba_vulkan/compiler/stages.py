@@ -28,9 +28,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from numba_vulkan import abi, config, kernelcache, spirv
+from numba_vulkan import abi, config, kernelcache, records, signature, spirv
 from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.errors import CompilerError, NarrowingWarning, VulkanError
+from numba_vulkan.errors import CompilerError, NarrowingWarning, UnsupportedError, VulkanError
 
 
 class Stage(NamedTuple):
@@ -137,6 +137,7 @@ def _numba(job):
     # Its start-up (a Python process loading LLVM) overlaps Numba's work.
     backend.start()
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
+    _check_half_fields(job)
     kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
                                job.options, job.target.float32_atomic_add,
                                job.target.max_push_constants, job.shared_bytes)
@@ -147,6 +148,25 @@ def _numba(job):
     job.status = next((p.binding for p in kernel_ir.params if p.kind == "status"),
                       len(job.bindings))
     return "\n".join(kernel_ir.modules)
+
+
+def _check_half_fields(job):
+    """Refuse a record array with a float16 field on a target without
+    float16 arithmetic: there float16 values live as float32, and a field
+    read out of its record's words cannot be widened as a buffer's float16
+    elements are (numba_vulkan.codegen.half)."""
+    if job.target.float16:
+        return
+    import inspect
+    names = list(inspect.signature(job.pyfunc).parameters)
+    for name, text in zip(names, job.signature):
+        kind, dtype, _, _ = signature.parse(text)
+        path = records.field_of(dtype, ("float16",)) if records.is_record(dtype) else None
+        if path is not None:
+            raise UnsupportedError(
+                f"cannot compile kernel {job.label}: argument {name!r}: record field "
+                f"{path!r} is float16, which needs a target with float16 arithmetic "
+                "(shaderFloat16)", kernel=job.name)
 
 
 def _warn_if_narrowed(job, kernel_ir):
@@ -243,7 +263,8 @@ STAGES = (
     Stage("markers", _codegen("markers"), "the marker calls that read push constants, buffer "
           "handles and the workgroup size are lowered", llvm=True),
     Stage("narrow", _codegen("narrowing"), "what is still 64-bit and the target lacks is "
-          "made 32-bit", llvm=True),
+          "made 32-bit; on a target without float16 arithmetic, float16 is computed in "
+          "float32 and each result rounded to float16", llvm=True),
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
@@ -252,8 +273,9 @@ STAGES = (
           "folded; the result is the IR handed to the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "placeholder calls become subgroup instructions, debug noise is "
-          "stripped and the backend's known mistakes fixed; a module with an unmerged switch "
-          "goes back to `structurize` without breaks"),
+          "stripped, the backend's known mistakes fixed and the 16-bit storage capability "
+          "declared; a module with an unmerged switch goes back to `structurize` without "
+          "breaks"),
     Stage("exact", _codegen("exact_floats"), "float operations kept exactly as written "
           "(NoContraction), unless `fastmath`"),
     Stage("validate", _codegen("check"), "spirv-val, unless `NUMBA_VULKAN_VALIDATE=0`"),
@@ -413,6 +435,8 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
     job = run(job)
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
+    if kernel_ir.prints:
+        metadata["print"] = kernel_ir.prints
     if shared_bytes:
         metadata["shared_bytes"] = shared_bytes
     capabilities = job.capabilities or spirv.capabilities(job.spirv)

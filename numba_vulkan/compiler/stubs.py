@@ -232,6 +232,9 @@ def _literal_shape(ty):
 def _dtype(ty):
     if isinstance(ty, (types.NumberClass, types.DType)):
         return ty.dtype
+    if isinstance(ty, types.TypeRef) and isinstance(ty.instance_type, types.Record):
+        # A record type from numba.from_dtype(dtype).
+        return ty.instance_type
     if isinstance(ty, types.StringLiteral):
         # numba.cuda also takes the dtype's name: "float32".
         from numba.np.numpy_support import from_dtype

@@ -29,9 +29,10 @@ class VulkanTypingContext(typing.Context):
     """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
 
     def load_additional_registries(self):
-        from numba_vulkan.compiler import mathimpl, stubs, subgroups
+        from numba_vulkan.compiler import fp16, mathimpl, stubs, subgroups
         super().load_additional_registries()
         self.install_registry(stubs.typing_registry)
+        self.install_registry(fp16.typing_registry)
         self.install_registry(mathimpl.typing_registry)
         self.install_registry(subgroups.typing_registry)
 
@@ -133,14 +134,39 @@ class VulkanTargetContext(BaseContext):
     # that to libclc. (True would route it through math.pow, which the CPU
     # lowering implements as ``**`` again.)
     implement_powi_as_math_call = False
-    strict_alignment = True
+    # A packed record's fields may sit at any offset: codegen/logical.py
+    # assembles an access it cannot prove aligned from narrower ones, so
+    # Numba's refusal of such fields (numba.cuda's) is not needed.
+    strict_alignment = False
     allow_dynamic_globals = False
 
     def __init__(self, typingctx, target="vulkan"):
         super().__init__(typingctx, target)
 
     def init(self):
+        from numba_vulkan.compiler import fp16
         self._internal_codegen = VulkanCodegen()
+        self.data_model_manager = fp16.data_model_manager(self.data_model_manager)
+        self._abi = {}
+
+    def get_abi_sizeof(self, ty):
+        return self._abi_of(ty, "size", super().get_abi_sizeof)
+
+    def get_abi_alignment(self, ty):
+        return self._abi_of(ty, "alignment", super().get_abi_alignment)
+
+    def _abi_of(self, ty, what, compute):
+        # llvmlite answers each query by parsing a module that declares a
+        # global of the type: a millisecond, asked a dozen times a kernel.
+        # A literal type's text is all of it; a named struct's is only its
+        # name, so those are asked every time.
+        key = (what, str(ty))
+        if "%" in key[1]:
+            return compute(ty)
+        value = self._abi.get(key)
+        if value is None:
+            value = self._abi[key] = compute(ty)
+        return value
 
     @property
     def enable_nrt(self):
@@ -174,13 +200,15 @@ class VulkanTargetContext(BaseContext):
         from numba.core import optional  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.compiler import mathimpl as vulkan_mathimpl
-        from numba_vulkan.compiler import stubs, subgroups
+        from numba_vulkan.compiler import fp16, printing, stubs, subgroups
         self.install_registry(cmathimpl.registry)
         self.install_registry(mathimpl.registry)
         self.install_registry(npyimpl.registry)
         self.install_registry(stubs.lowering_registry)
         self.install_registry(vulkan_mathimpl.lowering_registry)
         self.install_registry(subgroups.lowering_registry)
+        self.install_registry(fp16.lowering_registry)
+        self.install_registry(printing.lowering_registry)
 
     def get_ufunc_info(self, ufunc_key):
         """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""

@@ -10,10 +10,10 @@ module imports Numba, for the Numba types numba.cuda re-exports
 
 import contextlib
 import sys
-import time
 
 import numpy as np
-from numba.core.types import (boolean, bool_, complex64, complex128, float32, float64, int8,
+from numba.core.types import (boolean, bool_, complex64, complex128, float16, float32, float64,
+                              int8,
                               int16, int32, int64, intp, uint8, uint16, uint32, uint64, uintp,
                               void)
 
@@ -24,6 +24,7 @@ from numba_vulkan import ufunc as _ufunc
 from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
 from numba_vulkan.runtime import memory as _memory
+from numba_vulkan.runtime import queue as _queue
 
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "shared",
@@ -31,12 +32,12 @@ __all__ = [
     "syncthreads_or", "threadfence", "threadfence_block", "threadfence_system", "laneid",
     "warpsize", "syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
     "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask", "lanemask_lt",
-    "match_any_sync", "match_all_sync", "popc",
+    "match_any_sync", "match_all_sync", "popc", "fp16",
     "brev", "clz", "ffs", "to_device", "device_array", "device_array_like", "synchronize", "stream",
     "default_stream", "legacy_default_stream", "per_thread_default_stream", "Stream", "Event",
     "event", "event_elapsed_time", "pinned_array", "mapped_array", "pinned", "is_available",
     "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
-    "complex64", "complex128", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
+    "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
     "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
     "Reduce",
 ]
@@ -78,6 +79,8 @@ activemask = _intrinsics.cuda_warp.activemask
 lanemask_lt = _intrinsics.cuda_warp.lanemask_lt
 match_any_sync = _intrinsics.cuda_warp.match_any_sync
 match_all_sync = _intrinsics.cuda_warp.match_all_sync
+# numba.cuda's float16 functions (hadd, hfma, heq, ...): nv.fp16's.
+fp16 = _intrinsics.fp16
 popc = _intrinsics.popc
 brev = _intrinsics.brev
 clz = _intrinsics.clz
@@ -130,16 +133,16 @@ class _Kernel(_dispatcher.VulkanDispatcher):
     def __getitem__(self, config):
         if isinstance(config, tuple) and len(config) in (3, 4):
             _check_stream(config[2])
-            config = config[:2] + config[3:]
+            config = (*config[:2], config[2] or None, *(config[3:4] or (0,)))
         return super().__getitem__(config)
 
     def forall(self, ntasks, tpb=0, stream=0, sharedmem=0, threads=None):
         """A launch covering ``ntasks`` invocations, ``tpb`` per block (the
-        device's choice for 0), with ``sharedmem`` bytes of dynamic shared
-        memory, as numba.cuda's ``forall``."""
+        device's choice for 0), on ``stream``, with ``sharedmem`` bytes of
+        dynamic shared memory, as numba.cuda's ``forall``."""
         _check_stream(stream)
         return super().forall(ntasks, threads or tpb or None,
-                              _dispatcher._shared_bytes(sharedmem, "sharedmem"))
+                              _dispatcher._shared_bytes(sharedmem, "sharedmem"), stream or None)
 
     @property
     def overloads(self):
@@ -164,92 +167,42 @@ class _Kernel(_dispatcher.VulkanDispatcher):
 
 # Host side -------------------------------------------------------------------
 
-class Stream:
-    """numba.cuda's stream: here the device's one queue, so work submitted on
-    any stream runs in submission order, and :meth:`synchronize` waits for
-    all of it."""
-
-    def synchronize(self):
-        """Wait for every launch and copy submitted so far."""
-        _dispatcher.synchronize()
-
-    @contextlib.contextmanager
-    def auto_synchronize(self):
-        """A context that synchronizes the stream when it exits."""
-        yield self
-        self.synchronize()
-
-    def __repr__(self):
-        return "<numba_vulkan.cuda.Stream: the device's queue>"
-
-
-_DEFAULT_STREAM = Stream()
+#: numba.cuda's stream: copies and launches on one run in order, on
+#: different ones they may overlap (:class:`numba_vulkan.runtime.queue.Stream`).
+Stream = _queue.Stream
+#: numba.cuda's event, timed on the device's clock.
+Event = _queue.Event
 
 
 def stream():
-    """A new :class:`Stream`."""
-    return Stream()
+    """A new :class:`Stream` on the current device."""
+    return _queue.stream()
 
 
 def default_stream():
-    """The default :class:`Stream`."""
-    return _DEFAULT_STREAM
+    """The current device's default stream: numba.cuda's legacy default
+    stream, whose work waits for every stream's earlier work, and which
+    other streams' later work waits for."""
+    return _queue.default_stream()
 
 
+#: numba.cuda's per-thread default stream is the default stream here: its
+#: work is ordered with every stream's, as the legacy one's is.
 legacy_default_stream = per_thread_default_stream = default_stream
 
 
 def _check_stream(value):
-    if not (value is None or isinstance(value, Stream)
-            or (isinstance(value, (int, np.integer)) and value == 0)):
+    if not _queue.is_stream(value):
         raise TypeError(f"a stream must be a cuda.stream(), 0 or None, not {value!r}")
 
 
-class Event:
-    """numba.cuda's event. :meth:`record` waits for the work submitted before
-    it and reads the host's clock, so an elapsed time is the wall time of
-    what ran between two records, launch overhead included (device time
-    alone: :class:`numba_vulkan.runtime.timing.KernelTimer`)."""
-
-    def __init__(self, timing=True):
-        self.timing = timing
-        self._time = None
-
-    def record(self, stream=0):
-        """Mark the point after everything submitted so far."""
-        _check_stream(stream)
-        _dispatcher.synchronize()
-        self._time = time.perf_counter()
-
-    def synchronize(self):
-        """Wait for the work before the record (done when it was recorded)."""
-
-    def wait(self, stream=0):
-        """Make ``stream`` wait for this event: the one queue already does."""
-        _check_stream(stream)
-
-    def query(self):
-        """Whether the work before the record is done: always, once recorded."""
-        return self._time is not None
-
-    def elapsed_time(self, end):
-        """Milliseconds from this event's record to ``end``'s."""
-        for which, ev in (("start", self), ("end", end)):
-            if ev._time is None:
-                raise LaunchError(f"elapsed_time: the {which} event was not recorded")
-            if not ev.timing:
-                raise LaunchError(f"elapsed_time: the {which} event was made with "
-                                  "timing=False")
-        return (end._time - self._time) * 1000.0
-
-
 def event(timing=True):
-    """A new :class:`Event`."""
-    return Event(timing)
+    """A new :class:`Event` on the current device."""
+    return _queue.event(timing)
 
 
 def event_elapsed_time(evtstart, evtend):
-    """Milliseconds between two recorded events."""
+    """Milliseconds of device time between two recorded events."""
     return evtstart.elapsed_time(evtend)
 
 
@@ -298,17 +251,20 @@ def to_device(obj, stream=0, copy=True, to=None):
     """Copy a NumPy array, or a device array of any device, to a new device
     array on the calling thread's current device, or into ``to``; return it.
 
-    ``stream`` is accepted for numba.cuda's signature: copies are ordered on
-    the device's one queue.
+    On ``stream`` (see ``DeviceArray.copy_to_device``): from a pinned array
+    the copy is asynchronous, from other NumPy arrays done when this returns.
     """
+    _check_stream(stream)
     if to is not None:
-        to.copy_to_device(obj)
+        to.copy_to_device(obj, stream=stream)
         return to
-    return _memory.to_device(obj)
+    return _memory.to_device(obj, stream=stream)
 
 
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
-    """A new uninitialised C-contiguous device array."""
+    """A new uninitialised C-contiguous device array (``stream`` is
+    accepted: allocating is not ordered on streams)."""
+    _check_stream(stream)
     if order != "C" or strides is not None:
         raise UnsupportedError("device_array: only C-contiguous arrays (order='C', no "
                                "strides) are supported")
@@ -317,6 +273,7 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
 
 def device_array_like(ary, stream=0):
     """A new uninitialised device array of ``ary``'s shape and dtype."""
+    _check_stream(stream)
     return _memory.device_array_like(ary)
 
 

@@ -3,6 +3,7 @@
 import dataclasses
 import operator
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 from numba_vulkan import config
@@ -38,7 +39,8 @@ class DeviceInfo:
         device_type: ``"cpu"``, ``"discrete"``, ``"integrated"``, ``"virtual"``
             or ``"other"``.
         features: Names of the optional features the device has, such as
-            ``float64``, ``int64``, ``int16``, ``int8``, ``storage8``,
+            ``float64``, ``int64``, ``float16`` (``shaderFloat16``), ``int16``,
+            ``int8``, ``storage8``,
             ``storage16``, ``int64_atomics``, ``float32_atomic_add`` (native
             float32 atomic add on buffers and workgroup memory), the subgroup
             operation classes of compute shaders ``subgroup_vote``,
@@ -84,6 +86,7 @@ class DeviceInfo:
                                  max_push_constants=min(self.max_push_constants, 256),
                                  float32_atomic_add="float32_atomic_add" in self.features,
                                  loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0,
+                                 float16="float16" in self.features,
                                  fused_fma=(self.vendor_id in _FUSED_FMA_VENDORS
                                             and self.device_type != "cpu"))
 
@@ -208,6 +211,7 @@ class Instance:
         core = f2.features
         names = {
             "float64": core.shaderFloat64, "int64": core.shaderInt64,
+            "float16": f12.shaderFloat16,
             "int16": core.shaderInt16, "int8": f12.shaderInt8,
             "storage8": f12.storageBuffer8BitAccess,
             "storage16": f11.storageBuffer16BitAccess,
@@ -255,9 +259,13 @@ class Instance:
 
 
 class Device:
-    """A logical device with one compute queue.
+    """A logical device, with its queues and streams.
 
-    Its arrays, pipelines and queue are its own: several logical devices,
+    It opens several compute queues where its family has them (its default
+    stream, ``stream``, on the first; streams from :meth:`new_stream` on the
+    others) and a transfer-only queue for the copies of those streams where
+    there is one (:mod:`~numba_vulkan.runtime.queue`).
+    Its arrays, pipelines and queues are its own: several logical devices,
     on several GPUs or on one, run side by side (:data:`gpus`). As a context
     manager (``with device:``) it is the current device of the calling
     thread inside the block.
@@ -273,7 +281,6 @@ class Device:
 
     def __init__(self, instance, index, copy=0):
         v = vk.module()
-        ffi, lib = v.ffi, v.lib
         self.instance = instance
         self.physical = instance.physical[index]
         self.copy = copy
@@ -300,7 +307,8 @@ class Device:
         #: (``robustBufferAccess``, ``NUMBA_VULKAN_ROBUST_ACCESS``).
         self.robust_access = bool(core.robustBufferAccess) and config.robust_access()
         enabled.features.robustBufferAccess = int(self.robust_access)
-        for name in ("shaderInt8", "storageBuffer8BitAccess", "shaderBufferInt64Atomics",
+        for name in ("shaderInt8", "shaderFloat16", "storageBuffer8BitAccess",
+                     "shaderBufferInt64Atomics",
                      "shaderSharedInt64Atomics", "uniformAndStorageBuffer8BitAccess",
                      "shaderSubgroupExtendedTypes"):
             setattr(e12, name, getattr(f12, name))
@@ -323,35 +331,7 @@ class Device:
         if HOST_IMPORT_EXTENSION in Instance.device_extensions(self.physical):
             self.host_import_alignment = self._host_import_alignment()
             extensions.append(vk.new("char[]", HOST_IMPORT_EXTENSION.encode()))
-        extension_names = vk.new("char*[]", extensions) if extensions else ffi.NULL
-        self.queue_family = self._compute_family()
-        priority = vk.new("float[]", [1.0])
-        queue_info = vk.new("VkDeviceQueueCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-            "queueFamilyIndex": self.queue_family, "queueCount": 1,
-            "pQueuePriorities": priority})
-        info = vk.new("VkDeviceCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": enabled,
-            "queueCreateInfoCount": 1, "pQueueCreateInfos": queue_info,
-            "enabledExtensionCount": len(extensions),
-            "ppEnabledExtensionNames": extension_names})
-        handle = vk.new("VkDevice*")
-        vk.check(lib.vkCreateDevice(self.physical, info, ffi.NULL, handle), "vkCreateDevice")
-        self.handle = handle[0]
-        queue = vk.new("VkQueue*")
-        lib.vkGetDeviceQueue(self.handle, self.queue_family, 0, queue)
-        self.queue = queue[0]
-        self.memory_types = self._memory_types()
-        pool_info = vk.new("VkCommandPoolCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-            "flags": v.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-            "queueFamilyIndex": self.queue_family})
-        pool = vk.new("VkCommandPool*")
-        vk.check(lib.vkCreateCommandPool(self.handle, pool_info, ffi.NULL, pool),
-                 "vkCreateCommandPool")
-        self.command_pool = pool[0]
-        from numba_vulkan.runtime.queue import Queue
-        self.stream = Queue(self)
+        self._open_queues(enabled, extensions)
         self.staging = None
         self.host_importer = None
         #: Free buffers for launches with NumPy arrays, by size in bytes.
@@ -382,17 +362,119 @@ class Device:
         v.lib.vkGetPhysicalDeviceProperties2(self.physical, props)
         return int(host.minImportedHostPointerAlignment)
 
-    def _compute_family(self):
+    def _families(self):
+        """(flags, queue count, timestamp bits) of each queue family."""
         v = vk.module()
         count = vk.new("uint32_t*")
         v.lib.vkGetPhysicalDeviceQueueFamilyProperties(self.physical, count, v.ffi.NULL)
         families = vk.new("VkQueueFamilyProperties[]", count[0])
         v.lib.vkGetPhysicalDeviceQueueFamilyProperties(self.physical, count, families)
-        compute = [i for i in range(count[0])
-                   if families[i].queueFlags & v.VK_QUEUE_COMPUTE_BIT]
+        return [(f.queueFlags, f.queueCount, f.timestampValidBits)
+                for f in (families[i] for i in range(count[0]))]
+
+    def _open_queues(self, enabled, extensions):
+        """Create the logical device with its queues: up to
+        ``NUMBA_VULKAN_QUEUES`` of the first compute family (and as many of
+        a compute family without graphics, with ``NUMBA_VULKAN_ASYNC_COMPUTE``),
+        and up to two of a transfer-only family (where there is one and
+        ``NUMBA_VULKAN_TRANSFER_QUEUE`` allows), with a command pool per
+        family and the default stream."""
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        families = self._families()
+        compute = [i for i, (flags, _, _) in enumerate(families)
+                   if flags & v.VK_QUEUE_COMPUTE_BIT]
         if not compute:
             raise DriverError(f"device {self.info.name} has no compute queue")
-        return compute[0]
+        self.queue_family = compute[0]
+        wanted = [(self.queue_family, min(families[self.queue_family][1], config.queues()))]
+        asynchronous = [i for i in compute[1:] if not families[i][0] & v.VK_QUEUE_GRAPHICS_BIT
+                        and families[i][1]]
+        if asynchronous and config.async_compute():
+            wanted.append((asynchronous[0], min(families[asynchronous[0]][1], config.queues())))
+        graphics_or_compute = v.VK_QUEUE_GRAPHICS_BIT | v.VK_QUEUE_COMPUTE_BIT
+        transfer = [i for i, (flags, count, _) in enumerate(families)
+                    if flags & v.VK_QUEUE_TRANSFER_BIT and not flags & graphics_or_compute
+                    and count]
+        copy_family = transfer[0] if transfer and config.transfer_queue() else None
+        if copy_family is not None:
+            wanted.append((copy_family, min(families[copy_family][1], 2)))
+        priorities = vk.new("float[]", [1.0] * max(n for _, n in wanted))
+        queue_infos = vk.new("VkDeviceQueueCreateInfo[]", [
+            {"sType": v.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": family,
+             "queueCount": n, "pQueuePriorities": priorities} for family, n in wanted])
+        extension_names = vk.new("char*[]", extensions) if extensions else ffi.NULL
+        info = vk.new("VkDeviceCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": enabled,
+            "queueCreateInfoCount": len(wanted), "pQueueCreateInfos": queue_infos,
+            "enabledExtensionCount": len(extensions),
+            "ppEnabledExtensionNames": extension_names})
+        handle = vk.new("VkDevice*")
+        vk.check(lib.vkCreateDevice(self.physical, info, ffi.NULL, handle), "vkCreateDevice")
+        self.handle = handle[0]
+        self.memory_types = self._memory_types()
+        #: Queue families in use; buffers are shared by all of them
+        #: (VK_SHARING_MODE_CONCURRENT) when there are several.
+        self.families = tuple(family for family, _ in wanted)
+        self.family_indices = vk.new("uint32_t[]", list(self.families))
+        self.command_pools = {}
+        for family in self.families:
+            pool_info = vk.new("VkCommandPoolCreateInfo*", {
+                "sType": v.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                "flags": v.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                "queueFamilyIndex": family})
+            pool = vk.new("VkCommandPool*")
+            vk.check(lib.vkCreateCommandPool(self.handle, pool_info, ffi.NULL, pool),
+                     "vkCreateCommandPool")
+            self.command_pools[family] = pool[0]
+        self.command_pool = self.command_pools[self.queue_family]
+        from numba_vulkan.runtime.queue import Lane, Stream
+        lanes = {family: [Lane(self, family, k, family == copy_family, families[family][2])
+                          for k in range(n)] for family, n in wanted}
+        #: The compute queues of the default stream's family (the default
+        #: stream has the first).
+        self.lanes = lanes[self.queue_family]
+        #: The compute queues that streams from new_stream() launch on, in turn.
+        self.stream_lanes = self.lanes[1:] or self.lanes
+        if len(wanted) > 1 and wanted[1][0] != copy_family:
+            self.stream_lanes = lanes[wanted[1][0]]
+        #: Transfer-only queues for copies on user streams (maybe none).
+        self.copy_lanes = lanes.get(copy_family, [])
+        self.queue = self.lanes[0].queue
+        props = vk.new("VkPhysicalDeviceProperties*")
+        lib.vkGetPhysicalDeviceProperties(self.physical, props)
+        #: Nanoseconds per timestamp tick.
+        self.timestamp_period = float(props.limits.timestampPeriod)
+        #: The default stream: numba.cuda's legacy default stream.
+        self.stream = Stream(self, self.lanes[0], default=True)
+        #: Streams made by new_stream() that are alive, and those of them
+        #: with work in flight (held until it is done).
+        self.user_streams = weakref.WeakSet()
+        self.busy_streams = set()
+        #: How many streams new_stream() made.
+        self.streams_made = 0
+
+    def new_stream(self):
+        """A new :class:`~numba_vulkan.runtime.queue.Stream`: its launches go
+        to :attr:`stream_lanes` in turn (the compute queues after the default
+        stream's, the default's own where there is one), its copies to a
+        transfer-only queue where the device opened one."""
+        from numba_vulkan.runtime.queue import Stream
+        with self.lock:
+            k = self.streams_made
+            self.streams_made += 1
+        others = self.stream_lanes
+        copy_lane = self.copy_lanes[k % len(self.copy_lanes)] if self.copy_lanes else None
+        made = Stream(self, others[k % len(others)], copy_lane)
+        self.user_streams.add(made)
+        return made
+
+    def synchronize(self):
+        """Wait for all work submitted on every stream of this device."""
+        self.stream.finish()
+        if self.busy_streams:
+            for stream in list(self.busy_streams):
+                stream.finish()
 
     def _memory_types(self):
         v = vk.module()

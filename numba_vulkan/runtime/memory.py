@@ -5,12 +5,33 @@ import weakref
 
 import numpy as np
 
-from numba_vulkan import abi
+from numba_vulkan import abi, signature
 from numba_vulkan.errors import DriverError, LaunchError, UnsupportedError
-from numba_vulkan.runtime import transfer, vk
+from numba_vulkan.runtime import queue, transfer, vk
 
 #: Vulkan rejects zero-sized buffers; empty arrays get this many bytes.
 _MIN_BUFFER = 16
+
+
+def sharing(device):
+    """A ``VkBufferCreateInfo``'s sharing fields for a buffer of ``device``:
+    shared by its queue families where it uses several (copy queues), so that
+    no queue family ownership transfer is needed between them."""
+    v = vk.module()
+    if len(device.families) == 1:
+        return {"sharingMode": v.VK_SHARING_MODE_EXCLUSIVE}
+    return {"sharingMode": v.VK_SHARING_MODE_CONCURRENT,
+            "queueFamilyIndexCount": len(device.families),
+            "pQueueFamilyIndices": device.family_indices}
+
+
+def _host_order(device, stream):
+    """Wait until the host may touch a buffer as work on ``stream`` (None:
+    the default stream) would now."""
+    if stream is None:
+        device.synchronize()
+    else:
+        stream.host_order()
 
 
 class Buffer:
@@ -45,7 +66,7 @@ class Buffer:
                  | v.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
         info = vk.new("VkBufferCreateInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": self.nbytes,
-            "usage": usage, "sharingMode": v.VK_SHARING_MODE_EXCLUSIVE})
+            "usage": usage, **sharing(device)})
         out = vk.new("VkBuffer[1]")
         vk.check(lib.vkCreateBuffer(device.handle, info, ffi.NULL, out), "vkCreateBuffer")
         self.handle = out[0]
@@ -112,34 +133,37 @@ class Buffer:
             return None
         return np.frombuffer(self.mapped, dtype=np.uint8)
 
-    def write(self, data, offset=0):
+    def write(self, data, offset=0, stream=None):
         """Copy ``data`` (a bytes-like object) into the buffer at ``offset``.
 
-        Ordered after every launch submitted before it, and before every
-        launch submitted after it.
+        Ordered on ``stream`` (a :class:`~numba_vulkan.runtime.queue.Stream`;
+        None: the default stream, after every launch submitted before it, and
+        before every launch submitted after it). Returns once ``data`` may be
+        reused: the device's copy may still be in flight.
         """
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
         if not data.size:
             return
         if self.mapped is not None:
-            self.device.stream.synchronize()
+            _host_order(self.device, stream)
             transfer.host_copy(self.host_view()[offset:offset + data.size], data)
             return
-        transfer.write(self, data, offset)
+        transfer.write(self, data, offset, stream)
 
-    def read(self, out, offset=0):
+    def read(self, out, offset=0, stream=None):
         """Copy bytes from the buffer at ``offset`` into ``out`` (writable).
 
-        Waits for every launch submitted before it.
+        Waits for the work submitted before it on ``stream`` (None: the
+        default stream, so every stream's).
         """
         out = np.frombuffer(memoryview(out).cast("B"), dtype=np.uint8)
         if not out.size:
             return
         if self.mapped is not None and self.readable:
-            self.device.stream.synchronize()
+            _host_order(self.device, stream)
             transfer.host_copy(out, self.host_view()[offset:offset + out.size])
             return
-        transfer.read(self, out, offset)
+        transfer.read(self, out, offset, stream)
 
 
 class DeviceArray:
@@ -169,15 +193,14 @@ class DeviceArray:
             from numba_vulkan.runtime.device import as_device, current_device
             device = as_device(device) or current_device()
             if storage is None:
-                storage = abi.storage_dtype(self.dtype.name, device.target.narrowed)
+                storage = _storage(self.dtype, device.target.narrowed)
             buffer = Buffer(device, self.size * np.dtype(storage).itemsize)
         self.storage = self.dtype if storage is None else np.dtype(storage)
         self.buffer = buffer
         self.offset = int(offset)
         # What a launch needs, computed once: arrays are immutable views.
-        name = "bool" if self.dtype == np.bool_ else self.dtype.name
         layout = "C" if self.is_c_contiguous() else "A"
-        self.type_text = f"{name}[{self.ndim}d,{layout}]"
+        self.type_text = signature.array(self.dtype, self.ndim, layout)
         item = self.dtype.itemsize
         self.launch_fields = [*self.shape, *(s // item for s in self.strides), self.offset]
 
@@ -208,14 +231,14 @@ class DeviceArray:
     def __repr__(self):
         return f"<numba_vulkan.DeviceArray shape={self.shape} dtype={self.dtype}>"
 
-    def _read_span(self):
+    def _read_span(self, stream=None):
         """This array's span of the buffer (in stored bytes), and a NumPy view
-        of it as the stored dtype."""
+        of it as the stored dtype, read on ``stream``."""
         item, stored = self.dtype.itemsize, self.storage.itemsize
         lo, hi = _span(self.shape, self.strides, item)
         lo, hi = lo // item * stored, -(-hi // item) * stored
         raw = np.empty(hi - lo, dtype=np.uint8)
-        self.buffer.read(raw, self.offset * stored + lo)
+        self.buffer.read(raw, self.offset * stored + lo, stream)
         if not self.size:
             return lo, raw, np.empty(self.shape, self.storage)
         strides = tuple(s // item * stored for s in self.strides)
@@ -226,14 +249,17 @@ class DeviceArray:
     def copy_to_host(self, ary=None, stream=0):
         """Copy to a NumPy array (a new one, or ``ary``) and return it.
 
-        Waits for every launch submitted before it. ``stream`` is accepted
-        for numba.cuda's signature; copies are ordered on the device's queue.
-        Into a pinned or mapped array (:class:`HostArray`) of this device
-        whose memory the host cannot read through this array's mapping, the
-        device copies straight into it; then with a ``stream`` (anything
-        but 0 or None) the copy is asynchronous, done once the device's
-        queue is synchronized (``stream.synchronize()``).
+        On ``stream`` (a :class:`~numba_vulkan.runtime.queue.Stream`; 0 or
+        None: the default stream, which waits for every stream's earlier
+        work), after the work submitted on it before. Into a pinned or mapped
+        array (:class:`HostArray`) of this device whose memory the host
+        cannot read through this array's mapping, the device copies straight
+        into it; on a stream other than the default that copy is
+        asynchronous: ``ary`` holds the data once the stream is synchronized
+        (``stream.synchronize()``, or an event recorded after it). Every
+        other copy is done when this returns.
         """
+        stream = queue.resolve(stream, self.device)
         if ary is not None and (ary.shape != self.shape or ary.dtype != self.dtype):
             raise LaunchError(f"cannot copy a {self.dtype}{list(self.shape)} device array "
                               f"into a {ary.dtype}{list(ary.shape)} array")
@@ -244,9 +270,9 @@ class DeviceArray:
             out = np.empty(self.shape, self.dtype) if ary is None else ary
             if out.flags.c_contiguous:
                 self.buffer.read(out.reshape(-1).view(np.uint8),
-                                 self.offset * self.dtype.itemsize)
+                                 self.offset * self.dtype.itemsize, stream)
                 return out
-        _, _, view = self._read_span()
+        _, _, view = self._read_span(stream)
         if ary is None:
             return view.astype(self.dtype)
         ary[...] = view
@@ -263,34 +289,63 @@ class DeviceArray:
         if self.nbytes:
             item = self.dtype.itemsize
             ticket = transfer.buffer_copy(self.buffer, target, self.offset * item,
-                                          ary.base_offset(), self.nbytes)
-            if stream is None or (isinstance(stream, (int, np.integer)) and stream == 0):
-                self.buffer.device.stream.wait_for(ticket)
+                                          ary.base_offset(), self.nbytes, stream)
+            if stream.is_default:
+                queue.wait(ticket)
+        return True
+
+    def _copy_from_host_array(self, ary, stream):
+        """Copy the :class:`HostArray` ``ary`` in by one device copy, if it
+        can (the way back of :meth:`_copy_to_host_array`); return whether it
+        did."""
+        source = ary.nv_buffer
+        if (source is None or source.device is not self.buffer.device
+                or self.buffer.mapped is not None or ary.dtype != self.storage
+                or not self.is_c_contiguous() or not ary.flags.c_contiguous
+                or ary.base_offset() is None):
+            return False
+        if self.nbytes:
+            ticket = transfer.buffer_copy(source, self.buffer, ary.base_offset(),
+                                          self.offset * self.storage.itemsize, self.nbytes,
+                                          stream)
+            if stream.is_default:
+                queue.wait(ticket)
         return True
 
     def copy_to_device(self, ary, stream=0):
         """Copy a NumPy array, or a device array on any device, of the same
-        shape into this array (converted to its dtype); ``stream`` as for
-        :meth:`copy_to_host`.
+        shape into this array (converted to its dtype), on ``stream`` (as for
+        :meth:`copy_to_host`).
 
-        A copy between devices goes through the host: devices share no
-        memory. It waits for the launches submitted on both devices before it.
+        From a NumPy array it returns once ``ary`` may change again; from a
+        pinned or mapped array (:class:`HostArray`) of this device, where the
+        host cannot write this array's memory through a mapping, the device
+        copies straight from it, and on a stream other than the default
+        returns at once: ``ary`` must then stay as it is until the stream
+        has done the copy. From a device array of this device it is one
+        device copy on the stream; from another device's, it goes through
+        the host, waiting for the launches submitted on both devices before it.
         """
+        stream = queue.resolve(stream, self.device)
         if isinstance(ary, DeviceArray):
-            self._copy_from_device_array(ary)
+            self._copy_from_device_array(ary, stream)
+            return
+        if isinstance(ary, HostArray) and ary.shape == self.shape and \
+                self._copy_from_host_array(ary, stream):
             return
         ary = np.asarray(ary)
         if ary.shape != self.shape:
             raise LaunchError(f"shape mismatch: {ary.shape} into {self.shape}")
         ary = ary.astype(self.storage, copy=False)
         if self.is_c_contiguous():
-            self.buffer.write(np.ascontiguousarray(ary), self.offset * self.storage.itemsize)
+            self.buffer.write(np.ascontiguousarray(ary), self.offset * self.storage.itemsize,
+                              stream)
             return
-        lo, raw, view = self._read_span()
+        lo, raw, view = self._read_span(stream)
         view[...] = ary
-        self.buffer.write(raw, self.offset * self.storage.itemsize + lo)
+        self.buffer.write(raw, self.offset * self.storage.itemsize + lo, stream)
 
-    def _copy_from_device_array(self, src):
+    def _copy_from_device_array(self, src, stream):
         if src.shape != self.shape:
             raise LaunchError(f"shape mismatch: a device array of shape {src.shape} into "
                               f"one of shape {self.shape}")
@@ -298,16 +353,24 @@ class DeviceArray:
                       and src.dtype == self.dtype and src.is_c_contiguous()
                       and self.is_c_contiguous())
         if not contiguous:
-            self.copy_to_device(src.copy_to_host())
+            same = src.device is self.device
+            self.copy_to_device(src.copy_to_host(stream=stream if same else 0),
+                                stream=stream)
             return
         size, item = self.size * self.storage.itemsize, self.storage.itemsize
         start, to = src.offset * item, self.offset * item
+        if src.device is self.device:
+            if size:
+                ticket = transfer.buffer_copy(src.buffer, self.buffer, start, to, size, stream)
+                if stream.is_default:
+                    queue.wait(ticket)
+            return
         if (src.buffer.mapped is not None and src.buffer.readable
                 and self.buffer.mapped is not None):
             # Both mapped (a CPU device, unified memory): one host copy
             # between the mappings, once both devices' earlier work is done.
-            src.device.stream.synchronize()
-            self.device.stream.synchronize()
+            src.device.synchronize()
+            self.device.synchronize()
             transfer.host_copy(self.buffer.host_view()[to:to + size],
                                src.buffer.host_view()[start:start + size])
             return
@@ -507,12 +570,20 @@ def mapped_view(ary, device):
     buffer = ary.nv_buffer
     if buffer is None or buffer.device is not device:
         return None
-    if abi.storage_dtype(ary.dtype.name, device.target.narrowed) != ary.dtype.name:
+    if _storage(ary.dtype, device.target.narrowed) != ary.dtype:
         return None
     item, start = ary.dtype.itemsize, ary.base_offset()
     if start % item or any(s % item for s in ary.strides):
         return None
     return DeviceArray(ary.shape, ary.dtype, buffer, ary.strides, start // item)
+
+
+def _storage(dtype, narrowed):
+    """The dtype a device with narrowing mode ``narrowed`` stores ``dtype``
+    as; a record's bytes are kept as they are (see numba_vulkan.abi)."""
+    if dtype.names is not None:
+        return dtype
+    return np.dtype(abi.storage_dtype(dtype.name, narrowed))
 
 
 def _c_strides(shape, itemsize):
@@ -535,20 +606,25 @@ def _span(shape, strides, itemsize):
     return lo, hi + itemsize
 
 
-def to_device(ary, device=None):
+def to_device(ary, device=None, stream=0):
     """Copy a NumPy array, or a device array of any device, to a new
-    C-contiguous :class:`DeviceArray` on ``device``.
+    C-contiguous :class:`DeviceArray` on ``device``, on ``stream`` (see
+    :meth:`DeviceArray.copy_to_device`).
 
     ``device`` is a :class:`~numba_vulkan.runtime.device.Device`, an entry
-    of ``nv.gpus`` or its index; the calling thread's current device by default.
+    of ``nv.gpus`` or its index; the stream's device, else the calling
+    thread's current device, by default.
     """
+    if device is None and type(stream) is queue.Stream:
+        device = stream.device
     if isinstance(ary, DeviceArray):
         out = DeviceArray(ary.shape, ary.dtype, device=device)
-        out.copy_to_device(ary)
+        out.copy_to_device(ary, stream)
         return out
-    ary = np.ascontiguousarray(ary)
+    if not isinstance(ary, HostArray):
+        ary = np.ascontiguousarray(ary)
     out = DeviceArray(ary.shape, ary.dtype, device=device)
-    out.buffer.write(np.ascontiguousarray(ary, dtype=out.storage))
+    out.copy_to_device(ary, stream)
     return out
 
 
@@ -565,7 +641,7 @@ def device_array_like(ary, device=None):
     return DeviceArray(ary.shape, ary.dtype, device=device)
 
 
-def staged_host_array(ary, device, write_back=True):
+def staged_host_array(ary, device, write_back=True, stream=None):
     """Copy a NumPy array, contiguous or not, to the device for one launch.
 
     The array's whole span of memory is copied, so that its strides stay
@@ -573,11 +649,12 @@ def staged_host_array(ary, device, write_back=True):
     ``copy_back()`` after the launch to write results into ``ary`` (only if
     ``write_back``: an array the kernel does not write is left as it was).
     On a device that narrows the array's dtype a converted contiguous copy
-    is staged instead, and converted back.
+    is staged instead, and converted back. Both copies go on ``stream``
+    (None: the default stream).
     """
-    storage = np.dtype(abi.storage_dtype(ary.dtype.name, device.target.narrowed))
+    storage = _storage(ary.dtype, device.target.narrowed)
     if storage != ary.dtype:
-        return _staged_narrowed(ary, device, storage, write_back)
+        return _staged_narrowed(ary, device, storage, write_back, stream)
     item = ary.dtype.itemsize
     if any(s % item for s in ary.strides):
         raise LaunchError(f"an array with strides {ary.strides} not divisible by its "
@@ -587,12 +664,12 @@ def staged_host_array(ary, device, write_back=True):
     buffer = _transient_buffer(device, hi - lo)
     if hi > lo:
         span = (ctypes.c_char * (hi - lo)).from_address(start)
-        buffer.write(span)
+        buffer.write(span, stream=stream)
     dev = DeviceArray(ary.shape, ary.dtype, buffer, ary.strides, -lo // item)
 
     def copy_back():
         if hi > lo and write_back and ary.flags.writeable:
-            buffer.read((ctypes.c_char * (hi - lo)).from_address(start))
+            buffer.read((ctypes.c_char * (hi - lo)).from_address(start), stream=stream)
         _release_transient(buffer)
 
     return dev, copy_back
@@ -607,8 +684,8 @@ def _transient_buffer(device, nbytes):
 
     Launches that pass the same NumPy arrays again reuse the buffers (and so
     their recorded command buffers) instead of allocating device memory each
-    time. Reuse is safe without waiting: every use of a buffer is ordered on
-    the device's queue.
+    time. Reuse is safe without waiting: such a launch waits for its stream
+    before the buffer is released.
     """
     with device.lock:
         free = device.transient_buffers.get(max(int(nbytes), _MIN_BUFFER))
@@ -626,15 +703,15 @@ def _release_transient(buffer):
             pool.setdefault(buffer.nbytes, []).append(buffer)
 
 
-def _staged_narrowed(ary, device, storage, write_back=True):
+def _staged_narrowed(ary, device, storage, write_back=True, stream=None):
     narrow = np.ascontiguousarray(ary, dtype=storage)
     dev = DeviceArray(ary.shape, ary.dtype, device=device, storage=storage)
-    dev.buffer.write(narrow)
+    dev.buffer.write(narrow, stream=stream)
 
     def copy_back():
         # Not for an input: it would come back rounded to the narrow dtype.
         if write_back and ary.flags.writeable:
-            dev.buffer.read(narrow)
+            dev.buffer.read(narrow, stream=stream)
             ary[...] = narrow
 
     return dev, copy_back

@@ -29,7 +29,8 @@ def _check_storage_buffers(name, params, count, info):
         return
     arrays = sum(1 for p in params if p.kind == "array")
     extra = [what for kind, what in (("status", "its status buffer"),
-                                     ("args", "the argument buffer"))
+                                     ("args", "the argument buffer"),
+                                     ("print", "its print buffer"))
              if any(p.kind == kind for p in params)]
     parts = ", ".join([f"{arrays} array arguments"] + extra)
     raise LaunchError(f"{_kernel(name)} binds {count} storage buffers ({parts}), but device "
@@ -66,8 +67,8 @@ class Pipeline:
         self.device = device
         self.params = tuple(params)
         self.push_size = push_size
-        # Arrays, then the status buffer of a kernel compiled with checks.
-        self.arrays = [p for p in self.params if p.kind in ("array", "status")]
+        # Arrays, then the status and print buffers of kernels that have them.
+        self.arrays = [p for p in self.params if p.kind in ("array", "status", "print")]
         self.args = next((p for p in self.params if p.kind == "args"), None)
         bound = self.arrays + ([self.args] if self.args is not None else [])
         self.packer = struct.Struct(abi.push_format(self.params, push_size))
@@ -140,7 +141,7 @@ class Pipeline:
             self._args_buffer = memory.Buffer(device, self._slot_size * _RECORDED_LAUNCHES,
                                               host=True)
             self._free_slots = list(range(_RECORDED_LAUNCHES))
-        self._submit = device.stream.submit
+        self._default = device.stream
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(
             self, Pipeline._release, device, self.shader, self.set_layout, self.layout,
@@ -150,7 +151,7 @@ class Pipeline:
     def _release(device, shader, set_layout, layout, pipeline, pool):
         v = vk.module()
         lib, null = v.lib, v.ffi.NULL
-        device.stream.synchronize()
+        device.synchronize()
         lib.vkDestroyDescriptorPool(device.handle, pool, null)
         lib.vkDestroyPipeline(device.handle, pipeline, null)
         lib.vkDestroyPipelineLayout(device.handle, layout, null)
@@ -171,7 +172,7 @@ class Pipeline:
         except struct.error as exc:
             raise LaunchError(f"a kernel argument does not fit its type: {exc}") from exc
 
-    def launch(self, groups, buffers, push):
+    def launch(self, groups, buffers, push, stream=None):
         """Record (or reuse) and submit a dispatch of ``groups`` workgroups.
 
         Args:
@@ -180,7 +181,11 @@ class Pipeline:
                 each array binding.
             push: The push constant block from :meth:`pack` (followed by
                 the argument buffer's contents where the kernel has one).
+            stream: The :class:`~numba_vulkan.runtime.queue.Stream` (None:
+                the device's default stream).
         """
+        if stream is None:
+            stream = self._default
         # The buffers' count is fixed per pipeline, so their ids need no tuple of their own.
         key = (groups, push, *map(id, buffers))
         recorded = self._recorded
@@ -202,14 +207,19 @@ class Pipeline:
                 entry = recorded[key] = self._record(groups, buffers, push)
             timer = timing.active(self.device)
             if timer is None:
-                # Submitted under the lock, so that the number an eviction
-                # waits for is the launch's last use.
-                entry[4] = self._submit(entry[0], (self, buffers))
+                recording = entry[0].get(stream.lane.family)
+                if recording is None:
+                    recording = self._command_buffer(entry, stream.lane, groups, push)
+                # Submitted under the lock, so that the numbers an eviction
+                # waits for are the launch's last uses: one per stream, since
+                # the command buffer may be pending on several at once.
+                entry[4][stream] = stream.submit(recording[0], (self, buffers))
                 return
             # The timer submits a command buffer of its own, under a number
             # not known here: an eviction waits for everything.
-            entry[4] = None
-        timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers))
+            entry[4][None] = 0
+        timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers),
+                     stream)
 
     def _record(self, groups, buffers, push):
         slot = self._free_slots.pop() if self.args is not None else None
@@ -248,12 +258,20 @@ class Pipeline:
                  "descriptorType": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                  "pBufferInfo": infos + k} for k, (p, _) in enumerate(bound)])
             lib.vkUpdateDescriptorSets(self.device.handle, len(bound), writes, 0, ffi.NULL)
-        stream = self.device.stream
-        command_buffer = stream.allocate_command_buffer()
-        with stream.recording(command_buffer, reusable=True):
-            self._dispatch(command_buffer, groups, descriptor_set, push)
-        # The last element is the number of the launch's last submission.
-        return [command_buffer, descriptor_set, [weakref.ref(b) for b in buffers], slot, 0]
+        # The first element holds the recorded command buffer (and its queue)
+        # by queue family, made when a stream of that family first launches
+        # it; the last the number of the launch's last submission on each
+        # stream (under None: one of unknown number, a timed launch).
+        return [{}, descriptor_set, [weakref.ref(b) for b in buffers], slot, {}]
+
+    def _command_buffer(self, entry, lane, groups, push):
+        """Record a launch's dispatch for ``lane``'s queue family; every
+        queue of that family then submits it."""
+        command_buffer = lane.allocate_command_buffer()
+        with lane.recording(command_buffer, reusable=True):
+            self._dispatch(command_buffer, groups, entry[1], push)
+        recording = entry[0][lane.family] = (command_buffer, lane)
+        return recording
 
     def _dispatch(self, command_buffer, groups, descriptor_set, push):
         v = vk.module()
@@ -270,17 +288,19 @@ class Pipeline:
 
     def _evict(self, entry):
         v = vk.module()
-        command_buffer, descriptor_set, _, slot, last = entry
+        recordings, descriptor_set, _, slot, last = entry
         # Only this launch's work must be done before its command buffer,
         # descriptor set and argument slot are reused; waiting for the whole
         # queue made every launch with new scalars wait once 32 were recorded.
-        if last is None:
-            self.device.stream.synchronize()
+        if None in last:
+            self.device.synchronize()
         else:
-            self.device.stream.wait_for(last)
+            for stream, number in last.items():
+                stream.wait_for(number)
         if slot is not None:
             self._free_slots.append(slot)
-        self.device.stream.free_command_buffer(command_buffer)
+        for command_buffer, lane in recordings.values():
+            lane.free_command_buffer(command_buffer)
         sets = vk.new("VkDescriptorSet[1]", [descriptor_set])
         vk.check(v.lib.vkFreeDescriptorSets(self.device.handle, self.descriptor_pool, 1, sets),
                  "vkFreeDescriptorSets")

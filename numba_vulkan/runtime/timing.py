@@ -91,7 +91,7 @@ class KernelTimer:
 
     @staticmethod
     def _release(device, pool):
-        device.stream.synchronize()
+        device.synchronize()
         v = vk.module()
         v.lib.vkDestroyQueryPool(device.handle, pool, v.ffi.NULL)
 
@@ -104,19 +104,20 @@ class KernelTimer:
     def __exit__(self, *exc):
         _state.timer = None
 
-    def submit(self, record, keep_alive):
-        """Run ``record(command_buffer)``'s commands between two timestamps.
+    def submit(self, record, keep_alive, stream):
+        """Run ``record(command_buffer)``'s commands between two timestamps,
+        on ``stream``.
 
         Called by :meth:`Pipeline.launch` in place of its own submission.
         """
         v = vk.module()
         lib = v.lib
-        stream = self.device.stream
         if not self._free:
-            stream.synchronize()
+            self.device.synchronize()
         slot = self._free.pop()
-        command_buffer = stream.allocate_command_buffer()
-        with stream.recording(command_buffer, reusable=False):
+        lane = stream.lane
+        command_buffer = lane.allocate_command_buffer()
+        with lane.recording(command_buffer, reusable=False):
             lib.vkCmdResetQueryPool(command_buffer, self._pool, 2 * slot, 2)
             lib.vkCmdWriteTimestamp(command_buffer, v.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
                                     self._pool, 2 * slot)
@@ -124,14 +125,14 @@ class KernelTimer:
             lib.vkCmdWriteTimestamp(command_buffer, v.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
                                     self._pool, 2 * slot + 1)
         stream.submit(command_buffer, keep_alive=(keep_alive, self),
-                      on_done=lambda: self._collect(slot, command_buffer))
+                      on_done=lambda: self._collect(slot, command_buffer, lane))
 
-    def _collect(self, slot, command_buffer):
+    def _collect(self, slot, command_buffer, lane):
         v = vk.module()
         flags = v.VK_QUERY_RESULT_64_BIT | v.VK_QUERY_RESULT_WAIT_BIT
         vk.check(v.lib.vkGetQueryPoolResults(self.device.handle, self._pool, 2 * slot, 2, 16,
                                              self._ticks, 8, flags), "vkGetQueryPoolResults")
         ticks = (self._ticks[1] - self._ticks[0]) & self._mask
         self.times.append(ticks * self._seconds_per_tick)
-        self.device.stream.free_command_buffer(command_buffer)
+        lane.free_command_buffer(command_buffer)
         self._free.append(slot)

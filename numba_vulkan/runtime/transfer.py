@@ -25,7 +25,7 @@ import numpy as np
 
 from numba_vulkan import config
 from numba_vulkan.errors import DriverError
-from numba_vulkan.runtime import vk
+from numba_vulkan.runtime import queue, vk
 
 #: Bytes per staging chunk.
 CHUNK = 64 << 20
@@ -91,13 +91,23 @@ def host_copy(dst, src):
 
 
 class _Slot:
-    __slots__ = ("device", "buffer", "view", "command_buffer", "ticket")
+    __slots__ = ("device", "buffer", "view", "command_buffers", "ticket")
 
     def __init__(self, device):
         self.device = device
         self.buffer = self.view = None
-        self.command_buffer = device.stream.allocate_command_buffer()
-        self.ticket = 0
+        #: By queue family: copies of streams with a transfer queue use its.
+        self.command_buffers = {}
+        #: (stream, number) of the slot's last copy, or None.
+        self.ticket = None
+
+    def command_buffer(self, lane):
+        """The slot's command buffer for ``lane``'s family (only reused once
+        the slot's last copy finished)."""
+        command_buffer = self.command_buffers.get(lane.family)
+        if command_buffer is None:
+            command_buffer = self.command_buffers[lane.family] = lane.allocate_command_buffer()
+        return command_buffer
 
     def reserve(self, size):
         """Make the staging buffer hold at least ``size`` bytes.
@@ -115,29 +125,38 @@ class _Slot:
         self.view = self.buffer.host_view()
 
 
-def _record_copy(device, command_buffer, src, dst, src_offset, dst_offset, size, keep_alive,
+def _record_copy(stream, command_buffer, src, dst, src_offset, dst_offset, size, keep_alive,
                  on_done=None):
+    """Record and submit a buffer copy on ``stream``'s copy queue (the
+    command buffer is of its family); return its ``(stream, number)`` ticket."""
     v = vk.module()
-    stream = device.stream
+    lane = stream.copy_lane
     region = vk.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset,
                                       "size": size})
-    with stream.recording(command_buffer, reusable=False):
+    with lane.recording(command_buffer, reusable=False):
         v.lib.vkCmdCopyBuffer(command_buffer, src, dst, 1, region)
-    return stream.submit(command_buffer, keep_alive=keep_alive, on_done=on_done)
+    return stream, stream.submit(command_buffer, keep_alive=keep_alive, on_done=on_done,
+                                 lane=lane)
 
 
-def buffer_copy(src, dst, src_offset, dst_offset, size):
+def _stream(device, stream):
+    return device.stream if stream is None else stream
+
+
+def buffer_copy(src, dst, src_offset, dst_offset, size, stream=None):
     """Copy ``size`` bytes between two buffers of one device with its DMA,
-    ordered after the work submitted before it; return the submission's
-    number (``device.stream.wait_for`` it), without waiting.
+    on ``stream`` (None: the default stream) after the work submitted on it
+    before; return the ``(stream, number)`` ticket (``queue.wait`` it),
+    without waiting.
 
-    For copies into host-visible buffers (pinned arrays): no staging.
+    For copies into and out of host-visible buffers (pinned arrays): no staging.
     """
-    stream = src.device.stream
-    command_buffer = stream.allocate_command_buffer()
-    return _record_copy(src.device, command_buffer, src.handle, dst.handle, src_offset,
+    stream = _stream(src.device, stream)
+    lane = stream.copy_lane
+    command_buffer = lane.allocate_command_buffer()
+    return _record_copy(stream, command_buffer, src.handle, dst.handle, src_offset,
                         dst_offset, size, (src, dst),
-                        on_done=lambda: stream.free_command_buffer(command_buffer))
+                        on_done=lambda: lane.free_command_buffer(command_buffer))
 
 
 class Staging:
@@ -148,47 +167,50 @@ class Staging:
         self.lock = threading.Lock()
         self.slots = [_Slot(device) for _ in range(SLOTS)]
 
-    def _submit_copy(self, slot, src, dst, src_offset, dst_offset, size):
-        slot.ticket = _record_copy(self.device, slot.command_buffer, src.handle, dst.handle,
-                                   src_offset, dst_offset, size, (src, dst))
+    def _submit_copy(self, stream, slot, src, dst, src_offset, dst_offset, size):
+        slot.ticket = _record_copy(stream, slot.command_buffer(stream.copy_lane), src.handle,
+                                   dst.handle, src_offset, dst_offset, size, (src, dst))
 
-    def write(self, buffer, data, offset):
-        """Copy the uint8 array ``data`` into ``buffer`` at byte ``offset``.
+    def write(self, buffer, data, offset, stream=None):
+        """Copy the uint8 array ``data`` into ``buffer`` at byte ``offset``,
+        on ``stream`` (None: the default stream).
 
         Returns once the data is in staging memory; the device copies are
-        ordered before any later launch.
+        ordered before any later work on the stream.
         """
-        stream = self.device.stream
+        stream = _stream(self.device, stream)
         with self.lock:
             for k, start in enumerate(range(0, data.size, CHUNK)):
                 size = min(CHUNK, data.size - start)
                 slot = self.slots[k % len(self.slots)]
-                stream.wait_for(slot.ticket)
+                queue.wait(slot.ticket)
                 slot.reserve(size)
                 host_copy(slot.view[:size], data[start:start + size])
-                self._submit_copy(slot, slot.buffer, buffer, 0, offset + start, size)
+                self._submit_copy(stream, slot, slot.buffer, buffer, 0, offset + start, size)
 
-    def read(self, buffer, out, offset):
-        """Copy ``out.size`` bytes of ``buffer`` from byte ``offset`` into ``out``."""
-        stream = self.device.stream
+    def read(self, buffer, out, offset, stream=None):
+        """Copy ``out.size`` bytes of ``buffer`` from byte ``offset`` into
+        ``out``, on ``stream`` (None: the default stream); returns once done."""
+        stream = _stream(self.device, stream)
         starts = list(range(0, out.size, CHUNK))
         slots = self.slots
         with self.lock:
             for slot in slots:
-                stream.wait_for(slot.ticket)
+                queue.wait(slot.ticket)
 
             def issue(k):
                 slot = slots[k % len(slots)]
                 size = min(CHUNK, out.size - starts[k])
                 slot.reserve(size)
-                self._submit_copy(slot, buffer, slot.buffer, offset + starts[k], 0, size)
+                self._submit_copy(stream, slot, buffer, slot.buffer, offset + starts[k], 0,
+                                  size)
 
             for k in range(min(len(slots), len(starts))):
                 issue(k)
             for k, start in enumerate(starts):
                 size = min(CHUNK, out.size - start)
                 slot = slots[k % len(slots)]
-                stream.wait_for(slot.ticket)
+                queue.wait(slot.ticket)
                 host_copy(out[start:start + size], slot.view[:size])
                 if k + len(slots) < len(starts):
                     issue(k + len(slots))
@@ -218,8 +240,8 @@ class HostImport:
         self._pointer_properties = v.ffi.cast("PFN_vkGetMemoryHostPointerPropertiesEXT",
                                               function)
         self.lock = threading.Lock()
-        self.command_buffers = [device.stream.allocate_command_buffer()
-                                for _ in range(_IMPORT_DEPTH)]
+        #: By queue family, _IMPORT_DEPTH command buffers used in turn.
+        self.command_buffers = {}
 
     def _import(self, address, nbytes):
         """Import the whole pages under ``[address, address + nbytes)``.
@@ -229,6 +251,7 @@ class HostImport:
         :class:`ImportFailed`, having released everything, if the device
         refuses.
         """
+        from numba_vulkan.runtime.memory import sharing
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         device = self.device.handle
@@ -249,7 +272,7 @@ class HostImport:
             "sType": v.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external,
             "size": size,
             "usage": v.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | v.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-            "sharingMode": v.VK_SHARING_MODE_EXCLUSIVE})
+            **sharing(self.device)})
         out = vk.new("VkBuffer[1]")
         result = lib.vkCreateBuffer(device, info, ffi.NULL, out)
         if result != 0:
@@ -291,13 +314,20 @@ class HostImport:
         if memory is not None:
             v.lib.vkFreeMemory(self.device.handle, memory, v.ffi.NULL)
 
-    def _copy(self, host, nbytes, device_buffer, device_offset, to_device):
-        """Copy in pieces: importing (pinning) the next piece overlaps the
-        device's copy of the last, and releasing one overlaps the next copies."""
+    def _copy(self, host, nbytes, device_buffer, device_offset, to_device, stream):
+        """Copy in pieces on ``stream``: importing (pinning) the next piece
+        overlaps the device's copy of the last, and releasing one overlaps
+        the next copies."""
         piece = max(self.alignment, IMPORT_PIECE // self.alignment * self.alignment)
         end = host + nbytes
         held = collections.deque()
+        stream = _stream(self.device, stream)
+        lane = stream.copy_lane
         with self.lock:
+            command_buffers = self.command_buffers.get(lane.family)
+            if command_buffers is None:
+                command_buffers = self.command_buffers[lane.family] = [
+                    lane.allocate_command_buffer() for _ in range(_IMPORT_DEPTH)]
             try:
                 position, count = host, 0
                 while position < end:
@@ -306,17 +336,17 @@ class HostImport:
                     # Pieces end on page boundaries: no page is imported twice.
                     stop = min(end, (position & ~(self.alignment - 1)) + piece)
                     imported, memory, at = self._import(position, stop - position)
-                    entry = [0, imported, memory]
+                    entry = [None, imported, memory]
                     held.append(entry)
                     # The piece _IMPORT_DEPTH before this one, the last to
                     # use this command buffer, has been retired.
-                    command_buffer = self.command_buffers[count % _IMPORT_DEPTH]
+                    command_buffer = command_buffers[count % _IMPORT_DEPTH]
                     count += 1
                     host_side = (imported, at)
                     device_side = (device_buffer.handle, device_offset + position - host)
                     (src, src_offset), (dst, dst_offset) = (
                         (host_side, device_side) if to_device else (device_side, host_side))
-                    entry[0] = _record_copy(self.device, command_buffer, src, dst, src_offset,
+                    entry[0] = _record_copy(stream, command_buffer, src, dst, src_offset,
                                             dst_offset, stop - position, (device_buffer,))
                     position = stop
             finally:
@@ -327,22 +357,22 @@ class HostImport:
 
     def _retire(self, entry):
         ticket, imported, memory = entry
-        if ticket:
-            self.device.stream.wait_for(ticket)
+        queue.wait(ticket)
         self._release(imported, memory)
 
-    def write(self, buffer, data, offset):
-        """Copy the contiguous uint8 array ``data`` into ``buffer`` at ``offset``.
+    def write(self, buffer, data, offset, stream=None):
+        """Copy the contiguous uint8 array ``data`` into ``buffer`` at
+        ``offset``, on ``stream`` (None: the default stream).
 
         Returns once the device has copied it. Raises :class:`ImportFailed`
         if the device would not import ``data``'s memory.
         """
-        self._copy(data.ctypes.data, data.size, buffer, offset, to_device=True)
+        self._copy(data.ctypes.data, data.size, buffer, offset, True, stream)
 
-    def read(self, buffer, out, offset):
+    def read(self, buffer, out, offset, stream=None):
         """Copy ``out.size`` bytes of ``buffer`` from ``offset`` into the
         contiguous uint8 array ``out``; as :meth:`write` otherwise."""
-        self._copy(out.ctypes.data, out.size, buffer, offset, to_device=False)
+        self._copy(out.ctypes.data, out.size, buffer, offset, False, stream)
 
 
 def staging(device):
@@ -369,28 +399,29 @@ def _importer(device, nbytes):
     return host_import(device)
 
 
-def write(buffer, data, offset):
+def write(buffer, data, offset, stream=None):
     """Copy the uint8 array ``data`` into ``buffer`` at ``offset`` with the
-    device's DMA: straight from ``data``'s memory where import is on and the
-    device can import it, else through staging memory."""
+    device's DMA, on ``stream`` (None: the default stream): straight from
+    ``data``'s memory where import is on and the device can import it, else
+    through staging memory."""
     importer = _importer(buffer.device, data.size)
     if importer is not None:
         try:
-            importer.write(buffer, data, offset)
+            importer.write(buffer, data, offset, stream)
             return
         except ImportFailed:
             pass
-    staging(buffer.device).write(buffer, data, offset)
+    staging(buffer.device).write(buffer, data, offset, stream)
 
 
-def read(buffer, out, offset):
+def read(buffer, out, offset, stream=None):
     """Copy ``out.size`` bytes of ``buffer`` from ``offset`` into the uint8
     array ``out``, by the same paths as :func:`write`."""
     importer = _importer(buffer.device, out.size)
     if importer is not None:
         try:
-            importer.read(buffer, out, offset)
+            importer.read(buffer, out, offset, stream)
             return
         except ImportFailed:
             pass
-    staging(buffer.device).read(buffer, out, offset)
+    staging(buffer.device).read(buffer, out, offset, stream)

@@ -5,7 +5,7 @@ An AOT directory holds ``index.json`` and the SPIR-V modules it lists under
 signature (:mod:`numba_vulkan.aot.loader.signing`). Nothing else: no code, no
 pickle, no absolute path, no timestamp. The index::
 
-    {"format": 1, "abi_version": 2,
+    {"format": 1, "abi_version": 3,
      "profiles": [{"name": "full", "narrow": false, "target_env": "vulkan1.2"}, ...],
      "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<codekey>", ...}, ...]}
 
@@ -15,7 +15,9 @@ Each entry names the kernel (``module:qualname``), its content key (see
 workgroup size, the profile and the target it was built for, the required
 Vulkan version, capabilities and device features, the module's file,
 SHA-256 and size, the binding interface (parameters, push constant size, ABI
-version), the options, and the compiler fingerprint it was built with.
+version), the options, and the compiler fingerprint it was built with; an
+entry of a kernel that calls ``print`` also has the formats of its calls
+(``print``, as :mod:`numba_vulkan.printbuffer` describes them).
 
 This module reads directories through :mod:`importlib.resources`-style
 objects (``joinpath``, ``read_bytes``), so a directory inside an installed
@@ -26,7 +28,7 @@ import hashlib
 import json
 
 from numba_vulkan import abi, modulecheck, signature, spirv
-from numba_vulkan.compiled import CompiledKernel
+from numba_vulkan.compiled import CompiledKernel, check_print
 from numba_vulkan.errors import AOTError
 from numba_vulkan.target import TargetDescription
 
@@ -47,7 +49,7 @@ DEFAULT_THREADS = (abi.FORALL_THREADS, 1, 1)
 #: The device feature (as in :class:`numba_vulkan.runtime.device.DeviceInfo`)
 #: each SPIR-V capability needs.
 CAPABILITY_FEATURES = {
-    "Float64": "float64", "Int64": "int64", "Int16": "int16", "Int8": "int8",
+    "Float64": "float64", "Int64": "int64", "Float16": "float16", "Int16": "int16", "Int8": "int8",
     "StorageBuffer8BitAccess": "storage8", "UniformAndStorageBuffer8BitAccess": "storage8",
     "StorageBuffer16BitAccess": "storage16",
     "UniformAndStorageBuffer16BitAccess": "storage16",
@@ -151,6 +153,8 @@ def _malformed(entry):
 
     if not ints(entry["threads"], 3):
         return "threads is not three positive integers"
+    if "shared_bytes" in entry and not ints([entry["shared_bytes"]], 1):
+        return "shared_bytes is not a positive integer"
     for name in ("signature", "capabilities", "features"):
         if not all(isinstance(v, str) for v in entry[name]):
             return f"{name} holds a value that is not a string"
@@ -158,8 +162,10 @@ def _malformed(entry):
         for text in entry["signature"]:
             signature.parse(text)
         target = target_of(entry)
-        modulecheck.check_params(entry["signature"], entry["params"], entry["push_size"],
-                                 target.narrowed, target.max_push_constants)
+        params = modulecheck.check_params(entry["signature"], entry["params"],
+                                          entry["push_size"], target.narrowed,
+                                          target.max_push_constants)
+        check_print(params, entry.get("print"))
     except (TypeError, ValueError) as exc:
         return str(exc)
     if entry["vulkan"] != "{}.{}".format(*target.vulkan):
@@ -217,7 +223,10 @@ def compiled_kernel(entry, spirv):
         "capabilities": entry["capabilities"], "params": entry["params"],
         "push_size": entry["push_size"], "abi_version": entry["abi_version"],
         "metadata": {"aot": {"kernel": entry["kernel"], "profile": entry["profile"],
-                             "sha256": entry["sha256"]}},
+                             "sha256": entry["sha256"]},
+                     **({"print": entry["print"]} if "print" in entry else {}),
+                     **({"shared_bytes": entry["shared_bytes"]}
+                        if "shared_bytes" in entry else {})},
     }
     try:
         return CompiledKernel.from_metadata(meta, spirv)

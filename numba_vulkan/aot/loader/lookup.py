@@ -330,9 +330,11 @@ def _device_features(target):
     return None
 
 
-def _usable(entry, sig, threads, target, features):
+def _usable(entry, sig, threads, target, features, shared_bytes=0):
     """The rank of an entry for a launch (lower is better), or None."""
     if tuple(entry["threads"]) != tuple(threads) or not index.abi_ok(entry):
+        return None
+    if entry.get("shared_bytes", 0) != shared_bytes:
         return None
     built = index.target_of(entry)
     if index.profile_for(built) != index.profile_for(target):
@@ -343,22 +345,28 @@ def _usable(entry, sig, threads, target, features):
         return None
     if features is not None and not set(entry["features"]) <= set(features):
         return None
+    if built.float16 and not target.float16:
+        return None
     distance = index.signature_distance(tuple(sig), tuple(entry["signature"]))
     if distance is None:
         return None
     # An entry built for the device's loop limit (lavapipe's) first: one
     # built without cannot report reaching it, one built with checks for it
-    # where no device needs that.
-    return distance, built.loop_limit != target.loop_limit, tuple(-v for v in built.vulkan)
+    # where no device needs that. Then one computing float16 as the device
+    # can (an entry without float16 arithmetic runs anywhere, in float32).
+    return (distance, built.loop_limit != target.loop_limit, built.float16 != target.float16,
+            tuple(-v for v in built.vulkan))
 
 
-def _manifest_lines(name, sig, threads):
+def _manifest_lines(name, sig, threads, shared_bytes=0):
     lines = [f"  - function: {name}", f"    signatures: [\"{index.numba_signature(sig)}\"]"]
     shape = list(threads)
     while len(shape) > 1 and shape[-1] == 1:
         shape.pop()
     if tuple(threads) != index.DEFAULT_THREADS:
         lines.append(f"    threads: [{shape}]")
+    if shared_bytes:
+        lines.append(f"    shared_bytes: [{shared_bytes}]")
     return "\n".join(lines)
 
 
@@ -374,17 +382,21 @@ def _warn_once(token, message):
     warnings.warn(message, AOTWarning, stacklevel=level)
 
 
-def _record(name, sig, threads):
+def _record(name, sig, threads, shared_bytes=0):
     path = config.aot_record()
     if not path:
         return
-    line = json.dumps({"function": name, "signature": index.numba_signature(sig),
-                       "threads": list(threads)}, sort_keys=True)
+    record = {"function": name, "signature": index.numba_signature(sig),
+              "threads": list(threads)}
+    if shared_bytes:
+        record["shared_bytes"] = shared_bytes
+    line = json.dumps(record, sort_keys=True)
     with _lock, open(path, "a", encoding="utf-8") as f:
         f.write(line + "\n")
 
 
-def find(dispatcher, sig, threads, target, search=None, strict=None, features=None):
+def find(dispatcher, sig, threads, target, search=None, strict=None, features=None,
+         shared_bytes=0):
     """The shipped :class:`~numba_vulkan.compiled.CompiledKernel` for a launch, or None.
 
     Args:
@@ -399,6 +411,8 @@ def find(dispatcher, sig, threads, target, search=None, strict=None, features=No
             are skipped. By default those of the calling thread's current
             device where it is the one ``target`` describes, else none are
             checked.
+        shared_bytes: The launch's bytes of dynamic shared memory: only an
+            entry built for exactly that many fits (0: one built without).
 
     Raises:
         AOTError: In strict mode, when no AOT directory has a usable entry.
@@ -407,7 +421,7 @@ def find(dispatcher, sig, threads, target, search=None, strict=None, features=No
     strict = config.aot_strict() if strict is None else strict
     name = kernel_name(dispatcher)
     if not search and not strict:
-        _record(name, sig, threads)
+        _record(name, sig, threads, shared_bytes)
         return None
     reasons = []
     try:
@@ -419,7 +433,8 @@ def find(dispatcher, sig, threads, target, search=None, strict=None, features=No
         if features is None:
             features = _device_features(target)
         for directory in search:
-            kernel, ranked = _search(directory, key, sig, threads, target, features, reasons)
+            kernel, ranked = _search(directory, key, sig, threads, target, features, reasons,
+                                     shared_bytes)
             if kernel is not None:
                 return kernel
             if directory.problem:
@@ -427,12 +442,12 @@ def find(dispatcher, sig, threads, target, search=None, strict=None, features=No
             elif not ranked and directory.entries(key):
                 reasons.append(f"{directory.label} has {name} built from this code, but "
                                + _nearest_launch(directory.entries(key), sig, threads,
-                                                 target))
+                                                 target, shared_bytes))
             elif not ranked and directory.entries_named(name):
                 reasons.append(f"{directory.label} has {name} built from other code: "
                                + _changed_parts(directory.entries_named(name), parts)
                                + "; rebuild the directory")
-    return _miss(name, sig, threads, target, search, strict, reasons)
+    return _miss(name, sig, threads, target, search, strict, reasons, shared_bytes)
 
 
 def _describe_part(part):
@@ -468,7 +483,7 @@ def _changed_parts(entries, parts):
     return ", ".join(words) + " since the build"
 
 
-def _nearest_launch(entries, sig, threads, target):
+def _nearest_launch(entries, sig, threads, target, shared_bytes=0):
     """What differs between a launch and the nearest entry built from its code."""
     profile = index.profile_for(target)
 
@@ -478,6 +493,8 @@ def _nearest_launch(entries, sig, threads, target):
             out.append(f"argument types ({', '.join(entry['signature'])})")
         if tuple(entry["threads"]) != tuple(threads):
             out.append(f"threads {tuple(entry['threads'])}")
+        if entry.get("shared_bytes", 0) != shared_bytes:
+            out.append(f"{entry.get('shared_bytes', 0)} bytes of dynamic shared memory")
         try:
             built = index.profile_for(index.target_of(entry))
         except ValueError:
@@ -500,12 +517,12 @@ def _nearest_launch(entries, sig, threads, target):
 _RELOADS = 20
 
 
-def _search(directory, key, sig, threads, target, features, reasons):
+def _search(directory, key, sig, threads, target, features, reasons, shared_bytes=0):
     """``(kernel or None, ranked entries)`` of one directory."""
     for attempt in range(_RELOADS + 1):
         ranked = []
         for entry in directory.entries(key):
-            rank = _usable(entry, sig, threads, target, features)
+            rank = _usable(entry, sig, threads, target, features, shared_bytes)
             if rank is not None:
                 ranked.append((rank, entry["sha256"], entry))
         vanished = False
@@ -552,24 +569,26 @@ def refused_by_driver(kernel, error):
     _warn_once(("driver", aot.get("sha256")), message + "; compiling it now")
 
 
-def _miss(name, sig, threads, target, search, strict, reasons):
+def _miss(name, sig, threads, target, search, strict, reasons, shared_bytes=0):
     """Count a miss; raise in strict mode, else warn once and return None."""
     with _lock:
         _stats["misses"] += 1
-    _record(name, sig, threads)
+    _record(name, sig, threads, shared_bytes)
     where = ", ".join(d.label for d in search) or "no AOT directory is registered"
-    message = (f"{name} with argument types ({', '.join(sig)}), threads {tuple(threads)} "
-               f"and profile {index.profile_for(target)} is not in the AOT directories "
-               f"({where})")
+    shared = f", {shared_bytes} bytes of dynamic shared memory" if shared_bytes else ""
+    message = (f"{name} with argument types ({', '.join(sig)}), threads {tuple(threads)}"
+               f"{shared} and profile {index.profile_for(target)} is not in the AOT "
+               f"directories ({where})")
     if reasons:
         message += ": " + "; ".join(reasons)
     hint = ("\nTo ship it, add to the manifest's kernels:\n"
-            + _manifest_lines(name, sig, threads))
+            + _manifest_lines(name, sig, threads, shared_bytes))
     if strict:
         raise AOTError(message + " (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)"
                        + hint)
     with _lock:
         _stats["fallbacks"] += 1
-    _warn_once(("miss", name, tuple(sig), tuple(threads), index.profile_for(target)),
+    _warn_once(("miss", name, tuple(sig), tuple(threads), index.profile_for(target),
+                shared_bytes),
                message + "; compiling it now." + hint)
     return None

@@ -1,0 +1,329 @@
+"""float16 on targets without float16 arithmetic, and the 16-bit storage capability.
+
+A device without ``shaderFloat16`` cannot compute in float16, but with
+``storageBuffer16BitAccess`` it can load and store float16 elements of
+storage buffers and convert them to and from float32. :func:`emulate`
+rewrites a module's float16 that way, on the IR model
+(:mod:`numba_vulkan.codegen.ir`): every ``half`` value becomes a ``float``,
+a buffer load of a ``half`` is widened at once and a store narrowed just
+before it, and each operation whose float16 result could differ from the
+float32 one (``fadd``, ``fsub``, ``fmul``, ``fdiv``, ``frem``, ``sqrt``,
+``fma``, conversions into float16) is computed in float32 and rounded to
+float16 by a conversion there and back. That is the value a float16
+operation gives for ``+ - * /`` and ``sqrt``: float32's 24 bits are more
+than twice float16's 11 plus 2, so rounding twice is rounding once. ``fma``
+may differ in the last bit in rare cases. Workgroup and private arrays of
+float16 become float32 arrays holding float16 values.
+
+:func:`storage_capabilities` declares ``StorageBuffer16BitAccess`` in an
+emitted module whose storage buffers hold 16-bit types (LLVM's backend
+declares only ``Float16``/``Int16``), and, for a target without float16
+arithmetic, drops the ``Float16`` capability the backend declared for the
+``half`` type that buffers still use.
+"""
+
+import re
+import struct
+
+from numba_vulkan import spirv
+from numba_vulkan.codegen import ir
+from numba_vulkan.errors import UnsupportedError
+
+#: Operations whose float32 result must be rounded to stay a float16 value.
+_ROUNDED = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem"))
+#: Operations whose result is a float16 value whenever their operands are.
+_EXACT = frozenset(("fneg", "freeze", "phi", "select", "load", "fcmp", "fptosi", "fptoui",
+                    "extractelement", "insertelement", "extractvalue", "insertvalue",
+                    "getelementptr", "alloca", "store", "call", "ret", "br", "switch"))
+#: Intrinsics with float16 results: whether the float32 result needs rounding.
+_INTRINSICS = {"sqrt": True, "fma": True, "fmuladd": True, "fabs": False, "floor": False,
+               "ceil": False, "trunc": False, "rint": False, "nearbyint": False,
+               "round": False, "roundeven": False, "minnum": False, "maxnum": False,
+               "minimum": False, "maximum": False, "copysign": False, "canonicalize": False}
+_BUFFER_POINTER = "ptr addrspace(11)"
+_FLOAT = {"half": "float"}
+
+
+def _float_constant(value):
+    """A float16 literal (``0xH3C00``) as the float literal of the same value."""
+    if isinstance(value, str) and value.startswith("0xH"):
+        number = struct.unpack("<e", struct.pack("<H", int(value[3:], 16)))[0]
+        return "0x" + struct.pack(">d", number).hex().upper()
+    return value
+
+
+#: A buffer handle's type: its float16 elements stay float16.
+_HANDLE = re.compile(r'target\("[^"]*"[^()]*\)')
+
+
+def _widen(text):
+    if not isinstance(text, str) or text.startswith("target("):
+        return text
+    return ir.map_words(text, _FLOAT)
+
+
+def _has_half(text):
+    return isinstance(text, str) and "half" in ir.words(_HANDLE.sub("", text))
+
+
+def _widen_aggregate(value):
+    """An aggregate constant of float16 elements as one of float elements."""
+    elements = ir.elements(value)
+    if not elements:
+        return value
+    for element in elements:
+        element.type = _widen(element.type)
+        element.value = _float_constant(element.value)
+    return ir.aggregate(value, elements)
+
+
+class _Emulator:
+    def __init__(self, function):
+        self.function = function
+        self.count = 0
+        self.renamed = {}
+
+    def fresh(self):
+        self.count += 1
+        return f"%nv.f16.{self.count}"
+
+    def rounded(self, inst, out):
+        """``inst`` computing ``name.f``, then ``name`` its float16 rounding."""
+        name = inst.name
+        inst.name = self.fresh()
+        narrow = self.fresh()
+        out.append(inst)
+        out.append(ir.Instruction("fptrunc", [ir.Operand("float", inst.name)], name=narrow,
+                                  type="half"))
+        out.append(ir.Instruction("fpext", [ir.Operand("half", narrow)], name=name,
+                                  type="float"))
+
+    def from_double(self, inst, out):
+        """``inst``, a float64 to float16 conversion, rounded once: through a
+        float32 rounded to odd, as :mod:`numba_vulkan.compiler.fp16` lowers
+        one (drivers may round a double to a float first)."""
+        value = inst.operands[0].value
+        names = {k: self.fresh() for k in ("single", "back", "bits", "fa", "fx", "up", "upi",
+                                             "less", "odd", "inexact", "chosen", "rto", "half")}
+
+        def add(name, text):
+            out.append(ir.instruction(f"{names[name]} = {text}"))
+        add("single", f"fptrunc double {value} to float")
+        add("back", f"fpext float {names['single']} to double")
+        add("bits", f"bitcast float {names['single']} to i32")
+        add("fa", f"call double @llvm.fabs.f64(double {names['back']})")
+        add("fx", f"call double @llvm.fabs.f64(double {value})")
+        add("up", f"fcmp ogt double {names['fa']}, {names['fx']}")
+        add("upi", f"zext i1 {names['up']} to i32")
+        add("less", f"sub i32 {names['bits']}, {names['upi']}")
+        add("odd", f"or i32 {names['less']}, 1")
+        add("inexact", f"fcmp one double {names['back']}, {value}")
+        add("chosen", f"select i1 {names['inexact']}, i32 {names['odd']}, i32 {names['bits']}")
+        add("rto", f"bitcast i32 {names['chosen']} to float")
+        add("half", f"fptrunc float {names['rto']} to half")
+        out.append(ir.Instruction("fpext", [ir.Operand("half", names["half"])], name=inst.name,
+                                  type="float"))
+
+    def operands(self, inst):
+        """Widen ``inst``'s operands."""
+        for operand in inst.operands:
+            widened = _has_half(operand.type)
+            operand.type = _widen(operand.type)
+            if isinstance(operand.value, ir.Instruction):
+                if widened or _has_half(str(operand.value)):
+                    raise UnsupportedError("a float16 constant expression on a device "
+                                           "without float16 arithmetic (shaderFloat16)")
+            elif isinstance(operand.value, str):
+                operand.value = self.renamed.get(operand.value, operand.value)
+                if operand.value[:1] in ("[", "<", "{"):
+                    operand.value = _widen_aggregate(operand.value)
+                else:
+                    operand.value = _float_constant(operand.value)
+
+    def rewrite(self, inst, out):
+        op = inst.opcode
+        if not _has_half(str(inst)):
+            out.append(inst)
+            return
+        if op == "load" and inst.type == "half" and inst.operands[0].type == _BUFFER_POINTER:
+            name = inst.name
+            inst.name = self.fresh()
+            self.operands(inst)
+            out.append(inst)
+            out.append(ir.Instruction("fpext", [ir.Operand("half", inst.name)], name=name,
+                                      type="float"))
+            return
+        if op == "store" and inst.operands[0].type == "half" \
+                and inst.operands[1].type == _BUFFER_POINTER:
+            self.operands(inst)
+            narrow = self.fresh()
+            value = inst.operands[0]
+            out.append(ir.Instruction("fptrunc", [ir.Operand("float", value.value)],
+                                      name=narrow, type="half"))
+            inst.operands[0] = ir.Operand("half", narrow)
+            out.append(inst)
+            return
+        if op == "fpext" and inst.operands[0].type == "half":
+            self.operands(inst)
+            if inst.type == "float":
+                # Already float: later uses read the operand itself.
+                self.renamed[inst.name] = inst.operands[0].value
+                return
+            inst.operands[0].type = "float"
+            out.append(inst)
+            return
+        if op == "fptrunc" and inst.type == "half":
+            self.operands(inst)
+            source = inst.operands[0]
+            if source.type == "float":
+                inst.type = "half"
+                narrow = inst.name
+                inst.name = self.fresh()
+                out.append(inst)
+                out.append(ir.Instruction("fpext", [ir.Operand("half", inst.name)],
+                                          name=narrow, type="float"))
+                return
+            self.from_double(inst, out)
+            return
+        if op in ("sitofp", "uitofp") and inst.type == "half":
+            self.operands(inst)
+            inst.type = "float"
+            # Integers below 2**24 convert exactly to float32; the rest
+            # overflow float16 either way.
+            self.rounded(inst, out)
+            return
+        if op == "call":
+            self.call(inst, out)
+            return
+        if op in _ROUNDED:
+            self.operands(inst)
+            inst.type = _widen(inst.type)
+            self.rounded(inst, out)
+            return
+        if op in _EXACT:
+            self.operands(inst)
+            inst.type = _widen(inst.type)
+            if op in ("load", "store", "alloca"):
+                # A workgroup or private element, now a float.
+                inst.tail = inst.tail.replace("align 2", "align 4")
+            out.append(inst)
+            return
+        raise UnsupportedError(f"'{op}' of float16 values on a device without float16 "
+                               "arithmetic (shaderFloat16)")
+
+    def call(self, inst, out):
+        callee = inst.callee.lstrip("@").strip('"')
+        base = callee[len("llvm."):].rsplit(".", 1)[0] if callee.startswith("llvm.") else None
+        if not callee.endswith(".f16") or base not in _INTRINSICS:
+            if _has_half(inst.type) or any(_has_half(o.type) for o in inst.operands):
+                raise UnsupportedError(f"a call of {callee} with float16 values on a device "
+                                       "without float16 arithmetic (shaderFloat16)")
+            self.operands(inst)
+            out.append(inst)
+            return
+        self.operands(inst)
+        inst.type = "float"
+        inst.callee = f"@llvm.{base}.f32"
+        if _INTRINSICS[base]:
+            self.rounded(inst, out)
+        else:
+            out.append(inst)
+
+    def run(self):
+        for block in self.function.blocks or ():
+            out = []
+            for inst in block.instructions:
+                self.rewrite(inst, out)
+            block.instructions = out
+        # Uses may come before the definition in block order (phis).
+        if self.renamed:
+            for inst in self.function.instructions():
+                for operand in inst.operands:
+                    if isinstance(operand.value, str):
+                        while operand.value in self.renamed:
+                            operand.value = self.renamed[operand.value]
+
+
+def emulate(text):
+    """The module ``text`` with float16 arithmetic computed in float32 (see above)."""
+    if "half" not in text:
+        return text
+    module = ir.parse(text)
+    for item in module.items:
+        if isinstance(item, ir.Global):
+            if _has_half(item.type):
+                item.type = _widen(item.type)
+                if isinstance(item.init, str):
+                    item.init = _widen_aggregate(item.init)
+                item.tail = item.tail.replace("align 2", "align 4")
+        elif isinstance(item, ir.Function):
+            if item.blocks is not None:
+                _Emulator(item).run()
+    return _declare_intrinsics(str(module))
+
+
+def _declare_intrinsics(text):
+    """``text`` with the float32 intrinsics it now calls declared."""
+    module = ir.parse(text)
+    declared = {f.name for f in module.functions}
+    wanted = {}
+    for fn in module.functions:
+        for inst in fn.instructions():
+            if inst.opcode == "call" and inst.callee.startswith("@llvm.") \
+                    and inst.callee.endswith((".f32", ".f64")) and inst.callee not in declared:
+                args = ", ".join(o.type for o in inst.operands)
+                wanted[inst.callee] = f"declare {inst.type} {inst.callee}({args})"
+    for line in wanted.values():
+        module.add(line)
+    # The float16 declarations nothing calls any more.
+    called = {inst.callee for fn in module.functions for inst in fn.instructions()
+              if inst.opcode == "call"}
+    module.items = [item for item in module.items
+                    if not (isinstance(item, ir.Function) and item.blocks is None
+                            and item.name.endswith(".f16") and item.name not in called)]
+    return str(module)
+
+
+_OP_TYPE_INT = 21
+_OP_TYPE_FLOAT = 22
+_OP_TYPE_VECTOR = 23
+_OP_TYPE_ARRAY = 28
+_OP_TYPE_RUNTIME_ARRAY = 29
+_OP_TYPE_STRUCT = 30
+_OP_TYPE_POINTER = 32
+_OP_CAPABILITY = 17
+_STORAGE_BUFFER = 12
+_CAPABILITY_FLOAT16 = 9
+_CAPABILITY_STORAGE16 = 4433
+
+
+def storage_capabilities(binary, float16):
+    """The emitted module ``binary`` with ``StorageBuffer16BitAccess`` declared
+    if its storage buffers hold 16-bit types, and without ``Float16`` unless
+    the target computes in float16 (``float16``)."""
+    header, instructions = spirv.parse(binary)
+    sixteen = set()
+    for inst in instructions:
+        op = spirv.opcode(inst)
+        if op in (_OP_TYPE_INT, _OP_TYPE_FLOAT) and inst[2] == 16:
+            sixteen.add(inst[1])
+        elif op in (_OP_TYPE_VECTOR, _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY) \
+                and inst[2] in sixteen:
+            sixteen.add(inst[1])
+        elif op == _OP_TYPE_STRUCT and sixteen.intersection(inst[2:]):
+            sixteen.add(inst[1])
+    needed = any(spirv.opcode(inst) == _OP_TYPE_POINTER and inst[2] == _STORAGE_BUFFER
+                 and inst[3] in sixteen for inst in instructions)
+    declared = {inst[1] for inst in instructions if spirv.opcode(inst) == _OP_CAPABILITY}
+    changed = False
+    if not float16 and _CAPABILITY_FLOAT16 in declared:
+        instructions = [inst for inst in instructions
+                        if not (spirv.opcode(inst) == _OP_CAPABILITY
+                                and inst[1] == _CAPABILITY_FLOAT16)]
+        changed = True
+    if needed and _CAPABILITY_STORAGE16 not in declared:
+        first = next(k for k, inst in enumerate(instructions)
+                     if spirv.opcode(inst) == _OP_CAPABILITY)
+        instructions.insert(first + 1, [(2 << 16) | _OP_CAPABILITY, _CAPABILITY_STORAGE16])
+        changed = True
+    return spirv.assemble(header, instructions) if changed else binary

@@ -1,0 +1,436 @@
+"""float16 in kernels: arrays, scalars, arithmetic, conversions and the fp16 functions.
+
+Every case runs twice: on the default device, which computes in float16
+where it has ``shaderFloat16`` (lavapipe and the H200 do), and in a child
+process with ``NUMBA_VULKAN_MASK_FEATURES=float16``, where float16 is
+computed in float32 and each result rounded to float16. Both must give
+NumPy's float16 results bit for bit wherever those are one correctly
+rounded operation (NumPy computes each float16 operation in float32 and
+rounds, which is correct rounding for ``+ - * /`` and ``sqrt``); the
+transcendental fp16 functions are checked within one float16 ULP of the
+correctly rounded value instead, since no CPU's rounding decides those.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import numba_vulkan as nv
+from numba_vulkan import cuda
+from numba_vulkan.aot.__main__ import main as aot_main
+from numba_vulkan.aot.loader import lookup
+from helpers import assert_valid_spirv
+
+f16, f32, f64 = np.float16, np.float32, np.float64
+HERE = os.path.dirname(os.path.abspath(__file__))
+NATIVE = nv.TargetDescription(vulkan=(1, 2), float16=True)
+EMULATED = nv.TargetDescription(vulkan=(1, 2))
+N = 300
+GROUP = 64
+
+
+@nv.jit
+def saxpy(a, x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        y[i] = a * x[i] + y[i]
+
+
+@nv.jit
+def tree_sum(x, out):
+    s = nv.shared.array(GROUP, np.float16)
+    t = nv.local_id(0)
+    s[t] = x[nv.global_id(0)]
+    nv.barrier()
+    k = GROUP // 2
+    while k > 0:
+        if t < k:
+            s[t] = s[t] + s[t + k]
+        nv.barrier()
+        k //= 2
+    if t == 0:
+        out[nv.group_id(0)] = s[0]
+
+
+@nv.jit
+def functions(x, y, out, flags):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        a, b = x[i], y[i]
+        out[i, 0] = cuda.fp16.hadd(a, b)
+        out[i, 1] = cuda.fp16.hsub(a, b)
+        out[i, 2] = cuda.fp16.hmul(a, b)
+        out[i, 3] = cuda.fp16.hdiv(a, b)
+        out[i, 4] = cuda.fp16.hfma(a, b, a)
+        out[i, 5] = cuda.fp16.hneg(a)
+        out[i, 6] = cuda.fp16.habs(a)
+        out[i, 7] = cuda.fp16.hsqrt(cuda.fp16.habs(a))
+        out[i, 8] = cuda.fp16.hmax(a, b)
+        out[i, 9] = cuda.fp16.hmin(a, b)
+        out[i, 10] = nv.fp16.hfloor(a)
+        out[i, 11] = nv.fp16.hceil(a)
+        out[i, 12] = nv.fp16.htrunc(a)
+        out[i, 13] = nv.fp16.hrint(a)
+        out[i, 14] = nv.fp16.hexp(a)
+        out[i, 15] = nv.fp16.hlog(cuda.fp16.habs(a))
+        out[i, 16] = nv.fp16.hsin(a)
+        out[i, 17] = nv.fp16.hcos(a)
+        out[i, 18] = nv.fp16.hrsqrt(cuda.fp16.habs(a))
+        out[i, 19] = nv.fp16.hrcp(a)
+        out[i, 20] = -a / b - abs(b)
+        # A private float16 array, read at an index known at run time only.
+        t = nv.local.array(2, np.float16)
+        t[0] = a
+        t[1] = b
+        out[i, 21] = t[i % 2] * t[0]
+        out[i, 22] = nv.fp16.hexp2(a)
+        out[i, 23] = nv.fp16.hexp10(a / np.float16(4))
+        out[i, 24] = nv.fp16.hlog2(cuda.fp16.habs(a))
+        out[i, 25] = nv.fp16.hlog10(cuda.fp16.habs(a))
+        flags[i, 0] = cuda.fp16.heq(a, b)
+        flags[i, 1] = cuda.fp16.hne(a, b)
+        flags[i, 2] = cuda.fp16.hlt(a, b)
+        flags[i, 3] = cuda.fp16.hle(a, b)
+        flags[i, 4] = cuda.fp16.hgt(a, b)
+        flags[i, 5] = cuda.fp16.hge(a, b)
+        flags[i, 6] = a < b
+
+
+@nv.jit
+def conversions(d, f, n, h, halves, doubles, singles, ints):
+    k = nv.global_id(0)
+    if k < d.shape[0]:
+        halves[k, 0] = np.float16(d[k])
+        halves[k, 1] = np.float16(f[k])
+        halves[k, 2] = np.float16(n[k])
+        halves[k, 3] = d[k]                  # stored into a float16 array
+        doubles[k] = h[k]
+        singles[k] = np.float32(h[k])
+        ints[k, 0] = np.int32(h[k])
+        ints[k, 1] = np.int64(h[k])
+        ints[k, 2] = np.uint8(abs(h[k]))
+        ints[k, 3] = int(h[k])
+
+
+def _inputs():
+    rng = np.random.default_rng(2026)
+    x = rng.uniform(-8, 8, N).astype(f16)
+    y = rng.uniform(-8, 8, N).astype(f16)
+    y[y == 0] = f16(1)
+    y[:5] = x[:5]                                   # some equal pairs
+    y[5:10] = np.nextafter(x[5:10], f16(np.inf))    # and neighbours
+    sums = rng.uniform(0, 1, 4 * GROUP).astype(f16)
+    # Values around float16 ties, overflow, subnormals and zeros. The first
+    # is a float64 that float32 would round onto a tie (1 + 2**-11) first.
+    d = np.array([1 + 2**-11 + 2**-40, 1 + 2**-11, 1 + 3 * 2**-11, 65519.0, 65520.0, 1e6,
+                  -1e6, 2**-25 + 2**-40, 2**-25, 5.96e-8, 3.0e-8, -0.0, 1 / 3, np.inf,
+                  -np.inf, 0.1])
+    n = np.array([0, 1, -1, 2049, 2051, 65519, 65520, 100000, -70000, 4097, 4099, 12345,
+                  7, 8, 9, 10], np.int32)
+    h = np.array([0.5, -1.5, 2.5, 65504, -65504, 6e-8, 1e-4, 123.4, -123.6, 3.99, 0, -0.0,
+                  1, 2, 7.5, -7.5], f16)
+    return x, y, sums, d, n, h
+
+
+def run_cases():
+    """Run every kernel on the current device; the results as lists, by name."""
+    x, y, sums, d, n, h = _inputs()
+    a = f16(1.7)
+    out = {}
+    host = y.copy()
+    saxpy.forall(N)(a, x, host)
+    out["saxpy"] = host
+    dx, dy = nv.to_device(x), nv.to_device(y)
+    saxpy.forall(N)(a, dx, dy)
+    out["saxpy_device"] = dy.copy_to_host()
+    group_sums = np.zeros(4, f16)
+    tree_sum[4, GROUP](sums, group_sums)
+    out["tree_sum"] = group_sums
+    values = np.zeros((N, 26), f16)
+    flags = np.zeros((N, 7), np.int32)
+    functions.forall(N)(x, y, values, flags)
+    out["functions"], out["flags"] = values, flags
+    halves = np.zeros((16, 4), f16)
+    doubles, singles = np.zeros(16), np.zeros(16, f32)
+    ints = np.zeros((16, 4), np.int64)
+    conversions.forall(16)(d, d.astype(f32), n, h, halves, doubles, singles, ints)
+    out.update(halves=halves, doubles=doubles, singles=singles, ints=ints)
+    compiled = [k for disp in (saxpy, tree_sum, functions, conversions)
+                for k in disp._compiled.values()]
+    result = {name: {"dtype": str(v.dtype), "bits": v.view(np.uint8).tolist(),
+                     "shape": list(v.shape)} for name, v in out.items()}
+    result["target_float16"] = nv.get_current_device().target.float16
+    result["capabilities"] = sorted({c for k in compiled for c in k.capabilities})
+    return result
+
+
+def _arrays(result):
+    return {name: np.array(v["bits"], np.uint8).view(v["dtype"]).reshape(v["shape"])
+            for name, v in result.items() if isinstance(v, dict)}
+
+
+_CHILD = textwrap.dedent('''
+    import json, sys
+    sys.path.insert(0, {here!r})
+    import test_float16
+    print(json.dumps(test_float16.run_cases()))
+''')
+
+
+@pytest.fixture(scope="module", params=["native", "emulated"])
+def results(request):
+    info = nv.get_current_device().info
+    if "storage16" not in info.features:
+        pytest.skip("the device has no 16-bit storage buffers")
+    if request.param == "native":
+        if "float16" not in info.features:
+            pytest.skip("the device has no float16 arithmetic")
+        result = run_cases()
+    else:
+        env = dict(os.environ, NUMBA_VULKAN_MASK_FEATURES="float16")
+        child = subprocess.run([sys.executable, "-c", _CHILD.format(here=HERE)], env=env,
+                               capture_output=True, text=True, cwd=os.path.dirname(HERE))
+        assert child.returncode == 0, child.stderr[-3000:]
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["target_float16"] == (request.param == "native")
+    return request.param, result, _arrays(result)
+
+
+def _same_bits(got, want):
+    """Equal as float16 bit patterns (so that -0.0 and 0.0 differ, NaNs match)."""
+    got, want = np.asarray(got, f16), np.asarray(want, f16)
+    assert got.shape == want.shape
+    bad = np.flatnonzero(got.view(np.uint16) != want.view(np.uint16))
+    assert bad.size == 0, f"{bad.size} differ, first at {bad[:5]}: {got.flat[bad[:5]]} " \
+                          f"instead of {want.flat[bad[:5]]}"
+
+
+def test_modules_compute_in_float16_only_where_the_target_has_it(results):
+    mode, result, _ = results
+    assert "StorageBuffer16BitAccess" in result["capabilities"]
+    assert ("Float16" in result["capabilities"]) == (mode == "native")
+
+
+def test_saxpy_matches_numpy_float16(results):
+    _, _, got = results
+    x, y, *_ = _inputs()
+    a = f16(1.7)
+    # Each operation rounded to float16, as NumPy's float16 arithmetic does.
+    want = ((a.astype(f32) * x.astype(f32)).astype(f16).astype(f32) + y.astype(f32)).astype(f16)
+    _same_bits(want, a * x + y)
+    _same_bits(got["saxpy"], want)
+    _same_bits(got["saxpy_device"], want)
+
+
+def test_workgroup_reduction_within_float16_rounding(results):
+    _, _, got = results
+    *_, sums, _, _, _ = _inputs()
+    tree = sums.reshape(4, GROUP).copy()
+    width = GROUP
+    while width > 1:
+        width //= 2
+        tree[:, :width] = tree[:, :width] + tree[:, width:2 * width]
+    # The same tree of correctly rounded float16 additions, bit for bit...
+    _same_bits(got["tree_sum"], tree[:, 0])
+    # ...and within its rounding bound of the exact sum: one rounding of at
+    # most half a ULP per level, log2(64) levels.
+    exact = sums.astype(f64).reshape(4, GROUP).sum(axis=1)
+    bound = np.log2(GROUP) * 2.0 ** -11 * np.abs(sums.astype(f64)).reshape(4, GROUP).sum(axis=1)
+    assert np.all(np.abs(got["tree_sum"].astype(f64) - exact) <= bound)
+
+
+def test_fp16_functions(results):
+    _, _, got = results
+    x, y, *_ = _inputs()
+    v = got["functions"]
+    x32, y32, x64, y64 = x.astype(f32), y.astype(f32), x.astype(f64), y.astype(f64)
+    exact = {0: x + y, 1: x - y, 2: x * y, 3: x / y,
+             # One rounding of the exact value (float64 holds it exactly).
+             4: (x64 * y64 + x64).astype(f16),
+             5: -x, 6: np.abs(x), 7: np.sqrt(np.abs(x)), 8: np.fmax(x, y), 9: np.fmin(x, y),
+             10: np.floor(x), 11: np.ceil(x), 12: np.trunc(x), 13: np.rint(x),
+             19: (f32(1) / x32).astype(f16), 20: -x / y - np.abs(y),
+             21: np.where(np.arange(N) % 2 == 0, x, y) * x}
+    for column, want in exact.items():
+        _same_bits(v[:, column], want)
+    # Transcendental functions: within one float16 ULP of the correctly
+    # rounded value.
+    close = {14: np.exp(x64), 15: np.log(np.abs(x64)), 16: np.sin(x64), 17: np.cos(x64),
+             18: 1 / np.sqrt(np.abs(x64)), 22: np.exp2(x64),
+             23: 10 ** (x / f16(4)).astype(f64), 24: np.log2(np.abs(x64)),
+             25: np.log10(np.abs(x64))}
+    for column, value in close.items():
+        want = value.astype(f16)
+        finite = np.isfinite(want)
+        ulp = np.spacing(np.abs(want[finite])).astype(f64)
+        error = np.abs(v[finite, column].astype(f64) - want[finite].astype(f64))
+        assert np.all(error <= ulp), (column, np.max(error / ulp))
+        assert np.array_equal(v[~finite, column], want[~finite])
+    assert got["flags"].tolist() == np.stack(
+        [x == y, x != y, x < y, x <= y, x > y, x >= y, x < y], axis=1).astype(np.int32).tolist()
+
+
+@np.errstate(over="ignore", invalid="ignore")
+def test_conversions(results):
+    _, _, got = results
+    _, _, _, d, n, h = _inputs()
+    _same_bits(got["halves"][:, 0], d.astype(f16))     # float64: rounded once
+    _same_bits(got["halves"][:, 1], d.astype(f32).astype(f16))
+    _same_bits(got["halves"][:, 2], n.astype(f16))
+    _same_bits(got["halves"][:, 3], d.astype(f16))
+    assert np.array_equal(got["doubles"], h.astype(f64))
+    assert np.array_equal(got["singles"], h.astype(f32))
+    assert got["ints"][:, 0].tolist() == h.astype(np.int32).tolist()
+    assert got["ints"][:, 1].tolist() == got["ints"][:, 3].tolist() == h.astype(np.int64).tolist()
+    # uint8 of |h| below 256 only: beyond it C leaves the result undefined.
+    small = np.abs(h.astype(f64)) < 256
+    assert got["ints"][small, 2].tolist() == np.abs(h[small]).astype(np.uint8).tolist()
+
+
+def test_mixed_operands_follow_numba_promotion():
+    @nv.jit
+    def mixed(h, s, out):
+        i = nv.global_id(0)
+        if i < h.shape[0]:
+            out[i, 0] = h[i] * s[i]          # float16 * float32 -> float32
+            out[i, 1] = h[i] * 3             # float16 * int -> float64
+            out[i, 2] = h[i] * np.float16(3)  # float16 throughout
+
+    h = np.array([1.0009765625, 2049, -3.5], f16)
+    s = np.array([1.0001, 3.0, 0.5], f32)
+    out = np.zeros((3, 3))
+    mixed.forall(3)(h, s, out)
+    assert np.array_equal(out[:, 0], (h.astype(f32) * s).astype(f64))
+    assert np.array_equal(out[:, 1], h.astype(f64) * 3)
+    assert np.array_equal(out[:, 2], (h * f16(3)).astype(f64))
+
+
+@nv.vectorize(["float16(float16, float16)"])
+def _scaled_sum(a, b):
+    return a * np.float16(0.75) + b
+
+
+def test_gpu_ufunc_of_float16():
+    x, y, *_ = _inputs()
+    got = _scaled_sum(x, y)
+    assert got.dtype == f16
+    _same_bits(got, x * f16(0.75) + y)
+
+
+def test_target_key_and_cache_tell_float16_apart():
+    assert NATIVE.key()[-1] == "float16" and nv.TargetDescription.from_key(NATIVE.key()) == NATIVE
+    assert EMULATED.key() == [[1, 2], True, True, 128]
+    sig = "void(float16, float16[::1], float16[::1])"
+    native = saxpy.compile(sig, target=NATIVE)
+    # Same Numba IR, another target: not the native module from the cache.
+    emulated = saxpy.compile(sig, target=EMULATED)
+    assert "Float16" in native.capabilities and "Float16" not in emulated.capabilities
+    # Only a module that computes in float16 asks the driver to keep its
+    # NaNs, infinities and signed zeros.
+    assert "SignedZeroInfNanPreserve 16" in native.disassemble()
+    assert "SignedZeroInfNanPreserve 16" not in emulated.disassemble()
+    assert native.spirv != emulated.spirv
+    for compiled in (native, emulated):
+        assert_valid_spirv(compiled)
+
+
+def test_scalar_float16_argument_travels_as_float32():
+    compiled = saxpy.compile("void(float16, float16[::1], float16[::1])", target=NATIVE)
+    a = next(p for p in compiled.params if p.name == "a")
+    assert (a.kind, a.dtype, a.push_size) == ("scalar", "float16", 4)
+
+
+_AOT_KERNEL = '''
+import numpy as np
+import numba_vulkan as nv
+
+
+@nv.jit
+def scale(x, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        out[i] = x[i] * np.float16(0.3) + x[i]
+'''
+
+_AOT_MANIFEST = '''
+version: 1
+output: aot
+target_env: vulkan1.2
+profiles:
+  - name: plain
+    loop_limit: 65535
+  - name: half
+    loop_limit: 65535
+    float16: true
+kernels:
+  - function: f16aot:scale
+    signatures: ["void(float16[::1], float16[::1])"]
+'''
+
+
+def test_aot_directory_has_both_and_launches_without_compiling(tmp_path, monkeypatch):
+    (tmp_path / "f16aot.py").write_text(_AOT_KERNEL)
+    (tmp_path / "kernels.yaml").write_text(_AOT_MANIFEST)
+    assert aot_main(["build", str(tmp_path / "kernels.yaml"), "--quiet"]) == 0
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import f16aot
+    directory = lookup.Directory("aot", tmp_path / "aot")
+    sig, threads = ("float16[1d,C]", "float16[1d,C]"), (256, 1, 1)
+    features = {"int64", "storage16", "float16"}
+    for wanted in (True, False):
+        # A device without float16 arithmetic gets the float32 entry; one
+        # with it the float16 entry first.
+        target = nv.TargetDescription(vulkan=(1, 2), float16=wanted, loop_limit=65535)
+        found = lookup.find(f16aot.scale, sig, threads, target, search=[directory],
+                            strict=True, features=features if wanted else features - {"float16"})
+        assert found.target.float16 == wanted
+        assert ("Float16" in found.capabilities) == wanted
+    monkeypatch.setenv("NUMBA_VULKAN_AOT_STRICT", "1")
+    label = nv.aot.register(str(tmp_path / "aot"))
+    try:
+        before = nv.aot.stats()["hits"]
+        x = np.linspace(-4, 4, 100).astype(f16)
+        out = np.zeros_like(x)
+        f16aot.scale.forall(x.size)(x, out)
+        assert nv.aot.stats()["hits"] == before + 1
+    finally:
+        lookup.unregister(label)
+    _same_bits(out, x * f16(0.3) + x)
+
+
+def test_emulation_leaves_float16_only_in_buffer_accesses():
+    import llvmlite.binding as llvm
+    from numba_vulkan.codegen import half, ir
+    # The masked child's target: its module comes from the kernel cache.
+    target = nv.get_current_device().target.with_features(float16=False)
+    compiled = functions.compile("void(float16[::1], float16[::1], float16[:, ::1], "
+                                 "int32[:, ::1])", target=target)
+    module = ir.parse(compiled.llvm_ir)
+    for fn in module.functions:
+        for inst in fn.instructions():
+            if "half" not in ir.words(half._HANDLE.sub("", str(inst))):
+                continue
+            through_buffer = any(o.type == "ptr addrspace(11)" for o in inst.operands)
+            assert (inst.opcode in ("load", "store") and through_buffer
+                    or inst.opcode in ("fpext", "fptrunc")
+                    and inst.operands[0].type in ("half", "float")), str(inst)
+    # A float64 converted to float16 in IR (as LLVM may leave one) is
+    # rounded through float32 rounded to odd, not by the driver.
+    text = half.emulate(textwrap.dedent('''
+        define void @f(double %x, ptr addrspace(11) %p) {
+          %h = fptrunc double %x to half
+          %s = fadd half %h, 0xH3C00
+          store half %s, ptr addrspace(11) %p, align 2
+          ret void
+        }
+    '''))
+    llvm.parse_assembly(text).verify()
+    assert "fptrunc double" in text and "to half" not in text.split("fptrunc double")[1] \
+        .split("\n")[0]
+    assert "fadd float" in text and "0x3FF0000000000000" in text
+    assert "store half" in text and "align 2" in text
