@@ -158,7 +158,7 @@ def _check_record(name, dtype, narrowed):
     """Refuse a record with a field the target cannot hold as laid out:
     narrowing a field would move every field after it."""
     if narrowed:
-        path = records.field_of(dtype, ("int64", "uint64", "float64"))
+        path = records.field_of(dtype, ("int64", "uint64", "float64", "complex128"))
         if path is not None:
             raise TypeError(f"argument {name!r}: record field {path!r} is 64-bit, which "
                             "this target lacks (it narrows "

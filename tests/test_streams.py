@@ -10,6 +10,7 @@ made as it is on a GPU and the results still checked.
 """
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -168,6 +169,32 @@ def test_the_default_stream_waits_for_every_stream_and_they_for_it(queues, rng):
         assert not any((s is default and any(w is mine for w, _ in waits))
                        or (s is mine and any(w is default for w, _ in waits))
                        for s, waits in queues)
+
+
+def test_streams_of_several_threads_and_the_default_stream_at_once(queues, rng):
+    """Threads each run a chain on a stream of their own while the main
+    thread launches on the default stream: every chain's result is right."""
+    starts = [rng.integers(-20, 20, N).astype(np.float32) for _ in range(4)]
+    results = [None] * len(starts)
+
+    def chain(k):
+        s = nv.stream()
+        x = nv.to_device(starts[k], stream=s)
+        for step in range(6):
+            axpb[GROUPS, THREADS, s](x, np.float32(1), np.float32(step))
+        results[k] = x.copy_to_host(stream=s)
+
+    threads = [threading.Thread(target=chain, args=(k,)) for k in range(len(starts))]
+    for t in threads:
+        t.start()
+    mine = nv.to_device(starts[0])
+    for _ in range(20):
+        axpb[GROUPS, THREADS](mine, np.float32(1), np.float32(1))
+    for t in threads:
+        t.join()
+    for start, result in zip(starts, results):
+        np.testing.assert_array_equal(result, start + 15)
+    np.testing.assert_array_equal(mine.copy_to_host(), starts[0] + 20)
 
 
 def test_a_stream_pipeline_in_numba_cuda_style(queues):

@@ -3,7 +3,6 @@
 import dataclasses
 import operator
 import threading
-import weakref
 from dataclasses import dataclass, field
 
 from numba_vulkan import config
@@ -86,13 +85,20 @@ class DeviceInfo:
                                  max_push_constants=min(self.max_push_constants, 256),
                                  float32_atomic_add="float32_atomic_add" in self.features,
                                  loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0,
-                                 float16="float16" in self.features)
+                                 float16="float16" in self.features,
+                                 fused_fma=(self.vendor_id in _FUSED_FMA_VENDORS
+                                            and self.device_type != "cpu"))
 
     @property
     def is_lavapipe(self):
         """Whether this is Mesa's CPU driver, lavapipe (its device: llvmpipe)."""
         return self.vendor_id == _MESA_VENDOR_ID and self.name.startswith("llvmpipe")
 
+
+#: PCI vendor ids of NVIDIA, AMD, Intel and Apple, whose GPUs compute
+#: GLSL's Fma with their fused multiply-add instruction. A CPU driver of
+#: theirs, or another vendor's GPU, is not assumed to.
+_FUSED_FMA_VENDORS = frozenset({0x10DE, 0x1002, 0x8086, 0x106B})
 
 #: VK_VENDOR_ID_MESA, the vendor of Mesa's software drivers.
 _MESA_VENDOR_ID = 0x10005
@@ -440,10 +446,13 @@ class Device:
         self.timestamp_period = float(props.limits.timestampPeriod)
         #: The default stream: numba.cuda's legacy default stream.
         self.stream = Stream(self, self.lanes[0], default=True)
-        #: Streams made by new_stream() that are alive, and those of them
-        #: with work in flight (held until it is done).
-        self.user_streams = weakref.WeakSet()
+        #: Streams made by new_stream() with work in flight (held until it is
+        #: done), and those that submitted since the default stream last
+        #: noted them (its next submission waits for them; the keys of a dict,
+        #: in the order they came), guarded by streams_lock.
         self.busy_streams = set()
+        self.unseen_streams = {}
+        self.streams_lock = threading.Lock()
         #: How many streams new_stream() made.
         self.streams_made = 0
 
@@ -458,9 +467,7 @@ class Device:
             self.streams_made += 1
         others = self.stream_lanes
         copy_lane = self.copy_lanes[k % len(self.copy_lanes)] if self.copy_lanes else None
-        made = Stream(self, others[k % len(others)], copy_lane)
-        self.user_streams.add(made)
-        return made
+        return Stream(self, others[k % len(others)], copy_lane)
 
     def synchronize(self):
         """Wait for all work submitted on every stream of this device."""

@@ -205,7 +205,8 @@ class Stream:
         self._device = device.handle
         self._get_counter = v.lib.vkGetSemaphoreCounterValue
         # A stream with work in flight is held by its device (busy_streams),
-        # so it dies only once that work is done and its semaphore unused.
+        # so it dies only once that work is done and its semaphore unused
+        # (and one the default stream has not yet waited for, until it has).
         self._finalizer = weakref.finalize(self, Stream._release, device.handle,
                                            self._semaphore_handle)
         self._finalizer.atexit = False
@@ -258,7 +259,12 @@ class Stream:
                 self._commit(seen)
             self._in_flight.append((number, keep_alive, on_done))
             if not self.is_default:
-                self.device.busy_streams.add(self)
+                device = self.device
+                device.busy_streams.add(self)
+                # After _last, under the lock the default stream's note of
+                # what it waited for takes: no value of this stream is missed.
+                with device.streams_lock:
+                    device.unseen_streams[self] = None
             finished = self._retire(self._poll()) if not number % _POLL_EVERY else ()
         self._finish(finished)
         return number
@@ -269,8 +275,8 @@ class Stream:
         nothing)."""
         last, last_lane = self._last
         if (last_lane is lane and self.is_default and not self._pending
-                and not self.device.streams_made):
-            # A program without streams: nothing to wait for, ever.
+                and not self.device.unseen_streams):
+            # No stream submitted anything since: nothing to wait for.
             return (), None
         waits = []
         seen = None
@@ -282,16 +288,15 @@ class Stream:
                     waits.append((other, value))
             seen = ()
         if self.is_default:
-            if self.device.streams_made:
-                noted = []
-                for other in list(self.device.user_streams):
-                    value, other_lane = other._last
-                    if value > other._seen_by_default:
-                        noted.append((other, value))
-                        if other_lane is not lane:
-                            waits.append((other, value))
-                if noted:
-                    seen = noted
+            # Only the streams that submitted since this stream last noted them.
+            noted = []
+            for other in list(self.device.unseen_streams):
+                value, other_lane = other._last
+                noted.append((other, value))
+                if value > other._seen_by_default and other_lane is not lane:
+                    waits.append((other, value))
+            if noted:
+                seen = noted
         else:
             default = self.device.stream
             value, other_lane = default._last
@@ -306,9 +311,13 @@ class Stream:
         self._pending = {}
         if isinstance(seen, int):
             self._seen_default = seen
-        else:
-            for other, value in seen:
-                other._seen_by_default = max(other._seen_by_default, value)
+        elif seen:
+            unseen = self.device.unseen_streams
+            with self.device.streams_lock:
+                for other, value in seen:
+                    other._seen_by_default = max(other._seen_by_default, value)
+                    if other._last[0] <= value:
+                        unseen.pop(other, None)
 
     def _general_info(self, command_buffer, number, waits, lane):
         """A ``VkSubmitInfo`` with waits, or without commands; made per
