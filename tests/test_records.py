@@ -488,3 +488,18 @@ def test_record_kernel_from_the_cache(tmp_path, rng, monkeypatch):
     assert kernelcache.stats()["functions"]["hits"] == 1
     np.testing.assert_array_equal(second, moved(p, np.float32(0.5)))
     np.testing.assert_array_equal(first, second)
+
+
+def test_the_example_of_docs_records_runs():
+    import os
+    import re
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "docs", "records.md")
+    with open(path) as f:
+        code = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+    namespace = {}
+    exec(compile(code, path, "exec"), namespace)
+    p = namespace["p"]
+    assert p.dtype.itemsize == 24
+    np.testing.assert_array_equal(p["pos"], p["vel"] * np.float32(0.01))
+    assert p["alive"].all() and not p["id"].any()

@@ -85,13 +85,20 @@ class DeviceInfo:
                                  max_push_constants=min(self.max_push_constants, 256),
                                  float32_atomic_add="float32_atomic_add" in self.features,
                                  loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0,
-                                 float16="float16" in self.features)
+                                 float16="float16" in self.features,
+                                 fused_fma=(self.vendor_id in _FUSED_FMA_VENDORS
+                                            and self.device_type != "cpu"))
 
     @property
     def is_lavapipe(self):
         """Whether this is Mesa's CPU driver, lavapipe (its device: llvmpipe)."""
         return self.vendor_id == _MESA_VENDOR_ID and self.name.startswith("llvmpipe")
 
+
+#: PCI vendor ids of NVIDIA, AMD, Intel and Apple, whose GPUs compute
+#: GLSL's Fma with their fused multiply-add instruction. A CPU driver of
+#: theirs, or another vendor's GPU, is not assumed to.
+_FUSED_FMA_VENDORS = frozenset({0x10DE, 0x1002, 0x8086, 0x106B})
 
 #: VK_VENDOR_ID_MESA, the vendor of Mesa's software drivers.
 _MESA_VENDOR_ID = 0x10005
