@@ -127,6 +127,8 @@ def measure(size=None, chunks=None, iters=None, repeats=None):
     return {
         "device": device.name, "device_type": device.info.device_type,
         "compute_queues": len(device.lanes), "transfer_queues": len(device.copy_lanes),
+        "stream_queue_family": device.stream_lanes[0].family,
+        "async_compute": device.stream_lanes[0].family != device.queue_family,
         "streams_on_own_queues": streams[0].lane is not streams[1].lane,
         "size": size, "chunks": chunks, "iters": iters, "repeats": repeats,
         "bytes_each_way": size * 4, "seconds": seconds,

@@ -38,18 +38,11 @@ def _patched(module, name, wrap):
 
 @contextlib.contextmanager
 def unroll_runtime():
-    """LLVM unrolls loops of unknown trip counts too (as it does for NVPTX)."""
-    import llvmlite.binding as llvm
+    """LLVM unrolls loops of unknown trip counts on every target (GPU targets do anyway)."""
     from numba_vulkan.codegen import optimize
 
     def wrap(original):
-        def optimise(*args, **kwargs):
-            llvm.set_option("", "-unroll-runtime")
-            try:
-                return original(*args, **kwargs)
-            finally:
-                llvm.set_option("", "-unroll-runtime=false")
-        return optimise
+        return lambda *args, **kwargs: original(*args, **{**kwargs, "unroll_runtime": True})
     with _patched(optimize, "optimise", wrap):
         yield
 
@@ -89,7 +82,18 @@ def contract():
         yield
 
 
-VARIANTS = {"base": contextlib.nullcontext, "unroll_runtime": unroll_runtime,
+@contextlib.contextmanager
+def unfused():
+    """The target's Fma treated as rounding twice: float32 division and roots in float64,
+    fma emulated."""
+    from numba_vulkan.codegen import legalize
+    with _patched(legalize, "exact_float32",
+                  lambda original: (lambda text, **kw: original(text, **{**kw, "fused_fma": False}))), \
+            _patched(legalize, "legalize", lambda original: (lambda text, **kw: original(text))):
+        yield
+
+
+VARIANTS = {"base": contextlib.nullcontext, "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract}
 
 

@@ -47,7 +47,8 @@ The interface, version 3:
   shape, strides and offset count records. Its dtype and storage are the
   record's text form (:mod:`numba_vulkan.records`). Its fields are never
   narrowed: a record with a 64-bit field cannot be passed to a target that
-  lacks the type.
+  lacks the type. A record scalar travels as its bytes, padded to a
+  multiple of 4, at a 4-byte boundary of the push constant block.
 """
 
 from dataclasses import dataclass, asdict
@@ -134,7 +135,7 @@ class Param:
             return 4 * (2 * self.ndim + 1)
         if self.kind in HIDDEN_KINDS:
             return 0
-        return SCALAR_DTYPES[self.storage]
+        return scalar_size(self.storage)
 
     def to_json(self):
         return asdict(self)
@@ -145,11 +146,19 @@ def storage_dtype(dtype, narrowed=()):
     return NARROWED[dtype] if _NARROWED_BY.get(dtype) in narrowed else dtype
 
 
+def scalar_size(storage):
+    """Bytes a scalar of this storage dtype takes in the push constant block
+    (a record's bytes padded to a multiple of 4)."""
+    if records.is_record(storage):
+        return _align(records.dtype(storage).itemsize, 4)
+    return SCALAR_DTYPES[storage]
+
+
 def _check_record(name, dtype, narrowed):
     """Refuse a record with a field the target cannot hold as laid out:
     narrowing a field would move every field after it."""
     if narrowed:
-        path = records.field_of(dtype, ("int64", "uint64", "float64"))
+        path = records.field_of(dtype, ("int64", "uint64", "float64", "complex128"))
         if path is not None:
             raise TypeError(f"argument {name!r}: record field {path!r} is 64-bit, which "
                             "this target lacks (it narrows "
@@ -183,13 +192,15 @@ def layout(args, narrowed=(), checks=False, max_push=None, printing=False, loop_
     push_end = None
     binding = 0
     for name, kind, dtype, ndim, array_layout in args:
-        if kind == "array" and records.is_record(dtype):
+        if records.is_record(dtype):
             _check_record(name, dtype, narrowed)
         elif dtype not in SCALAR_DTYPES:
             raise TypeError(f"argument {name!r}: dtype {dtype} is not supported")
         storage = storage_dtype(dtype, narrowed)
         if kind == "array":
             size, alignment = 4 * (2 * ndim + 1), 4
+        elif records.is_record(storage):
+            size, alignment = scalar_size(storage), 4
         else:
             size = SCALAR_DTYPES[storage]
             alignment = size // 2 if storage.startswith("complex") else size
@@ -269,7 +280,11 @@ def push_format(params, push_size):
                 continue
             if p.offset > position:
                 fmt.append(f"{p.offset - position}x")
-            fmt.append(f"{2 * p.ndim + 1}i" if p.kind == "array" else _CODES[p.storage])
+            if p.kind == "array":
+                fmt.append(f"{2 * p.ndim + 1}i")
+            else:
+                fmt.append(f"{p.push_size}s" if records.is_record(p.storage)
+                           else _CODES[p.storage])
             position = p.offset + p.push_size
         if end > position:
             fmt.append(f"{end - position}x")

@@ -105,6 +105,14 @@ def queues():
     return count
 
 
+def async_compute():
+    """Whether launches on streams made with ``nv.stream()`` go to queues of a
+    compute family without graphics (a GPU's asynchronous compute family)
+    where the device has one besides the default stream's, instead of to
+    the default stream's family. Read when a device is opened."""
+    return _flag("NUMBA_VULKAN_ASYNC_COMPUTE", False)
+
+
 def transfer_queue():
     """Whether copies on streams made with ``nv.stream()`` go to a queue of
     a transfer-only family (a GPU's copy engines) where the device has one.

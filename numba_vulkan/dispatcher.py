@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from numba_vulkan import (abi, config, jitoptions, kernelcache, modulecheck, printbuffer,
-                          signature)
+                          records, signature)
 from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache, queue
 from numba_vulkan.runtime.device import current_device
@@ -22,7 +22,7 @@ from numba_vulkan.runtime.pipeline import Pipeline
 _COMPLEX = ("complex64", "complex128")
 
 # How a launch passes each argument (_Plan.kinds).
-_ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
+_ARRAY, _SCALAR, _COMPLEX_SCALAR, _RECORD_SCALAR = range(4)
 
 #: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
 OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
@@ -86,6 +86,7 @@ class _Plan:
         self.kernel = kernel
         self.params = kernel.params
         self.kinds = tuple(_ARRAY if p.kind == "array" else
+                           _RECORD_SCALAR if records.is_record(p.dtype) else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
                            for p in kernel.params if p.kind in ("array", "scalar"))
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
@@ -133,7 +134,9 @@ class _Plan:
         words = np.zeros(abi.STATUS_WORDS, np.uint32)
         self.status.buffer.read(words, stream=stream)
         if words[0]:
-            self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32), stream=stream)
+            # On the default stream: every later launch, on any stream, comes
+            # after it, so none sees the error again.
+            self.status.buffer.write(np.zeros(abi.STATUS_WORDS, np.uint32))
             invocation = tuple(int(w) for w in words[1:4])
             if words[0] == abi.LOOP_LIMIT_CODE and "loop_limit" in self.kernel.metadata:
                 raise _loop_limit_error(self.kernel, invocation)
@@ -234,7 +237,8 @@ def _refuse_other_device(dispatcher, plan, args, value, device):
 def _scalar_error(dispatcher, plan, args):
     """The LaunchError naming the scalar argument its type cannot hold, or None."""
     for param, value in zip(plan.params, args):
-        if param.kind != "scalar" or isinstance(value, complex):
+        if param.kind != "scalar" or isinstance(value, complex) or \
+                records.is_record(param.storage):
             continue
         dtype = np.dtype(param.storage)
         try:
@@ -543,6 +547,8 @@ class VulkanDispatcher:
             elif kind == _SCALAR:
                 # struct packs Python numbers; np.bool_ is not an int.
                 flat.append(value.item() if isinstance(value, np.generic) else value)
+            elif kind == _RECORD_SCALAR:
+                flat.append(value.tobytes())
             else:
                 flat += (value.real, value.imag)
         pipeline = plan.pipeline

@@ -22,7 +22,8 @@ import numpy as np
 
 #: Field dtypes a record may hold, by name.
 FIELD_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-                "int64", "uint64", "float16", "float32", "float64")
+                "int64", "uint64", "float16", "float32", "float64", "complex64",
+                "complex128")
 
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 _SCALAR = re.compile(r"(\w+)")
@@ -85,9 +86,19 @@ def _field_text(field, path):
 
 @functools.lru_cache(maxsize=256)
 def dtype(text_form):
-    """The NumPy dtype of a record's text form (the inverse of :func:`text`)."""
+    """The NumPy dtype of a record's text form (the inverse of :func:`text`).
+
+    Raises:
+        ValueError: ``text_form`` is not the text :func:`text` gives for the
+            dtype it spells (text read from an AOT index or the cache is
+            checked so, field dtypes and names included).
+    """
     parsed, end = _parse(text_form, 0)
-    if end != len(text_form):
+    try:
+        canonical = text(parsed)
+    except TypeError as exc:
+        raise ValueError(f"not a record type: {text_form!r}: {exc}") from None
+    if end != len(text_form) or canonical != text_form:
         raise ValueError(f"not a record type: {text_form!r}")
     return parsed
 

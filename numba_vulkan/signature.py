@@ -6,8 +6,9 @@ have a canonical text form that the dispatcher computes from the values
 and that AOT indexes and cache keys store: a scalar is its dtype name
 (``float32``), an array is ``dtype[Nd,L]`` with layout ``C`` (C-contiguous)
 or ``A`` (any strides), e.g. ``float32[1d,C]``. A record (structured)
-dtype is spelled as :func:`numba_vulkan.records.text` gives it:
-``{x:float32@0,n:int32@4;8}[1d,C]``.
+dtype is spelled as :func:`numba_vulkan.records.text` gives it: an array of
+them ``{x:float32@0,n:int32@4;8}[1d,C]``, a record scalar (``numpy.void``)
+``{x:float32@0,n:int32@4;8}``.
 """
 
 import re
@@ -51,6 +52,12 @@ def parse(text):
         return "array", m.group(1), int(m.group(2)), m.group(3)
     if text in SCALAR_DTYPES:
         return "scalar", text, 0, "C"
+    if records.is_record(text):
+        try:
+            records.dtype(text)
+        except (ValueError, TypeError, IndexError, AttributeError):
+            raise ValueError(f"not a kernel argument type: {text!r}") from None
+        return "scalar", text, 0, "C"
     raise ValueError(f"not a kernel argument type: {text!r}")
 
 
@@ -75,8 +82,7 @@ def of_value(value):
     if isinstance(value, complex):
         return "complex128"
     if isinstance(value, np.void) and value.dtype.names is not None:
-        raise TypeError("a record scalar cannot be passed to a kernel (pass a record "
-                        "array, such as a[i:i + 1])")
+        return records.text(value.dtype)
     if isinstance(value, np.generic):
         name = value.dtype.name
         if name in SCALAR_DTYPES:

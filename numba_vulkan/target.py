@@ -40,6 +40,11 @@ class TargetDescription:
             all loops together); 0 for none. Kernels for such a target
             unroll innermost loops and report reaching the limit as a
             LaunchError (see :mod:`numba_vulkan.codegen.looplimit`).
+        fused_fma: Whether the devices compute GLSL's ``Fma`` with one
+            rounding, as GPUs with a hardware fused multiply-add do (Vulkan
+            allows two). Correctly rounded float32 division and square roots
+            then cost float32 operations instead of float64 ones
+            (:func:`numba_vulkan.codegen.legalize.exact_float32`).
         float16: Whether the devices compute in float16 (``shaderFloat16``);
             if not, float16 arithmetic is done in float32 and each result
             rounded to float16 (see :mod:`numba_vulkan.codegen.half`).
@@ -52,6 +57,7 @@ class TargetDescription:
     max_push_constants: int = 128
     float32_atomic_add: bool = False
     loop_limit: int = 0
+    fused_fma: bool = False
     float16: bool = False
 
     def __post_init__(self):
@@ -91,6 +97,8 @@ class TargetDescription:
             key.append(f"loop_limit={self.loop_limit}")
         if self.float16:
             key.append("float16")
+        if self.fused_fma:
+            key.append("fused_fma")
         return key
 
     @classmethod
@@ -99,14 +107,15 @@ class TargetDescription:
         try:
             vulkan, float64, int64, push, *optional = key
             limits = [name for name in optional if str(name).startswith("loop_limit=")]
-            flags = ("float32_atomic_add", "float16")
+            flags = ("float32_atomic_add", "float16", "fused_fma")
             if any(name not in flags for name in optional if name not in limits) \
                     or len(limits) > 1:
                 raise ValueError(f"unknown target features {optional}")
             loop_limit = int(limits[0].split("=", 1)[1]) if limits else 0
             return cls(tuple(vulkan), bool(float64), bool(int64), int(push),
                        float32_atomic_add="float32_atomic_add" in optional,
-                       loop_limit=loop_limit, float16="float16" in optional)
+                       loop_limit=loop_limit, float16="float16" in optional,
+                       fused_fma="fused_fma" in optional)
         except TypeError as exc:
             raise ValueError(f"not a target description: {key!r}") from exc
 

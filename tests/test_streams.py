@@ -10,6 +10,7 @@ made as it is on a GPU and the results still checked.
 """
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -49,20 +50,24 @@ GROUPS, THREADS = 4, 256
 @pytest.fixture(params=["one queue", "queues of their own"])
 def queues(request, monkeypatch):
     """Streams made in the test share the default stream's queue, or have
-    queues of their own; yields the list of (stream, its waits) of every
-    submission that waited for something."""
+    queues of their own (of a family of their own, as with
+    NUMBA_VULKAN_ASYNC_COMPUTE); yields the list of (stream, its waits) of
+    every submission that waited for something."""
     device = nv.get_current_device()
     base = device.lanes[0]
     if request.param == "one queue":
-        monkeypatch.setattr(device, "lanes", [base])
+        monkeypatch.setattr(device, "stream_lanes", [base])
         monkeypatch.setattr(device, "copy_lanes", [])
-    elif len(device.lanes) < 3 or not device.copy_lanes:
-        def lane(transfer_only):
+    elif len(device.stream_lanes) < 2 or base in device.stream_lanes or not device.copy_lanes:
+        def lane(transfer_only, family):
             made = Lane(device, base.family, base.index, transfer_only, base.timestamp_bits)
             made.lock = base.lock       # the same VkQueue
+            # Told apart as another family's queues are: a launch records a
+            # command buffer for each (from the one pool there is).
+            made.family = family
             return made
-        monkeypatch.setattr(device, "lanes", [base, lane(False), lane(False)])
-        monkeypatch.setattr(device, "copy_lanes", [lane(True)])
+        monkeypatch.setattr(device, "stream_lanes", [lane(False, -1), lane(False, -1)])
+        monkeypatch.setattr(device, "copy_lanes", [lane(True, -2)])
     waited = []
     general = Stream._general_info
 
@@ -147,7 +152,14 @@ def test_the_default_stream_waits_for_every_stream_and_they_for_it(queues, rng):
     axpb[GROUPS, THREADS](x, np.float32(1), np.float32(5))     # the default stream
     axpb[GROUPS, THREADS, mine](x, np.float32(-1), np.float32(0))
     np.testing.assert_array_equal(x.copy_to_host(), -(2 * before + 5))
+    axpb[GROUPS, THREADS, mine](x, np.float32(1), np.float32(5))   # the default's launch
+    np.testing.assert_array_equal(x.copy_to_host(), -2 * before)
     default = nv.default_stream()
+    if mine.lane.family != default.lane.family:
+        # One recorded launch, a command buffer for each queue family.
+        plan = axpb._plans[(("float32[1d,C]", "float32", "float32"), (THREADS, 1, 1),
+                            nv.get_current_device())]
+        assert any(len(entry[0]) == 2 for entry in plan.pipeline._recorded.values())
     assert default is cuda.default_stream() is nv.get_current_device().stream
     if mine.lane is not default.lane:
         assert any(s is default and any(w is mine for w, _ in waits) for s, waits in queues)
@@ -157,6 +169,32 @@ def test_the_default_stream_waits_for_every_stream_and_they_for_it(queues, rng):
         assert not any((s is default and any(w is mine for w, _ in waits))
                        or (s is mine and any(w is default for w, _ in waits))
                        for s, waits in queues)
+
+
+def test_streams_of_several_threads_and_the_default_stream_at_once(queues, rng):
+    """Threads each run a chain on a stream of their own while the main
+    thread launches on the default stream: every chain's result is right."""
+    starts = [rng.integers(-20, 20, N).astype(np.float32) for _ in range(4)]
+    results = [None] * len(starts)
+
+    def chain(k):
+        s = nv.stream()
+        x = nv.to_device(starts[k], stream=s)
+        for step in range(6):
+            axpb[GROUPS, THREADS, s](x, np.float32(1), np.float32(step))
+        results[k] = x.copy_to_host(stream=s)
+
+    threads = [threading.Thread(target=chain, args=(k,)) for k in range(len(starts))]
+    for t in threads:
+        t.start()
+    mine = nv.to_device(starts[0])
+    for _ in range(20):
+        axpb[GROUPS, THREADS](mine, np.float32(1), np.float32(1))
+    for t in threads:
+        t.join()
+    for start, result in zip(starts, results):
+        np.testing.assert_array_equal(result, start + 15)
+    np.testing.assert_array_equal(mine.copy_to_host(), starts[0] + 20)
 
 
 def test_a_stream_pipeline_in_numba_cuda_style(queues):
@@ -300,7 +338,7 @@ def _spin_seconds(streams, n, out):
 
 def test_streams_with_queues_of_their_own_overlap():
     device = nv.get_current_device()
-    if len(device.lanes) < 3:
+    if len(device.stream_lanes) < 2:
         pytest.skip(f"device {device.name} has {len(device.lanes)} compute queue(s) open "
                     "(lavapipe has one): streams share them, and run one after another")
     a, b = nv.stream(), nv.stream()
@@ -373,3 +411,15 @@ def test_a_copy_on_one_stream_overlaps_a_kernel_on_another():
     assert both < 0.8 * (kernel + copy), (f"a kernel of {kernel:.4f} s and a copy of "
                                           f"{copy:.4f} s took {both:.4f} s together")
     assert d[12345] == 1.5 and out.copy_to_host()[0] == 2
+
+
+def test_info_lists_the_queue_families(capsys):
+    from numba_vulkan.__main__ import info
+    from numba_vulkan.runtime.device import queue_families
+    device = nv.get_current_device()
+    assert info() == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "queues:" in line]
+    line, families = lines[device.info.index], queue_families(device.info.index)
+    assert line.count("(family") == len(families)
+    kinds, count, _ = families[device.queue_family]
+    assert "compute" in kinds and f"{count} {'+'.join(kinds)}" in line

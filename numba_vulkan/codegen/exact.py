@@ -28,6 +28,7 @@ _OP_EXECUTION_MODE = 16
 _OP_CAPABILITY = 17
 _OP_TYPE_FLOAT = 22
 _SIGNED_ZERO_INF_NAN_PRESERVE = 4466
+_CAPABILITY_FLOAT16 = 9
 _EXECUTION_MODE_PRESERVE = 4461
 #: OpFNegate, OpFAdd, OpFSub, OpFMul, OpFDiv, OpFRem, OpFMod,
 #: OpVectorTimesScalar, OpDot: result type at word 1, result id at word 2.
@@ -56,7 +57,13 @@ def decorate(binary):
 
 
 def _preserve_special_values(header, instructions):
-    widths = sorted({inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_TYPE_FLOAT})
+    widths = {inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_TYPE_FLOAT}
+    if not any(inst[0] & 0xFFFF == _OP_CAPABILITY and inst[1] == _CAPABILITY_FLOAT16
+               for inst in instructions):
+        # float16 only stored and converted (no Float16 arithmetic): the mode
+        # for it would need shaderSignedZeroInfNanPreserveFloat16 for nothing.
+        widths.discard(16)
+    widths = sorted(widths)
     entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_ENTRY_POINT]
     if not widths or not entries:
         return

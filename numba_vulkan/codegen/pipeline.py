@@ -49,8 +49,10 @@ def link(job):
 
 
 def optimise(job):
-    """``job.module`` with everything inlined into the entry point, optimised."""
-    optimize.optimise(job.module, ENTRY_POINT, _machine(job))
+    """``job.module`` with everything inlined into the entry point, optimised (on a
+    target without a loop limit, a GPU, loops of run-time trip counts unrolled too)."""
+    optimize.optimise(job.module, ENTRY_POINT, _machine(job),
+                      unroll_runtime=not job.target.loop_limit)
     return str(job.module)
 
 
@@ -76,7 +78,8 @@ def reoptimise(job):
     exposed; on a target without a loop limit (a GPU), loops bounded by
     64-bit values get a copy for bounds that fit in 32 bits."""
     job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
-    optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2)
+    optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2,
+                      unroll_runtime=not job.target.loop_limit)
     if job.target.loop_limit:
         # A CPU does 64-bit arithmetic at no extra cost, and lavapipe counts
         # a trip of every loop an invocation passes, entered or not.
@@ -136,11 +139,13 @@ def legalise(job):
     """``job.llvm_ir``: ``job.text`` in the forms the backend can express, with
     float64 rounding computed on 64-bit integers where the target has them
     (:mod:`numba_vulkan.codegen.rounding`); the IR handed to the backend."""
-    final = legalize.legalize(job.text)
+    final = job.text
+    if not job.contract and ("float64" not in job.target.narrowed or job.target.fused_fma):
+        final = legalize.exact_float32(final, fused_fma=job.target.fused_fma,
+                                       float64="float64" not in job.target.narrowed)
+    final = legalize.legalize(final, fused_fma=job.target.fused_fma)
     if "int64" not in job.target.narrowed:
         final = rounding.exact_rounding(final)
-    if "float64" not in job.target.narrowed and not job.contract:
-        final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)
     job.llvm_ir = final
     return final

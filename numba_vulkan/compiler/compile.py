@@ -64,6 +64,8 @@ def numba_types(sig):
         kind, dtype, ndim, layout = signature.parse(text)
         if records.is_record(dtype):
             scalar = numpy_support.from_dtype(records.dtype(dtype))
+            out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
+            continue
         else:
             scalar = types.boolean if dtype == "bool" else getattr(types, dtype)
         out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
@@ -88,6 +90,8 @@ def signature_text(sig):
         elif isinstance(ty, types.Array):
             out.append(signature.array(_dtype_of(ty.dtype), ty.ndim,
                                        "C" if ty.layout == "C" else "A"))
+        elif isinstance(ty, types.Record):
+            out.append(signature.dtype_text(_dtype_of(ty)))
         elif isinstance(ty, types.Boolean):
             out.append("bool")
         elif isinstance(ty, (types.Integer, types.Float, types.Complex)):
@@ -127,6 +131,12 @@ def _param_specs(pyfunc, argtypes):
             except TypeError as exc:
                 raise TypeError(f"parameter {name!r}: {exc}") from None
             specs.append((name, "array", dtype, ty.ndim, layout))
+        elif isinstance(ty, types.Record):
+            try:
+                dtype = signature.dtype_text(_dtype_of(ty))
+            except TypeError as exc:
+                raise TypeError(f"parameter {name!r}: {exc}") from None
+            specs.append((name, "scalar", dtype, 0, "C"))
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
         else:
@@ -319,8 +329,25 @@ def _spilled(builder, binding, llvm_type, offset):
     return builder.bitcast(words[0], llvm_type) if llvm_type != i32 else words[0]
 
 
+def _record(context, builder, ty, param, read):
+    """A record scalar: its words copied into a private byte array, which
+    Numba's record value points to (the kernel may write its fields, as a
+    copy of the caller's)."""
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    words = param.push_size // 4
+    slot = builder.alloca(ir.ArrayType(i8, 4 * words), name="nv.record")
+    slot.align = 8
+    base = builder.bitcast(slot, i8.as_pointer())
+    for k in range(words):
+        at = builder.gep(base, [ir.Constant(i64, 4 * k)])
+        builder.store(read(i32, param, 4 * k), builder.bitcast(at, i32.as_pointer()), align=4)
+    return builder.bitcast(slot, context.get_value_type(ty))
+
+
 def _scalar(context, builder, ty, param, read):
     i32 = ir.IntType(32)
+    if isinstance(ty, types.Record):
+        return _record(context, builder, ty, param, read)
     if isinstance(ty, types.Complex):
         part = types.float32 if param.storage == "complex64" else types.float64
         size = 4 if part == types.float32 else 8

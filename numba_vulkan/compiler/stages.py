@@ -246,7 +246,8 @@ STAGES = (
           "the libclc functions they call", llvm=True),
     Stage("optimize", _codegen("optimise"), "everything is inlined into the entry point and "
           "optimised, with no C library, so that no loop becomes an `llvm.memset` or "
-          "`llvm.memcpy` of a whole array", llvm=True),
+          "`llvm.memcpy` of a whole array; on a target without a loop limit, loops of run-time "
+          "trip counts are unrolled too", llvm=True),
     Stage("logical", _logical, "logical addressing: every load and store goes through a "
           "buffer handle and an element index instead of a byte address", llvm=True),
     Stage("unroll", _codegen("unroll_hints"), "on a target with a loop limit (lavapipe's), "
@@ -267,8 +268,9 @@ STAGES = (
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
-          "express, integer operations on constants folded; the result is the IR handed to "
-          "the backend", llvm=True),
+          "express, float32 division and square roots made correctly rounded (in float64, or "
+          "with fma remainders on a target with a fused fma), integer operations on constants "
+          "folded; the result is the IR handed to the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "placeholder calls become subgroup instructions, debug noise is "
           "stripped, the backend's known mistakes fixed and the 16-bit storage capability "

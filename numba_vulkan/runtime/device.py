@@ -3,7 +3,6 @@
 import dataclasses
 import operator
 import threading
-import weakref
 from dataclasses import dataclass, field
 
 from numba_vulkan import config
@@ -86,13 +85,20 @@ class DeviceInfo:
                                  max_push_constants=min(self.max_push_constants, 256),
                                  float32_atomic_add="float32_atomic_add" in self.features,
                                  loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0,
-                                 float16="float16" in self.features)
+                                 float16="float16" in self.features,
+                                 fused_fma=(self.vendor_id in _FUSED_FMA_VENDORS
+                                            and self.device_type != "cpu"))
 
     @property
     def is_lavapipe(self):
         """Whether this is Mesa's CPU driver, lavapipe (its device: llvmpipe)."""
         return self.vendor_id == _MESA_VENDOR_ID and self.name.startswith("llvmpipe")
 
+
+#: PCI vendor ids of NVIDIA, AMD, Intel and Apple, whose GPUs compute
+#: GLSL's Fma with their fused multiply-add instruction. A CPU driver of
+#: theirs, or another vendor's GPU, is not assumed to.
+_FUSED_FMA_VENDORS = frozenset({0x10DE, 0x1002, 0x8086, 0x106B})
 
 #: VK_VENDOR_ID_MESA, the vendor of Mesa's software drivers.
 _MESA_VENDOR_ID = 0x10005
@@ -367,8 +373,9 @@ class Device:
 
     def _open_queues(self, enabled, extensions):
         """Create the logical device with its queues: up to
-        ``NUMBA_VULKAN_QUEUES`` of the first compute family, and up to two of
-        a transfer-only family (where there is one and
+        ``NUMBA_VULKAN_QUEUES`` of the first compute family (and as many of
+        a compute family without graphics, with ``NUMBA_VULKAN_ASYNC_COMPUTE``),
+        and up to two of a transfer-only family (where there is one and
         ``NUMBA_VULKAN_TRANSFER_QUEUE`` allows), with a command pool per
         family and the default stream."""
         v = vk.module()
@@ -380,12 +387,17 @@ class Device:
             raise DriverError(f"device {self.info.name} has no compute queue")
         self.queue_family = compute[0]
         wanted = [(self.queue_family, min(families[self.queue_family][1], config.queues()))]
+        asynchronous = [i for i in compute[1:] if not families[i][0] & v.VK_QUEUE_GRAPHICS_BIT
+                        and families[i][1]]
+        if asynchronous and config.async_compute():
+            wanted.append((asynchronous[0], min(families[asynchronous[0]][1], config.queues())))
         graphics_or_compute = v.VK_QUEUE_GRAPHICS_BIT | v.VK_QUEUE_COMPUTE_BIT
         transfer = [i for i, (flags, count, _) in enumerate(families)
                     if flags & v.VK_QUEUE_TRANSFER_BIT and not flags & graphics_or_compute
                     and count]
-        if transfer and config.transfer_queue():
-            wanted.append((transfer[0], min(families[transfer[0]][1], 2)))
+        copy_family = transfer[0] if transfer and config.transfer_queue() else None
+        if copy_family is not None:
+            wanted.append((copy_family, min(families[copy_family][1], 2)))
         priorities = vk.new("float[]", [1.0] * max(n for _, n in wanted))
         queue_infos = vk.new("VkDeviceQueueCreateInfo[]", [
             {"sType": v.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": family,
@@ -416,12 +428,17 @@ class Device:
             self.command_pools[family] = pool[0]
         self.command_pool = self.command_pools[self.queue_family]
         from numba_vulkan.runtime.queue import Lane, Stream
-        lanes = [[Lane(self, family, k, family != self.queue_family, families[family][2])
-                  for k in range(n)] for family, n in wanted]
-        #: The compute queues (launches, and copies on the default stream).
-        self.lanes = lanes[0]
+        lanes = {family: [Lane(self, family, k, family == copy_family, families[family][2])
+                          for k in range(n)] for family, n in wanted}
+        #: The compute queues of the default stream's family (the default
+        #: stream has the first).
+        self.lanes = lanes[self.queue_family]
+        #: The compute queues that streams from new_stream() launch on, in turn.
+        self.stream_lanes = self.lanes[1:] or self.lanes
+        if len(wanted) > 1 and wanted[1][0] != copy_family:
+            self.stream_lanes = lanes[wanted[1][0]]
         #: Transfer-only queues for copies on user streams (maybe none).
-        self.copy_lanes = lanes[1] if len(lanes) > 1 else []
+        self.copy_lanes = lanes.get(copy_family, [])
         self.queue = self.lanes[0].queue
         props = vk.new("VkPhysicalDeviceProperties*")
         lib.vkGetPhysicalDeviceProperties(self.physical, props)
@@ -429,27 +446,28 @@ class Device:
         self.timestamp_period = float(props.limits.timestampPeriod)
         #: The default stream: numba.cuda's legacy default stream.
         self.stream = Stream(self, self.lanes[0], default=True)
-        #: Streams made by new_stream() that are alive, and those of them
-        #: with work in flight (held until it is done).
-        self.user_streams = weakref.WeakSet()
+        #: Streams made by new_stream() with work in flight (held until it is
+        #: done), and those that submitted since the default stream last
+        #: noted them (its next submission waits for them; the keys of a dict,
+        #: in the order they came), guarded by streams_lock.
         self.busy_streams = set()
+        self.unseen_streams = {}
+        self.streams_lock = threading.Lock()
         #: How many streams new_stream() made.
         self.streams_made = 0
 
     def new_stream(self):
         """A new :class:`~numba_vulkan.runtime.queue.Stream`: its launches go
-        to the compute queues after the default stream's in turn (the
-        default's own where there is one), its copies to a transfer-only
-        queue where the device opened one."""
+        to :attr:`stream_lanes` in turn (the compute queues after the default
+        stream's, the default's own where there is one), its copies to a
+        transfer-only queue where the device opened one."""
         from numba_vulkan.runtime.queue import Stream
         with self.lock:
             k = self.streams_made
             self.streams_made += 1
-        others = self.lanes[1:] or self.lanes
+        others = self.stream_lanes
         copy_lane = self.copy_lanes[k % len(self.copy_lanes)] if self.copy_lanes else None
-        made = Stream(self, others[k % len(others)], copy_lane)
-        self.user_streams.add(made)
-        return made
+        return Stream(self, others[k % len(others)], copy_lane)
 
     def synchronize(self):
         """Wait for all work submitted on every stream of this device."""
@@ -503,6 +521,23 @@ def instance():
 def list_devices():
     """Every physical Vulkan device the loader sees, as :class:`DeviceInfo`."""
     return list(instance().devices)
+
+
+def queue_families(index):
+    """The queue families of physical device ``index`` (of
+    :func:`list_devices`), as ``(kinds, queue count, timestamp bits)``:
+    ``kinds`` names what its queues do (``graphics``, ``compute``,
+    ``transfer``)."""
+    v = vk.module()
+    physical = instance().physical[index]
+    count = vk.new("uint32_t*")
+    v.lib.vkGetPhysicalDeviceQueueFamilyProperties(physical, count, v.ffi.NULL)
+    families = vk.new("VkQueueFamilyProperties[]", count[0])
+    v.lib.vkGetPhysicalDeviceQueueFamilyProperties(physical, count, families)
+    bits = (("graphics", v.VK_QUEUE_GRAPHICS_BIT), ("compute", v.VK_QUEUE_COMPUTE_BIT),
+            ("transfer", v.VK_QUEUE_TRANSFER_BIT))
+    return [(tuple(name for name, bit in bits if families[i].queueFlags & bit),
+             families[i].queueCount, families[i].timestampValidBits) for i in range(count[0])]
 
 
 def device_count():

@@ -207,10 +207,13 @@ class Pipeline:
                 entry = recorded[key] = self._record(groups, buffers, push)
             timer = timing.active(self.device)
             if timer is None:
+                recording = entry[0].get(stream.lane.family)
+                if recording is None:
+                    recording = self._command_buffer(entry, stream.lane, groups, push)
                 # Submitted under the lock, so that the numbers an eviction
                 # waits for are the launch's last uses: one per stream, since
                 # the command buffer may be pending on several at once.
-                entry[4][stream] = stream.submit(entry[0], (self, buffers))
+                entry[4][stream] = stream.submit(recording[0], (self, buffers))
                 return
             # The timer submits a command buffer of its own, under a number
             # not known here: an eviction waits for everything.
@@ -255,15 +258,20 @@ class Pipeline:
                  "descriptorType": v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                  "pBufferInfo": infos + k} for k, (p, _) in enumerate(bound)])
             lib.vkUpdateDescriptorSets(self.device.handle, len(bound), writes, 0, ffi.NULL)
-        # Every compute queue is of the default stream's family: the
-        # command buffer runs on any stream.
-        lane = self.device.stream.lane
+        # The first element holds the recorded command buffer (and its queue)
+        # by queue family, made when a stream of that family first launches
+        # it; the last the number of the launch's last submission on each
+        # stream (under None: one of unknown number, a timed launch).
+        return [{}, descriptor_set, [weakref.ref(b) for b in buffers], slot, {}]
+
+    def _command_buffer(self, entry, lane, groups, push):
+        """Record a launch's dispatch for ``lane``'s queue family; every
+        queue of that family then submits it."""
         command_buffer = lane.allocate_command_buffer()
         with lane.recording(command_buffer, reusable=True):
-            self._dispatch(command_buffer, groups, descriptor_set, push)
-        # The last element holds the number of the launch's last submission
-        # on each stream (under None: one of unknown number, a timed launch).
-        return [command_buffer, descriptor_set, [weakref.ref(b) for b in buffers], slot, {}]
+            self._dispatch(command_buffer, groups, entry[1], push)
+        recording = entry[0][lane.family] = (command_buffer, lane)
+        return recording
 
     def _dispatch(self, command_buffer, groups, descriptor_set, push):
         v = vk.module()
@@ -280,7 +288,7 @@ class Pipeline:
 
     def _evict(self, entry):
         v = vk.module()
-        command_buffer, descriptor_set, _, slot, last = entry
+        recordings, descriptor_set, _, slot, last = entry
         # Only this launch's work must be done before its command buffer,
         # descriptor set and argument slot are reused; waiting for the whole
         # queue made every launch with new scalars wait once 32 were recorded.
@@ -291,7 +299,8 @@ class Pipeline:
                 stream.wait_for(number)
         if slot is not None:
             self._free_slots.append(slot)
-        self.device.stream.lane.free_command_buffer(command_buffer)
+        for command_buffer, lane in recordings.values():
+            lane.free_command_buffer(command_buffer)
         sets = vk.new("VkDescriptorSet[1]", [descriptor_set])
         vk.check(v.lib.vkFreeDescriptorSets(self.device.handle, self.descriptor_pool, 1, sets),
                  "vkFreeDescriptorSets")

@@ -205,7 +205,8 @@ class Stream:
         self._device = device.handle
         self._get_counter = v.lib.vkGetSemaphoreCounterValue
         # A stream with work in flight is held by its device (busy_streams),
-        # so it dies only once that work is done and its semaphore unused.
+        # so it dies only once that work is done and its semaphore unused
+        # (and one the default stream has not yet waited for, until it has).
         self._finalizer = weakref.finalize(self, Stream._release, device.handle,
                                            self._semaphore_handle)
         self._finalizer.atexit = False
@@ -219,20 +220,6 @@ class Stream:
         what = "default stream" if self.is_default else "stream"
         return (f"<numba_vulkan {what} of device {self.device.id} on {self.lane!r}"
                 f"{f', copies on {self.copy_lane!r}' if self.copy_lane is not self.lane else ''}>")
-
-    # Recording, for the callers that submit ------------------------------
-
-    def allocate_command_buffer(self, lane=None):
-        """A new command buffer for ``lane`` (by default the stream's
-        launch queue's family)."""
-        return (lane or self.lane).allocate_command_buffer()
-
-    def free_command_buffer(self, command_buffer, lane=None):
-        (lane or self.lane).free_command_buffer(command_buffer)
-
-    def recording(self, command_buffer, reusable, lane=None):
-        """:meth:`Lane.recording` for ``lane`` (by default :attr:`lane`)."""
-        return (lane or self.lane).recording(command_buffer, reusable)
 
     # Submitting ------------------------------------------------------------
 
@@ -272,7 +259,12 @@ class Stream:
                 self._commit(seen)
             self._in_flight.append((number, keep_alive, on_done))
             if not self.is_default:
-                self.device.busy_streams.add(self)
+                device = self.device
+                device.busy_streams.add(self)
+                # After _last, under the lock the default stream's note of
+                # what it waited for takes: no value of this stream is missed.
+                with device.streams_lock:
+                    device.unseen_streams[self] = None
             finished = self._retire(self._poll()) if not number % _POLL_EVERY else ()
         self._finish(finished)
         return number
@@ -283,8 +275,8 @@ class Stream:
         nothing)."""
         last, last_lane = self._last
         if (last_lane is lane and self.is_default and not self._pending
-                and not self.device.streams_made):
-            # A program without streams: nothing to wait for, ever.
+                and not self.device.unseen_streams):
+            # No stream submitted anything since: nothing to wait for.
             return (), None
         waits = []
         seen = None
@@ -296,16 +288,15 @@ class Stream:
                     waits.append((other, value))
             seen = ()
         if self.is_default:
-            if self.device.streams_made:
-                noted = []
-                for other in list(self.device.user_streams):
-                    value, other_lane = other._last
-                    if value > other._seen_by_default:
-                        noted.append((other, value))
-                        if other_lane is not lane:
-                            waits.append((other, value))
-                if noted:
-                    seen = noted
+            # Only the streams that submitted since this stream last noted them.
+            noted = []
+            for other in list(self.device.unseen_streams):
+                value, other_lane = other._last
+                noted.append((other, value))
+                if value > other._seen_by_default and other_lane is not lane:
+                    waits.append((other, value))
+            if noted:
+                seen = noted
         else:
             default = self.device.stream
             value, other_lane = default._last
@@ -320,9 +311,13 @@ class Stream:
         self._pending = {}
         if isinstance(seen, int):
             self._seen_default = seen
-        else:
-            for other, value in seen:
-                other._seen_by_default = max(other._seen_by_default, value)
+        elif seen:
+            unseen = self.device.unseen_streams
+            with self.device.streams_lock:
+                for other, value in seen:
+                    other._seen_by_default = max(other._seen_by_default, value)
+                    if other._last[0] <= value:
+                        unseen.pop(other, None)
 
     def _general_info(self, command_buffer, number, waits, lane):
         """A ``VkSubmitInfo`` with waits, or without commands; made per
@@ -472,7 +467,7 @@ class Event:
     it has finished (without ``timing``, an empty submission). Elapsed times
     are read off the device's clock. Timestamps of events recorded on
     streams with different queues are compared as they are; Vulkan does not
-    promise that two queues' clocks agree (NVIDIA's and lavapipe's do).
+    promise that two queues' clocks agree.
     """
 
     def __init__(self, device, timing=True):

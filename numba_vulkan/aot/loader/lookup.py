@@ -341,6 +341,8 @@ def _usable(entry, sig, threads, target, features, shared_bytes=0):
         return None
     if built.vulkan > tuple(target.vulkan) or entry["push_size"] > target.max_push_constants:
         return None
+    if built.fused_fma and not target.fused_fma:
+        return None
     if features is not None and not set(entry["features"]) <= set(features):
         return None
     if built.float16 and not target.float16:
