@@ -423,30 +423,41 @@ def _join(groups):
     return ", ".join(" ".join(g) for g in groups)
 
 
-#: Instructions parsed so far, by their text; each is copied, never handed
-#: out: most lines of a module come back unchanged from one pass to the
-#: next, and from one kernel to another, and copying is a tenth of parsing.
+#: Instructions parsed so far, by their text, as nested tuples of strings
+#: (:func:`_freeze`); each parse builds a new Instruction from them: most
+#: lines of a module come back unchanged from one pass to the next, and from
+#: one kernel to another, and building is a tenth of parsing. Tuples of
+#: strings leave the garbage collector's lists at its next young collection,
+#: so thousands of entries do not bring on full collections, which walk
+#: every object of Numba's (tens of milliseconds each).
 _parsed = {}
 _PARSED_LIMIT = 200_000
 
 
 def instruction(text):
     """Parse one instruction: ``[%name = ] opcode ...``."""
-    inst = _parsed.get(text)
-    if inst is None:
+    frozen = _parsed.get(text)
+    if frozen is None:
         if len(_parsed) >= _PARSED_LIMIT:
             _parsed.clear()
-        inst = _parsed[text] = _parse_instruction(text)
-    return _copy(inst)
+        frozen = _parsed[text] = _freeze(_parse_instruction(text))
+    return _thaw(frozen)
 
 
-def _copy(inst):
-    """A copy of ``inst`` that shares nothing mutable with it."""
-    return Instruction(inst.opcode,
-                       [Operand(o.type, _copy(o.value) if isinstance(o.value, Instruction)
-                                else o.value, o.attrs) for o in inst.operands],
-                       inst.name, list(inst.flags), inst.type, inst.tail, inst.prefix,
-                       inst.callee, list(inst.labels))
+def _freeze(inst):
+    """``inst`` as nested tuples; a tuple value is a constant expression."""
+    return (inst.opcode, tuple((o.type, _freeze(o.value) if isinstance(o.value, Instruction)
+                                else o.value, o.attrs) for o in inst.operands),
+            inst.name, tuple(inst.flags), inst.type, inst.tail, inst.prefix, inst.callee,
+            tuple(inst.labels))
+
+
+def _thaw(frozen):
+    """A new Instruction from what :func:`_freeze` made."""
+    opcode, operands, name, flags, ty, tail, prefix, callee, labels = frozen
+    return Instruction(opcode, [Operand(t, _thaw(v) if isinstance(v, tuple) else v, a)
+                                for t, v, a in operands],
+                       name, list(flags), ty, tail, prefix, callee, list(labels))
 
 
 def _parse_instruction(text):
