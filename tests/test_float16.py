@@ -117,6 +117,20 @@ def conversions(d, f, n, h, halves, doubles, singles, ints):
         ints[k, 3] = int(h[k])
 
 
+@nv.jit
+def lanes(x, out, where):
+    i = nv.global_id(0)
+    v = x[i]
+    out[i, 0] = nv.subgroup.shuffle(v, 0)
+    out[i, 1] = nv.subgroup.shuffle_xor(v, 1)
+    out[i, 2] = nv.subgroup.reduce_add(v)
+    out[i, 3] = nv.subgroup.reduce_max(v)
+    out[i, 4] = cuda.shfl_down_sync(0xFFFFFFFF, v, 1)
+    where[i, 0] = nv.subgroup.id()
+    where[i, 1] = nv.subgroup.local_id()
+    where[i, 2] = nv.subgroup.size()
+
+
 def _inputs():
     rng = np.random.default_rng(2026)
     x = rng.uniform(-8, 8, N).astype(f16)
@@ -124,7 +138,8 @@ def _inputs():
     y[y == 0] = f16(1)
     y[:5] = x[:5]                                   # some equal pairs
     y[5:10] = np.nextafter(x[5:10], f16(np.inf))    # and neighbours
-    sums = rng.uniform(0, 1, 4 * GROUP).astype(f16)
+    # Multiples of 2**-8 below 1: sums of 64 of them are exact in float32.
+    sums = (rng.integers(0, 256, 4 * GROUP) / 256).astype(f16)
     # Values around float16 ties, overflow, subnormals and zeros. The first
     # is a float64 that float32 would round onto a tie (1 + 2**-11) first.
     d = np.array([1 + 2**-11 + 2**-40, 1 + 2**-11, 1 + 3 * 2**-11, 65519.0, 65520.0, 1e6,
@@ -160,7 +175,11 @@ def run_cases():
     ints = np.zeros((16, 4), np.int64)
     conversions.forall(16)(d, d.astype(f32), n, h, halves, doubles, singles, ints)
     out.update(halves=halves, doubles=doubles, singles=singles, ints=ints)
-    compiled = [k for disp in (saxpy, tree_sum, functions, conversions)
+    shuffled = np.zeros((GROUP, 5), f16)
+    where = np.zeros((GROUP, 3), np.int32)
+    lanes[1, GROUP](sums[:GROUP], shuffled, where)
+    out.update(lanes=shuffled, where=where)
+    compiled = [k for disp in (saxpy, tree_sum, functions, conversions, lanes)
                 for k in disp._compiled.values()]
     result = {name: {"dtype": str(v.dtype), "bits": v.view(np.uint8).tolist(),
                      "shape": list(v.shape)} for name, v in out.items()}
@@ -273,6 +292,25 @@ def test_fp16_functions(results):
         assert np.array_equal(v[~finite, column], want[~finite])
     assert got["flags"].tolist() == np.stack(
         [x == y, x != y, x < y, x <= y, x > y, x >= y, x < y], axis=1).astype(np.int32).tolist()
+
+
+def test_subgroup_operations_of_float16(results):
+    _, _, got = results
+    *_, sums, _, _, _ = _inputs()
+    x, where, v = sums[:GROUP], got["where"], got["lanes"]
+    size = int(where[0, 2])
+    groups = {g: np.flatnonzero(where[:, 0] == g) for g in np.unique(where[:, 0])}
+    for members in groups.values():
+        lane_of = {int(where[m, 1]): m for m in members}
+        assert len(members) == size
+        for m in members:
+            lane = int(where[m, 1])
+            _same_bits(v[m, 0], x[lane_of[0]])
+            _same_bits(v[m, 1], x[lane_of[lane ^ 1]])
+            # The exact sum (the inputs make it so), rounded once.
+            _same_bits(v[m, 2], f16(x[members].astype(f64).sum()))
+            _same_bits(v[m, 3], x[members].max())
+            _same_bits(v[m, 4], x[lane_of.get(lane + 1, m)])
 
 
 @np.errstate(over="ignore", invalid="ignore")

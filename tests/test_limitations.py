@@ -313,19 +313,6 @@ def test_float16_atomic_add():
 
 
 @pytest.mark.xfail(strict=True, raises=nv.CompilerError,
-                   reason="no subgroup operations on float16")
-def test_float16_subgroup_shuffle():
-    @nv.jit
-    def first(x, out):
-        i = nv.global_id(0)
-        out[i] = nv.subgroup.shuffle(x[i], 0)
-
-    out = np.zeros(8, np.float16)
-    first[1, 8](np.arange(8, dtype=np.float16), out)
-    assert not out.any()
-
-
-@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
                    reason="Numba's NumPy ufuncs know no float16 scalars")
 def test_numpy_ufunc_of_a_float16_scalar():
     @nv.jit

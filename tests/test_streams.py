@@ -411,3 +411,15 @@ def test_a_copy_on_one_stream_overlaps_a_kernel_on_another():
     assert both < 0.8 * (kernel + copy), (f"a kernel of {kernel:.4f} s and a copy of "
                                           f"{copy:.4f} s took {both:.4f} s together")
     assert d[12345] == 1.5 and out.copy_to_host()[0] == 2
+
+
+def test_info_lists_the_queue_families(capsys):
+    from numba_vulkan.__main__ import info
+    from numba_vulkan.runtime.device import queue_families
+    device = nv.get_current_device()
+    assert info() == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "queues:" in line]
+    line, families = lines[device.info.index], queue_families(device.info.index)
+    assert line.count("(family") == len(families)
+    kinds, count, _ = families[device.queue_family]
+    assert "compute" in kinds and f"{count} {'+'.join(kinds)}" in line

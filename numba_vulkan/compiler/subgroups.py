@@ -62,7 +62,7 @@ def _value_type(ty):
         return True
     if isinstance(ty, types.Integer):
         return ty.bitwidth <= 64
-    return isinstance(ty, types.Float) and ty.bitwidth in (32, 64)
+    return isinstance(ty, types.Float) and ty.bitwidth in (16, 32, 64)
 
 
 def _word_type(ty):
@@ -71,6 +71,11 @@ def _word_type(ty):
         return types.uint32
     if isinstance(ty, types.Integer) and ty.bitwidth < 32:
         return types.int32 if ty.signed else types.uint32
+    if ty == types.float16:
+        # Exactly widened, so that no 16-bit subgroup type (nor the
+        # shaderSubgroupExtendedTypes it needs) is used; a sum or scan is
+        # then rounded to float16 once, at the end.
+        return types.float32
     return ty
 
 
@@ -128,8 +133,8 @@ def _register(func, typer, lower, arity):
 
 def _need_value(name, ty):
     if not _value_type(ty):
-        raise TypingError(f"{_label(name)}: values must be ints, bools, float32 or "
-                          f"float64, not {ty}")
+        raise TypingError(f"{_label(name)}: values must be ints, bools, float16, float32 "
+                          f"or float64, not {ty}")
 
 
 def _need_int(name, what, ty):
@@ -296,8 +301,8 @@ _OPERATIONS = {"reduce": groupops.REDUCE, "inclusive": groupops.INCLUSIVE_SCAN,
 def _arithmetic_typer(name, op):
     def typer(value):
         if isinstance(value, types.Boolean) or not _value_type(value):
-            raise TypingError(f"{_label(name)}: values must be ints, float32 or float64, "
-                              f"not {value}")
+            raise TypingError(f"{_label(name)}: values must be ints, float16, float32 or "
+                              f"float64, not {value}")
         if isinstance(value, types.Float) and _ARITHMETIC[op][2] is None:
             raise TypingError(f"{_label(name)} takes ints, not {value}")
         return signature(value, value)

@@ -467,7 +467,7 @@ class Event:
     it has finished (without ``timing``, an empty submission). Elapsed times
     are read off the device's clock. Timestamps of events recorded on
     streams with different queues are compared as they are; Vulkan does not
-    promise that two queues' clocks agree (NVIDIA's and lavapipe's do).
+    promise that two queues' clocks agree.
     """
 
     def __init__(self, device, timing=True):
