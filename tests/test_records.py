@@ -472,6 +472,8 @@ def drift(p, s):
 
 
 def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
+    """A manifest names a record by a dtype of the kernel's module or by its
+    text form (as the strict mode's hint writes it)."""
     from numba_vulkan.aot.build import build
     from numba_vulkan.aot.loader import lookup
     (tmp_path / "recaot.py").write_text(AOT_MODULE)
@@ -479,7 +481,7 @@ def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
         version: 1
         kernels:
           - function: recaot:drift
-            signatures: ["void(particle[:], step)"]
+            signatures: ["void(particle[:], {dt:float32@0,scale:float32@4;8})"]
         '''))
     build(str(tmp_path / "kernels.yaml"))
     module = sys.modules["recaot"]
