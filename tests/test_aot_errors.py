@@ -23,6 +23,7 @@ import numba_vulkan as nv
 from numba_vulkan import files, kernelcache
 from numba_vulkan.aot import build
 from numba_vulkan.aot.loader import index, lookup
+from numba_vulkan.compiled import check_errors
 from numba_vulkan.dispatcher import VulkanDispatcher
 from numba_vulkan.runtime.device import current_device
 
@@ -235,7 +236,8 @@ TABLE_LIES = {
     "code not a number": ("gather", lambda e: _rename(e, "x17")),
     "code with a leading zero": ("gather", lambda e: _rename(e, "01234")),
     "code past 32 bits": ("gather", lambda e: _rename(e, str(2 ** 32))),
-    "type not a name": ("gather", lambda e: _first(e).update(type="os.system('true')")),
+    "type empty": ("gather", lambda e: _first(e).update(type="")),
+    "type with blanks": ("gather", lambda e: _first(e).update(type="Index Error\n")),
     "type a number": ("gather", lambda e: _first(e).update(type=7)),
     "message huge": ("gather", lambda e: _first(e).update(message="m" * 100_000)),
     "message a list": ("gather", lambda e: _first(e).update(message=["m"])),
@@ -270,6 +272,14 @@ def test_a_tampered_error_table_is_refused(project, module, strict, tmp_path, li
     with pytest.raises(nv.AOTError, match="is damaged"):
         lookup.find(dispatcher, sig, threads, index.target_of(entry))
     assert build.verify(str(directory))[1]
+
+
+def test_an_exception_class_defined_in_a_function_passes_the_check(jit):
+    """Its type is ``module.function.<locals>.Class``: a class name, not damage."""
+    compiled = jit["gather"].compile(GATHER, threads=64)
+    metadata = json.loads(json.dumps(compiled.metadata))
+    next(iter(metadata["exceptions"].values()))["type"] = "app.make.<locals>.Oops"
+    check_errors(compiled.params, metadata, compiled.target)
 
 
 @pytest.fixture
