@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import files, kernelcache
-from numba_vulkan.aot import build
+from numba_vulkan import config, files, kernelcache
+from numba_vulkan.aot import build, manifest as manifests
 from numba_vulkan.aot.loader import index, lookup
 from numba_vulkan.compiled import check_errors
 from numba_vulkan.dispatcher import VulkanDispatcher
@@ -272,6 +272,42 @@ def test_a_tampered_error_table_is_refused(project, module, strict, tmp_path, li
     with pytest.raises(nv.AOTError, match="is damaged"):
         lookup.find(dispatcher, sig, threads, index.target_of(entry))
     assert build.verify(str(directory))[1]
+
+
+def test_a_module_from_the_remote_tier_keeps_its_tables_and_they_are_checked(
+        project, monkeypatch):
+    """What an AOT build takes from the server (``aot`` tier) with the error
+    table and loop limit it was stored with, checked as a built module is."""
+    monkeypatch.syspath_prepend(str(project))
+    tasks, _ = manifests.resolve(manifests.load(str(project / "kernels.yaml")))
+    entries = _entries(project / "aot")
+    served = {}
+
+    def remote_load(tier, name, check):
+        try:
+            check(served[name])
+        except ValueError:
+            return None
+        return served[name]
+
+    monkeypatch.setattr(config, "remote_cache", lambda: "redis://127.0.0.1:1/0")
+    monkeypatch.setattr(kernelcache, "remote_load", remote_load)
+    for task in tasks:
+        entry = _entry(entries, task.kernel.partition(":")[2])
+        meta = {k: entry[k] for k in ("capabilities", "params", "push_size", "abi_version",
+                                      "exceptions", "loop_limit") if k in entry}
+        data = (project / "aot" / entry["spirv"]).read_bytes()
+        served[task.kernel] = {"spirv": data, "meta": meta}
+        done = {}
+        assert build._from_remote([(task, task.kernel)], done) == []
+        assert done[task][1] == meta
+        lie = json.loads(json.dumps(meta))
+        if "exceptions" in lie:
+            _first(lie).update(line="9")
+        else:
+            lie["loop_limit"] = 7
+        served[task.kernel] = {"spirv": data, "meta": lie}
+        assert build._from_remote([(task, task.kernel)], {}) == [(task, task.kernel)]
 
 
 def test_an_exception_class_defined_in_a_function_passes_the_check(jit):
