@@ -84,12 +84,9 @@ def contract():
 
 @contextlib.contextmanager
 def unfused():
-    """The target's Fma treated as rounding twice: float32 division and roots in float64,
-    fma emulated."""
+    """The target's Fma treated as rounding twice: ``llvm.fma`` emulated."""
     from numba_vulkan.codegen import legalize
-    with _patched(legalize, "exact_float32",
-                  lambda original: (lambda text, **kw: original(text, **{**kw, "fused_fma": False}))), \
-            _patched(legalize, "legalize", lambda original: (lambda text, **kw: original(text))):
+    with _patched(legalize, "legalize", lambda original: (lambda text, **kw: original(text))):
         yield
 
 

@@ -6,7 +6,7 @@ import sys
 
 
 def info():
-    from numba_vulkan.runtime.device import list_devices
+    from numba_vulkan.runtime.device import list_devices, queue_families
     for d in list_devices():
         major, minor, patch = d.api_version
         print(f"[{d.index}] {d.name}")
@@ -22,6 +22,9 @@ def info():
               f"size {list(d.max_workgroup_size)}, count {list(d.max_workgroup_count)}")
         print(f"    shared memory:  {d.max_shared_memory} bytes")
         print(f"    push constants: {d.max_push_constants} bytes")
+        families = [f"{count} {'+'.join(kinds) or 'other'} (family {k})"
+                    for k, (kinds, count, _) in enumerate(queue_families(d.index))]
+        print(f"    queues:         {'; '.join(families)}")
         target = d.target()
         print(f"    compiles for:   {target.target_env}"
               + (f", narrowing {', '.join(target.narrowed)}" if target.narrowed else ""))

@@ -27,9 +27,10 @@ class CompiledKernel:
         push_size: Bytes of push constants.
         abi_version: The :data:`~numba_vulkan.abi.ABI_VERSION` it was built for.
         metadata: What else the runtime needs, JSON-compatible: what the
-            error codes of its status buffer stand for (``exceptions``), the
-            formats of its ``print`` calls (``print``, see
-            :mod:`numba_vulkan.printbuffer`), ...
+            error codes of its status buffer stand for (``exceptions``, see
+            :func:`check_errors`), the loop limit it reports reaching
+            (``loop_limit``), the formats of its ``print`` calls (``print``,
+            see :mod:`numba_vulkan.printbuffer`), ...
     """
 
     name: str
@@ -83,6 +84,7 @@ class CompiledKernel:
         if len(kernel.local_size) != 3:
             raise ValueError("malformed kernel metadata: local_size")
         check_print(kernel.params, kernel.metadata.get("print"))
+        check_errors(kernel.params, kernel.metadata, target)
         return kernel
 
 
@@ -94,3 +96,68 @@ def check_print(params, formats):
     if bool(formats) != any(p.kind == "print" for p in params):
         raise ValueError("malformed kernel metadata: print formats without a print buffer, "
                          "or a print buffer without formats")
+
+
+#: Most raise sites a kernel's ``exceptions`` may describe, and the longest
+#: text of a description: far beyond a real kernel's, small enough that a
+#: damaged or crafted entry cannot make the runtime hold much.
+MAX_RAISE_SITES = 4096
+MAX_DESCRIPTION_TEXT = 16384
+
+_DESCRIPTION_FIELDS = ("type", "message", "function", "file", "line")
+
+
+def check_errors(params, metadata, target):
+    """Raise ValueError unless the error reports of a kernel's metadata are well formed.
+
+    ``metadata["exceptions"]`` maps each error code its status buffer may
+    hold (a decimal string, not 0 or :data:`~numba_vulkan.abi.LOOP_LIMIT_CODE`)
+    to the raise site it stands for: the exception's ``type`` (a builtin's
+    name, else ``module.qualname``), ``message``, and the ``function``,
+    ``file`` and ``line`` that raise it (each a string or None, the line a
+    non-negative int or None). ``metadata["loop_limit"]`` is the loop limit
+    of ``target``, which the kernel reports reaching. Either needs the
+    kernel to have a status buffer.
+    """
+    exceptions = metadata.get("exceptions")
+    limit = metadata.get("loop_limit")
+    status = any(p.kind == "status" for p in params)
+    if limit is not None:
+        if type(limit) is not int or limit != target.loop_limit or not limit:
+            raise ValueError(f"malformed kernel metadata: loop_limit {limit!r} is not its "
+                             f"target's loop limit ({target.loop_limit})")
+        if not status:
+            raise ValueError("malformed kernel metadata: a loop limit without a status buffer")
+    if exceptions is None:
+        return
+    if not isinstance(exceptions, dict) or len(exceptions) > MAX_RAISE_SITES:
+        raise ValueError("malformed kernel metadata: exceptions are not an object of at most "
+                         f"{MAX_RAISE_SITES} raise sites")
+    if exceptions and not status:
+        raise ValueError("malformed kernel metadata: exceptions without a status buffer")
+    for code, description in exceptions.items():
+        if not (isinstance(code, str) and code.isascii() and code.isdigit()
+                and code == str(int(code)) and 0 < int(code) < 2 ** 32
+                and int(code) != abi.LOOP_LIMIT_CODE):
+            raise ValueError(f"malformed kernel metadata: error code {code!r} is not a "
+                             "32-bit unsigned integer other than 0 and the loop limit's")
+        if not isinstance(description, dict) or sorted(description) != sorted(
+                _DESCRIPTION_FIELDS):
+            raise ValueError(f"malformed kernel metadata: error {code} is not described by "
+                             f"{', '.join(_DESCRIPTION_FIELDS)}")
+        kind, line = description["type"], description["line"]
+        # A class's qualified name: it may hold "<locals>", never blanks.
+        if not (isinstance(kind, str) and 0 < len(kind) <= 256 and kind.isprintable()
+                and not any(c.isspace() for c in kind)):
+            raise ValueError(f"malformed kernel metadata: error {code} has a type that is "
+                             "not a class name")
+        for name in ("message", "function", "file"):
+            text = description[name]
+            if not (text is None or isinstance(text, str)
+                    and len(text) <= MAX_DESCRIPTION_TEXT):
+                raise ValueError(f"malformed kernel metadata: error {code} has a {name} that "
+                                 f"is not a string of at most {MAX_DESCRIPTION_TEXT} "
+                                 "characters")
+        if not (line is None or type(line) is int and 0 <= line < 2 ** 31):
+            raise ValueError(f"malformed kernel metadata: error {code} has a line that is not "
+                             "a non-negative integer")

@@ -97,6 +97,11 @@ class _Plan:
             raise LaunchError(f"{kernel.name} has float16 or 16-bit integer arrays, which "
                               f"device {device.info.name} cannot store (it lacks "
                               "storageBuffer16BitAccess)")
+        if "StorageBuffer8BitAccess" in kernel.capabilities \
+                and "storage8" not in device.info.features:
+            raise LaunchError(f"{kernel.name} has int8, uint8 or bool arrays (or records with "
+                              f"such fields), which device {device.info.name} cannot store "
+                              "(it lacks storageBuffer8BitAccess)")
         lacking = sorted(modulecheck.subgroup_features(kernel.spirv) - device.info.features)
         if lacking:
             uses = "; ".join(_SUBGROUP_USES[f] for f in lacking)

@@ -42,9 +42,8 @@ class TargetDescription:
             LaunchError (see :mod:`numba_vulkan.codegen.looplimit`).
         fused_fma: Whether the devices compute GLSL's ``Fma`` with one
             rounding, as GPUs with a hardware fused multiply-add do (Vulkan
-            allows two). Correctly rounded float32 division and square roots
-            then cost float32 operations instead of float64 ones
-            (:func:`numba_vulkan.codegen.legalize.exact_float32`).
+            allows two): ``llvm.fma`` (libclc's math is full of them) is
+            then the device's own instruction instead of an emulation.
         float16: Whether the devices compute in float16 (``shaderFloat16``);
             if not, float16 arithmetic is done in float32 and each result
             rounded to float16 (see :mod:`numba_vulkan.codegen.half`).

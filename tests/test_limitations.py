@@ -301,6 +301,33 @@ def test_float16_arrays_without_16_bit_storage():
     assert child.returncode == 0, child.stderr[-2000:]
 
 
+_BYTES_WITHOUT_STORAGE = '''
+import numpy as np
+import numba_vulkan as nv
+
+@nv.jit
+def flip(x):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        x[i] = not x[i]
+
+x = np.arange(8) % 3 == 0
+flip.forall(8)(x)
+assert np.array_equal(x, np.arange(8) % 3 != 0)
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="int8, uint8 and bool arrays need storageBuffer8BitAccess")
+def test_8_bit_arrays_without_8_bit_storage():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_VULKAN_MASK_FEATURES="storage8")
+    child = subprocess.run([sys.executable, "-c", _BYTES_WITHOUT_STORAGE], env=env,
+                           capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr[-2000:]
+
+
 @pytest.mark.xfail(strict=True, raises=nv.CompilerError, reason="no float16 atomics")
 def test_float16_atomic_add():
     @nv.jit

@@ -177,6 +177,33 @@ def test_a_type_text_that_is_not_a_records_own_is_refused(text):
         signature.parse(text)
 
 
+LOOPED = np.dtype([("x", "f4"), ("n", "i4"), ("w", "f4")])
+
+
+@nv.jit
+def weighted_sum(a, out):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        s = 0.0
+        for j in range(i, a.shape[0]):
+            s += a[j].x * a[j].n + a[j].w
+        out[i] = s
+
+
+def test_a_loop_over_records_keeps_word_accesses(rng):
+    """The offset of a[j] in a loop (a pointer stepped by the itemsize, 12)
+    is proven a multiple of 4 through the loop's phi."""
+    a = np.zeros(300, LOOPED)
+    a["x"], a["n"], a["w"] = rng.random(300), rng.integers(-5, 5, 300), rng.random(300)
+    out = np.zeros(7)
+    weighted_sum.forall(out.size)(a, out)
+    terms = a["x"].astype(np.float64) * a["n"] + a["w"]
+    np.testing.assert_allclose(out, [terms[i:].sum() for i in range(7)], rtol=1e-12)
+    compiled = weighted_sum.compile((f"{records.text(LOOPED)}[1d,C]", "float64[1d,C]"),
+                                    threads=256)
+    assert "VulkanBuffer_a0i32" in compiled.llvm_ir and "VulkanBuffer_a0i8" not in compiled.llvm_ir
+
+
 @nv.jit
 def copy_records(a, b):
     i = nv.global_id(0)
@@ -445,6 +472,8 @@ def drift(p, s):
 
 
 def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
+    """A manifest names a record by a dtype of the kernel's module or by its
+    text form (as the strict mode's hint writes it)."""
     from numba_vulkan.aot.build import build
     from numba_vulkan.aot.loader import lookup
     (tmp_path / "recaot.py").write_text(AOT_MODULE)
@@ -452,7 +481,7 @@ def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
         version: 1
         kernels:
           - function: recaot:drift
-            signatures: ["void(particle[:], step)"]
+            signatures: ["void(particle[:], {dt:float32@0,scale:float32@4;8})"]
         '''))
     build(str(tmp_path / "kernels.yaml"))
     module = sys.modules["recaot"]

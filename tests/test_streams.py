@@ -411,3 +411,60 @@ def test_a_copy_on_one_stream_overlaps_a_kernel_on_another():
     assert both < 0.8 * (kernel + copy), (f"a kernel of {kernel:.4f} s and a copy of "
                                           f"{copy:.4f} s took {both:.4f} s together")
     assert d[12345] == 1.5 and out.copy_to_host()[0] == 2
+
+
+def test_info_lists_the_queue_families(capsys):
+    from numba_vulkan.__main__ import info
+    from numba_vulkan.runtime.device import queue_families
+    device = nv.get_current_device()
+    assert info() == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "queues:" in line]
+    line, families = lines[device.info.index], queue_families(device.info.index)
+    assert line.count("(family") == len(families)
+    kinds, count, _ = families[device.queue_family]
+    assert "compute" in kinds and f"{count} {'+'.join(kinds)}" in line
+
+
+@nv.jit
+def first_into(src, out):
+    out[0] = src[0]
+
+
+def test_callbacks_run_in_order_and_later_work_waits_for_them(queues):
+    """numba.cuda's add_callback: after the stream's earlier work, one at a
+    time, and the stream's later work (and its synchronize) after them."""
+    s = cuda.stream()
+    flag = cuda.mapped_array(1, np.float32)
+    flag[0] = 0
+    out = nv.device_array(1, np.float32)
+    release, calls = threading.Event(), []
+
+    def slow(stream, status, arg):
+        release.wait(10)
+        flag[0] = arg
+        calls.append((stream, status, arg))
+
+    axpb[GROUPS, THREADS, s](nv.device_array(N, np.float32), np.float32(0), np.float32(0))
+    s.add_callback(slow, 7.0)
+    s.add_callback(lambda stream, status, arg: calls.append((stream, status, arg)), "second")
+    first_into[1, 1, s](flag, out)         # submitted at once, run after both
+    assert not s.query()                   # the first callback is waiting
+    release.set()
+    s.synchronize()
+    assert calls == [(s, 0, 7.0), (s, 0, "second")]
+    assert out.copy_to_host()[0] == 7 and s.query()
+    with pytest.raises(TypeError, match="callable"):
+        s.add_callback(None)
+
+
+def test_async_done_resolves_to_the_stream():
+    import asyncio
+    s = nv.stream()
+    x = nv.to_device(np.arange(N, dtype=np.float32))
+
+    async def work():
+        axpb[GROUPS, THREADS, s](x, np.float32(2), np.float32(0))
+        return await s.async_done()
+
+    assert asyncio.run(work()) is s
+    np.testing.assert_array_equal(x.copy_to_host(), 2 * np.arange(N, dtype=np.float32))

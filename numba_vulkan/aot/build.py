@@ -41,7 +41,7 @@ except ImportError:  # not on Windows: builds of one output are not serialised t
 from numba_vulkan import abi, config, files, modulecheck, spirv
 from numba_vulkan.aot import keys as signing_keys, manifest as manifests
 from numba_vulkan.aot.loader import codekey, index, signing
-from numba_vulkan.compiled import check_print
+from numba_vulkan.compiled import check_errors, check_print
 from numba_vulkan.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
 #: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
@@ -177,6 +177,12 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
                 "push_size": compiled.push_size, "abi_version": compiled.abi_version}
         if "print" in compiled.metadata:
             meta["print"] = compiled.metadata["print"]
+        if "exceptions" in compiled.metadata:
+            root = index.source_root(module_name, kernel.py_func.__code__.co_filename)
+            meta["exceptions"] = index.portable_exceptions(compiled.metadata["exceptions"],
+                                                           root)
+        if "loop_limit" in compiled.metadata:
+            meta["loop_limit"] = compiled.metadata["loop_limit"]
         if shared_bytes:
             meta["shared_bytes"] = shared_bytes
         _check_built(binary, meta, sig, threads, target, target_env)
@@ -202,6 +208,7 @@ def _check_built(binary, meta, sig, threads, target, target_env):
     params = abi.params_from_json(meta["params"])
     modulecheck.check_interface(binary, params, meta["push_size"], threads, target.vulkan)
     check_print(params, meta.get("print"))
+    check_errors(params, meta, target)
     if meta["capabilities"] != spirv.capabilities(binary):
         raise ValueError("capabilities differ from the module's")
 
@@ -406,6 +413,9 @@ def _size(dispatcher):
 _NO_CODE = (lambda: None).__code__
 
 
+#: What a built module's metadata has only for some kernels.
+_OPTIONAL_META = frozenset(("print", "shared_bytes", "exceptions", "loop_limit"))
+
 #: The remote cache's namespace of built modules, keyed by build key.
 REMOTE_TIER = "aot"
 #: How ``done`` marks a module taken from the remote cache.
@@ -425,8 +435,8 @@ def _from_remote(pending, done):
             meta = entry["meta"]
             if not isinstance(entry["spirv"], bytes) or not isinstance(meta, dict):
                 raise ValueError("not a built module")
-            if set(meta) - {"print", "shared_bytes"} != {"capabilities", "params", "push_size",
-                                                         "abi_version"}:
+            if set(meta) - _OPTIONAL_META != {"capabilities", "params", "push_size",
+                                              "abi_version"}:
                 raise ValueError("not a built module's metadata")
             if meta.get("shared_bytes", 0) != task.shared_bytes:
                 raise ValueError("a module of another dynamic shared memory size")
@@ -542,6 +552,8 @@ def _entry(task, key, data, meta, fingerprint, build_key):
         "abi_version": meta["abi_version"], "options": dict(task.options),
         "fingerprint": fingerprint,
         **({"print": meta["print"]} if "print" in meta else {}),
+        **({"exceptions": meta["exceptions"]} if "exceptions" in meta else {}),
+        **({"loop_limit": meta["loop_limit"]} if "loop_limit" in meta else {}),
         **({"shared_bytes": task.shared_bytes} if task.shared_bytes else {}),
     }
 

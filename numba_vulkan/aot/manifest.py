@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from numba_vulkan import jitoptions
+from numba_vulkan import jitoptions, records
 from numba_vulkan.aot.loader import index
 from numba_vulkan.errors import ManifestError
 from numba_vulkan.target import TargetDescription
@@ -419,8 +419,10 @@ def _import(manifest, spec):
 
 def _evaluate(text, dispatcher):
     """A signature string as Numba reads it, where a name may also be a
-    record (structured NumPy dtype) that the kernel's module defines:
-    ``void(particle[::1], float32)``."""
+    record (structured NumPy dtype) that the kernel's module defines,
+    ``void(particle[::1], float32)``, and a record may be written in its
+    text form (:mod:`numba_vulkan.records`), as ``aot record`` and the
+    strict mode's hints write it: ``void({x:float32@0;4}[::1])``."""
     import numpy as np
     from numba.core import types
     from numba.np import numpy_support
@@ -429,7 +431,22 @@ def _evaluate(text, dispatcher):
         if isinstance(value, np.dtype) and value.names is not None and \
                 name not in namespace:
             namespace[name] = numpy_support.from_dtype(value)
-    return eval(text, {}, namespace)
+    out, depth, start = [], 0, 0
+    for k, char in enumerate(text):
+        if char == "{":
+            if depth == 0:
+                out.append(text[start:k])
+                start = k
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                name = f"_nv_record_{len(namespace)}"
+                namespace[name] = numpy_support.from_dtype(records.dtype(text[start:k + 1]))
+                out.append(name)
+                start = k + 1
+    out.append(text[start:])
+    return eval("".join(out), {}, namespace)
 
 
 def _signature(manifest, spec, dispatcher, text, line):

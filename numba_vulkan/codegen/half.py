@@ -16,10 +16,13 @@ may differ in the last bit in rare cases. Workgroup and private arrays of
 float16 become float32 arrays holding float16 values.
 
 :func:`storage_capabilities` declares ``StorageBuffer16BitAccess`` in an
-emitted module whose storage buffers hold 16-bit types (LLVM's backend
-declares only ``Float16``/``Int16``), and, for a target without float16
-arithmetic, drops the ``Float16`` capability the backend declared for the
-``half`` type that buffers still use.
+emitted module whose storage buffers hold 16-bit types, and
+``StorageBuffer8BitAccess`` in one whose storage buffers hold 8-bit types
+(int8, uint8 and bool arrays, records with such fields): Vulkan requires
+them for those buffers, and LLVM's backend declares only
+``Float16``/``Int16``/``Int8``. For a target without float16 arithmetic it
+drops the ``Float16`` capability the backend declared for the ``half``
+type that buffers still use.
 """
 
 import re
@@ -294,26 +297,37 @@ _OP_TYPE_POINTER = 32
 _OP_CAPABILITY = 17
 _STORAGE_BUFFER = 12
 _CAPABILITY_FLOAT16 = 9
-_CAPABILITY_STORAGE16 = 4433
+#: The storage capability that buffers of each width of type need.
+_STORAGE_CAPABILITY = {16: 4433, 8: 4448}
+
+
+def _stored_widths(instructions):
+    """The widths below 32 bits of the types that storage buffers hold."""
+    width = {}
+    for inst in instructions:
+        op = spirv.opcode(inst)
+        if op in (_OP_TYPE_INT, _OP_TYPE_FLOAT) and inst[2] in _STORAGE_CAPABILITY:
+            width[inst[1]] = {inst[2]}
+        elif op in (_OP_TYPE_VECTOR, _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY) \
+                and inst[2] in width:
+            width[inst[1]] = width[inst[2]]
+        elif op == _OP_TYPE_STRUCT:
+            inner = set().union(*(width.get(member, ()) for member in inst[2:]))
+            if inner:
+                width[inst[1]] = inner
+    stored = set()
+    for inst in instructions:
+        if spirv.opcode(inst) == _OP_TYPE_POINTER and inst[2] == _STORAGE_BUFFER:
+            stored |= width.get(inst[3], set())
+    return stored
 
 
 def storage_capabilities(binary, float16):
-    """The emitted module ``binary`` with ``StorageBuffer16BitAccess`` declared
-    if its storage buffers hold 16-bit types, and without ``Float16`` unless
-    the target computes in float16 (``float16``)."""
+    """The emitted module ``binary`` with ``StorageBuffer16BitAccess`` and
+    ``StorageBuffer8BitAccess`` declared if its storage buffers hold 16- or
+    8-bit types, and without ``Float16`` unless the target computes in
+    float16 (``float16``)."""
     header, instructions = spirv.parse(binary)
-    sixteen = set()
-    for inst in instructions:
-        op = spirv.opcode(inst)
-        if op in (_OP_TYPE_INT, _OP_TYPE_FLOAT) and inst[2] == 16:
-            sixteen.add(inst[1])
-        elif op in (_OP_TYPE_VECTOR, _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY) \
-                and inst[2] in sixteen:
-            sixteen.add(inst[1])
-        elif op == _OP_TYPE_STRUCT and sixteen.intersection(inst[2:]):
-            sixteen.add(inst[1])
-    needed = any(spirv.opcode(inst) == _OP_TYPE_POINTER and inst[2] == _STORAGE_BUFFER
-                 and inst[3] in sixteen for inst in instructions)
     declared = {inst[1] for inst in instructions if spirv.opcode(inst) == _OP_CAPABILITY}
     changed = False
     if not float16 and _CAPABILITY_FLOAT16 in declared:
@@ -321,9 +335,12 @@ def storage_capabilities(binary, float16):
                         if not (spirv.opcode(inst) == _OP_CAPABILITY
                                 and inst[1] == _CAPABILITY_FLOAT16)]
         changed = True
-    if needed and _CAPABILITY_STORAGE16 not in declared:
+    for width in sorted(_stored_widths(instructions), reverse=True):
+        capability = _STORAGE_CAPABILITY[width]
+        if capability in declared:
+            continue
         first = next(k for k, inst in enumerate(instructions)
                      if spirv.opcode(inst) == _OP_CAPABILITY)
-        instructions.insert(first + 1, [(2 << 16) | _OP_CAPABILITY, _CAPABILITY_STORAGE16])
+        instructions.insert(first + 1, [(2 << 16) | _OP_CAPABILITY, capability])
         changed = True
     return spirv.assemble(header, instructions) if changed else binary

@@ -429,38 +429,24 @@ def _declare(module, name, declaration):
         module.items.append(ir.parse(declaration).items[0])
 
 
-#: Ulps added to the driver's approximate float32 quotient and root before
-#: :func:`exact_float32` corrects them. Zero except in tests: lavapipe's
-#: approximations are exact, so only an injected error exercises the
-#: corrections a GPU's approximations need.
-APPROXIMATION_ERROR = 0
-
-_SIGN32 = -(1 << 31)
-_ABS32 = (1 << 31) - 1
-_INF32 = 0x7F800000
-_NAN32 = 0x7FC00000
-_MANTISSA32 = (1 << 23) - 1
-_ONE32 = 0x3F800000
-
-
-def exact_float32(text, fused_fma=False, float64=True):
-    """Make float32 division and square roots correctly rounded.
+def exact_float32(text):
+    """Divide and take square roots of float32 values in float64.
 
     Vulkan only asks for float32 division within 2.5 ULP (NVIDIA's is
     that, and gives 0 for divisors beyond 2**126) and for square roots
-    within 3. Without ``fused_fma`` both are computed in float64 and rounded
-    once to float32, which is correctly rounded (the double rounding is
-    harmless with 53 >= 2 * 24 + 2 bits), on targets with ``float64``.
+    within 3. Computed in float64 and rounded once to float32 both are
+    correctly rounded, as on the CPU (the double rounding is harmless with
+    53 >= 2 * 24 + 2 bits). For targets that have float64 and kernels
+    without ``fastmath``.
 
-    With ``fused_fma`` (a GPU whose ``Fma`` rounds once) float64 division
-    and square roots, which GPUs compute in software, are avoided: the
-    driver's float32 approximation of a quotient of significands in [1, 2)
-    is corrected with exact fma remainders, the exponents are put back with
-    integer arithmetic (subnormal results rounded by the remainder's sign),
-    and a square root of a significand in [1, 4) is corrected the same way,
-    with its midpoints tested by exact float64 products. An n-body step,
-    a division and a root per pair, took 25.8 ms through float64 on an H200
-    against numba-cuda's 13.8 (``benchmarks/bench_variants.py``).
+    On an H200 that costs an n-body step (a division and a root per pair)
+    25.0 ms against 10.6 with the driver's own float32 operations, and
+    numba-cuda's 13.9. A float32 alternative was measured and dropped: the
+    driver's quotient and root corrected with fused-fma remainders, exponents
+    and subnormal results handled with integer arithmetic, took 29.5 ms
+    (``benchmarks/bench_variants.py``). NVIDIA's own correctly rounded
+    division checks its fast path in one instruction that SPIR-V cannot ask
+    for.
     """
     module = ir.parse(text)
     counter = 0
@@ -471,18 +457,9 @@ def exact_float32(text, fused_fma=False, float64=True):
         if inst.name is None or not (sqrt or inst.opcode == "fdiv") or \
                 (inst.type if sqrt else inst.operands[0].type) != "float":
             return None
-        if not float64 and (sqrt or not fused_fma):
-            return None
         counter += 1
         emit = Emitter(f"%nv.exact.{counter}")
-        operands = [o.value for o in inst.operands]
-        if fused_fma:
-            if sqrt:
-                _root(emit, operands[0], inst.name)
-            else:
-                _quotient(emit, operands[0], operands[1], inst.name)
-            return emit.lines
-        wide = [emit(f"fpext float {o} to double") for o in operands]
+        wide = [emit(f"fpext float {o.value} to double") for o in inst.operands]
         if sqrt:
             wide = emit(f"call double @llvm.sqrt.f64(double {wide[0]})")
         else:
@@ -493,151 +470,7 @@ def exact_float32(text, fused_fma=False, float64=True):
     if not splice(module, rewrite):
         return text
     _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
-    _declare(module, "@llvm.sqrt.f32", "declare float @llvm.sqrt.f32(float)")
-    _declare(module, "@llvm.fma.f32", "declare float @llvm.fma.f32(float, float, float)")
     return str(module)
-
-
-def _fma(emit, a, b, c):
-    return emit(f"call float @llvm.fma.f32(float {a}, float {b}, float {c})")
-
-
-def _approximate(emit, value):
-    """``value``, off by :data:`APPROXIMATION_ERROR` ulps where a test asks."""
-    if not APPROXIMATION_ERROR:
-        return value
-    bits = emit(f"bitcast float {value} to i32")
-    return emit(f"bitcast i32 {emit(f'add i32 {bits}, {APPROXIMATION_ERROR}')} to float")
-
-
-def _significand(emit, magnitude):
-    """The bits of a finite, nonzero float's magnitude normalised (a
-    subnormal's through an exact integer conversion), and its biased
-    exponent, below 1 for a subnormal."""
-    subnormal = emit(f"icmp ult i32 {magnitude}, 8388608")
-    converted = emit(f"bitcast float {emit(f'uitofp i32 {magnitude} to float')} to i32")
-    bits = emit(f"select i1 {subnormal}, i32 {converted}, i32 {magnitude}")
-    exponent = emit(f"lshr i32 {bits}, 23")
-    # A subnormal is its integer significand times 2**-149.
-    exponent = emit(f"select i1 {subnormal}, i32 {emit(f'sub i32 {exponent}, 149')}, "
-                    f"i32 {exponent}")
-    return bits, exponent
-
-
-def _with_exponent(emit, bits, exponent_bits):
-    """The float of ``bits``' significand with the exponent field ``exponent_bits``."""
-    fraction = emit(f"and i32 {bits}, {_MANTISSA32}")
-    return emit(f"bitcast i32 {emit(f'or i32 {fraction}, {exponent_bits}')} to float")
-
-
-def _neighbours(emit, value):
-    bits = emit(f"bitcast float {value} to i32")
-    up = emit(f"bitcast i32 {emit(f'add i32 {bits}, 1')} to float")
-    down = emit(f"bitcast i32 {emit(f'sub i32 {bits}, 1')} to float")
-    return up, down
-
-
-def _quotient(emit, a, b, result):
-    ia = emit(f"bitcast float {a} to i32")
-    ib = emit(f"bitcast float {b} to i32")
-    sign = emit(f"and i32 {emit(f'xor i32 {ia}, {ib}')}, {_SIGN32}")
-    aa = emit(f"and i32 {ia}, {_ABS32}")
-    ab = emit(f"and i32 {ib}, {_ABS32}")
-    bits_a, ea = _significand(emit, aa)
-    bits_b, eb = _significand(emit, ab)
-    x = _with_exponent(emit, bits_a, _ONE32)
-    y = _with_exponent(emit, bits_b, _ONE32)
-    # x / y lies in (0.5, 2): the driver's reciprocal is within a few ulps
-    # there, one correction with the fma remainder leaves the quotient
-    # within an ulp, and the remainder of such a quotient is exact.
-    r = _approximate(emit, emit(f"fdiv float {_hex(1.0)}, {y}"))
-    neg_y = emit(f"fneg float {y}")
-    q0 = emit(f"fmul float {x}, {r}")
-    q1 = _fma(emit, _fma(emit, neg_y, q0, x), r, q0)
-    e1 = _fma(emit, neg_y, q1, x)
-    up, down = _neighbours(emit, q1)
-    # x / y exceeds q1's upper midpoint iff the remainder exceeds half the
-    # gap times y, both exact; likewise below.
-    half_up = emit(f"fmul float {emit(f'fsub float {up}, {q1}')}, {_hex(0.5)}")
-    half_down = emit(f"fmul float {emit(f'fsub float {q1}, {down}')}, {_hex(0.5)}")
-    go_up = emit(f"fcmp ogt float {e1}, {emit(f'fmul float {half_up}, {y}')}")
-    below = emit(f"fneg float {emit(f'fmul float {half_down}, {y}')}")
-    go_down = emit(f"fcmp olt float {e1}, {below}")
-    q2 = emit(f"select i1 {go_up}, float {up}, float "
-              f"{emit(f'select i1 {go_down}, float {down}, float {q1}')}")
-    e2 = _fma(emit, neg_y, q2, x)
-    iq = emit(f"bitcast float {q2} to i32")
-    k = emit(f"sub i32 {ea}, {eb}")
-    exponent = emit(f"add i32 {emit(f'lshr i32 {iq}, 23')}, {k}")
-    normal = emit(f"add i32 {iq}, {emit(f'shl i32 {k}, 23')}")
-    # A subnormal result: q2's 24-bit significand shifted right, rounded to
-    # nearest even, a tie broken by the sign of the exact remainder.
-    shift = emit(f"sub i32 1, {exponent}")
-    shift = emit(f"select i1 {emit(f'icmp sgt i32 {shift}, 31')}, i32 31, i32 {shift}")
-    shift = emit(f"select i1 {emit(f'icmp slt i32 {shift}, 1')}, i32 1, i32 {shift}")
-    m24 = emit(f"or i32 {emit(f'and i32 {iq}, {_MANTISSA32}')}, 8388608")
-    kept = emit(f"lshr i32 {m24}, {shift}")
-    mask = emit(f"sub i32 {emit(f'shl i32 1, {shift}')}, 1")
-    rest = emit(f"and i32 {m24}, {mask}")
-    half = emit(f"shl i32 1, {emit(f'sub i32 {shift}, 1')}")
-    tie = emit(f"icmp eq i32 {rest}, {half}")
-    odd = emit(f"icmp ne i32 {emit(f'and i32 {kept}, 1')}, 0")
-    exact = emit(f"fcmp oeq float {e2}, {_hex(0.0)}")
-    above = emit(f"fcmp ogt float {e2}, {_hex(0.0)}")
-    even_up = emit(f"or i1 {above}, {emit(f'and i1 {exact}, {odd}')}")
-    tie_up = emit(f"and i1 {tie}, {even_up}")
-    round_up = emit(f"or i1 {emit(f'icmp ugt i32 {rest}, {half}')}, {tie_up}")
-    subnormal = emit(f"add i32 {kept}, {emit(f'zext i1 {round_up} to i32')}")
-    in_range = emit(f"and i1 {emit(f'icmp sgt i32 {exponent}, 0')}, "
-                    f"{emit(f'icmp slt i32 {exponent}, 255')}")
-    overflow = emit(f"icmp sgt i32 {exponent}, 254")
-    bits = emit(f"select i1 {overflow}, i32 {_INF32}, i32 {subnormal}")
-    bits = emit(f"select i1 {in_range}, i32 {normal}, i32 {bits}")
-    # Zeros, infinities and NaNs, as IEEE 754 divides them.
-    zero_a, zero_b = emit(f"icmp eq i32 {aa}, 0"), emit(f"icmp eq i32 {ab}, 0")
-    inf_a, inf_b = emit(f"icmp eq i32 {aa}, {_INF32}"), emit(f"icmp eq i32 {ab}, {_INF32}")
-    nan = emit(f"or i1 {emit(f'icmp ugt i32 {aa}, {_INF32}')}, {emit(f'icmp ugt i32 {ab}, {_INF32}')}")
-    nan = emit(f"or i1 {nan}, {emit(f'and i1 {zero_a}, {zero_b}')}")
-    nan = emit(f"or i1 {nan}, {emit(f'and i1 {inf_a}, {inf_b}')}")
-    bits = emit(f"select i1 {emit(f'or i1 {zero_a}, {inf_b}')}, i32 0, i32 {bits}")
-    bits = emit(f"select i1 {emit(f'or i1 {zero_b}, {inf_a}')}, i32 {_INF32}, i32 {bits}")
-    bits = emit(f"select i1 {nan}, i32 {_NAN32}, i32 {bits}")
-    emit(f"bitcast i32 {emit(f'or i32 {bits}, {sign}')} to float", result)
-
-
-def _root(emit, x, result):
-    ix = emit(f"bitcast float {x} to i32")
-    ax = emit(f"and i32 {ix}, {_ABS32}")
-    bits, biased = _significand(emit, ax)
-    exponent = emit(f"sub i32 {biased}, 127")
-    odd = emit(f"and i32 {exponent}, 1")
-    # x = m * 2**(2 h) with m in [1, 4); its root is sqrt(m) * 2**h.
-    m_exponent = emit(f"shl i32 {emit(f'add i32 {odd}, 127')}, 23")
-    m = _with_exponent(emit, bits, m_exponent)
-    h = emit(f"ashr i32 {emit(f'sub i32 {exponent}, {odd}')}, 1")
-    s0 = _approximate(emit, emit(f"call float @llvm.sqrt.f32(float {m})"))
-    half_r = emit(f"fmul float {emit(f'fdiv float {_hex(1.0)}, {s0}')}, {_hex(0.5)}")
-    s1 = _fma(emit, _fma(emit, emit(f"fneg float {s0}"), s0, m), half_r, s0)
-    up, down = _neighbours(emit, s1)
-    # sqrt(m) exceeds the midpoint (s1 + up) / 2 iff 4 m exceeds its double
-    # square: sums of neighbours and their squares are exact in float64.
-    wide_s1 = emit(f"fpext float {s1} to double")
-    four_m = emit(f"fmul double {emit(f'fpext float {m} to double')}, {_hex(4.0)}")
-    sum_up = emit(f"fadd double {wide_s1}, {emit(f'fpext float {up} to double')}")
-    sum_down = emit(f"fadd double {wide_s1}, {emit(f'fpext float {down} to double')}")
-    go_up = emit(f"fcmp ogt double {four_m}, {emit(f'fmul double {sum_up}, {sum_up}')}")
-    go_down = emit(f"fcmp olt double {four_m}, {emit(f'fmul double {sum_down}, {sum_down}')}")
-    s2 = emit(f"select i1 {go_up}, float {up}, float "
-              f"{emit(f'select i1 {go_down}, float {down}, float {s1}')}")
-    root = emit(f"add i32 {emit(f'bitcast float {s2} to i32')}, {emit(f'shl i32 {h}, 23')}")
-    # Zeros (either sign) are their own roots, +inf too; NaNs and negative
-    # numbers have none.
-    negative = emit(f"and i1 {emit(f'icmp slt i32 {ix}, 0')}, {emit(f'icmp ne i32 {ax}, 0')}")
-    nan = emit(f"or i1 {emit(f'icmp ugt i32 {ax}, {_INF32}')}, {negative}")
-    same = emit(f"or i1 {emit(f'icmp eq i32 {ax}, 0')}, {emit(f'icmp eq i32 {ix}, {_INF32}')}")
-    root = emit(f"select i1 {same}, i32 {ix}, i32 {root}")
-    root = emit(f"select i1 {nan}, i32 {_NAN32}, i32 {root}")
-    emit(f"bitcast i32 {root} to float", result)
 
 
 _BINARY = frozenset("add sub mul udiv sdiv urem srem shl lshr ashr and or xor".split())

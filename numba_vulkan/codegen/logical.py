@@ -562,7 +562,8 @@ class _Rewriter:
 
     def natural_elem(self, obj):
         if isinstance(obj, int) and self.is_record(obj):
-            return self.units.get(obj, "i32")
+            # A buffer no access types: words, where they divide the itemsize.
+            return self.units.get(obj, "i8" if self._record_bytes(obj) % 4 else "i32")
         if isinstance(obj, int):
             return ELEMENT_TYPES[self.bindings[obj]][0]
         return obj.elem

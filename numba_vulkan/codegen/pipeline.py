@@ -139,13 +139,11 @@ def legalise(job):
     """``job.llvm_ir``: ``job.text`` in the forms the backend can express, with
     float64 rounding computed on 64-bit integers where the target has them
     (:mod:`numba_vulkan.codegen.rounding`); the IR handed to the backend."""
-    final = job.text
-    if not job.contract and ("float64" not in job.target.narrowed or job.target.fused_fma):
-        final = legalize.exact_float32(final, fused_fma=job.target.fused_fma,
-                                       float64="float64" not in job.target.narrowed)
-    final = legalize.legalize(final, fused_fma=job.target.fused_fma)
+    final = legalize.legalize(job.text, fused_fma=job.target.fused_fma)
     if "int64" not in job.target.narrowed:
         final = rounding.exact_rounding(final)
+    if "float64" not in job.target.narrowed and not job.contract:
+        final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)
     job.llvm_ir = final
     return final

@@ -5,8 +5,9 @@ that raises, and propagates a callee's code to its caller. Its codes only
 tell apart the raise sites of one function, and a kernel's code reaches
 the host through the status buffer (see :mod:`numba_vulkan.abi`), so here a
 code names its raise site everywhere: it is a hash of the exception class,
-its arguments and its location. Equal raise sites get equal codes in every
-process, which keeps the generated IR (and so the kernel cache key) stable.
+its arguments and its location (function, file name, line). Equal raise
+sites get equal codes in every process and every checkout, which keeps the
+generated IR (and so the kernel cache key, and an AOT build) stable.
 
 :func:`exceptions` recovers, for a compiled kernel, what each code it may
 return stands for, as JSON-compatible data for the compiled kernel's
@@ -15,6 +16,7 @@ metadata, from which the dispatcher raises it after the launch.
 
 import builtins
 import hashlib
+import os
 import re
 import threading
 
@@ -40,7 +42,11 @@ def _describe(exc, exc_args, locinfo):
 
 
 def _code(description):
-    digest = hashlib.sha256(repr(sorted(description.items())).encode()).digest()
+    # The file by its name alone: its folder would make the code, and so the
+    # module, differ between two checkouts of the same source (AOT builds
+    # are byte-identical across checkouts).
+    named = dict(description, file=os.path.basename(description["file"] or "") or None)
+    digest = hashlib.sha256(repr(sorted(named.items())).encode()).digest()
     # Positive, and above the small codes the calling convention reserves.
     return int.from_bytes(digest[:4], "little") % (2 ** 31 - 1024) + 1024
 

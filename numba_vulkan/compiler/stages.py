@@ -268,9 +268,9 @@ STAGES = (
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
-          "express, float32 division and square roots made correctly rounded (in float64, or "
-          "with fma remainders on a target with a fused fma), integer operations on constants "
-          "folded; the result is the IR handed to the backend", llvm=True),
+          "express (fma emulated unless the target's is fused), float32 division and square "
+          "roots made correctly rounded in float64, integer operations on constants folded; "
+          "the result is the IR handed to the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "placeholder calls become subgroup instructions, debug noise is "
           "stripped, the backend's known mistakes fixed and the 16-bit storage capability "

@@ -523,6 +523,23 @@ def list_devices():
     return list(instance().devices)
 
 
+def queue_families(index):
+    """The queue families of physical device ``index`` (of
+    :func:`list_devices`), as ``(kinds, queue count, timestamp bits)``:
+    ``kinds`` names what its queues do (``graphics``, ``compute``,
+    ``transfer``)."""
+    v = vk.module()
+    physical = instance().physical[index]
+    count = vk.new("uint32_t*")
+    v.lib.vkGetPhysicalDeviceQueueFamilyProperties(physical, count, v.ffi.NULL)
+    families = vk.new("VkQueueFamilyProperties[]", count[0])
+    v.lib.vkGetPhysicalDeviceQueueFamilyProperties(physical, count, families)
+    bits = (("graphics", v.VK_QUEUE_GRAPHICS_BIT), ("compute", v.VK_QUEUE_COMPUTE_BIT),
+            ("transfer", v.VK_QUEUE_TRANSFER_BIT))
+    return [(tuple(name for name, bit in bits if families[i].queueFlags & bit),
+             families[i].queueCount, families[i].timestampValidBits) for i in range(count[0])]
+
+
 def device_count():
     """How many logical devices :data:`gpus` lists: every physical device,
     ``NUMBA_VULKAN_DEVICE_COPIES`` times."""

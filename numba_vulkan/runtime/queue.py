@@ -138,6 +138,55 @@ class Lane:
             vk.check(result, "vkQueueSubmit")
 
 
+class _HostTimeline:
+    """A timeline semaphore the host signals: a stream's callbacks count on
+    it as they return, and the stream's later work waits for it."""
+
+    def __init__(self, device):
+        v = vk.module()
+        self._v = v
+        self._device = device.handle
+        kind = vk.new("VkSemaphoreTypeCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+            "semaphoreType": v.VK_SEMAPHORE_TYPE_TIMELINE, "initialValue": 0})
+        info = vk.new("VkSemaphoreCreateInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": kind})
+        out = vk.new("VkSemaphore[1]")
+        vk.check(v.lib.vkCreateSemaphore(device.handle, info, v.ffi.NULL, out),
+                 "vkCreateSemaphore")
+        self._semaphore_handle = out[0]
+        #: The last value handed to a callback.
+        self.value = 0
+        self._finalizer = weakref.finalize(self, Stream._release, device.handle, out[0])
+        self._finalizer.atexit = False
+
+    def counter(self):
+        """The value signalled so far."""
+        out = vk.new("uint64_t[1]")
+        vk.check(self._v.lib.vkGetSemaphoreCounterValue(self._device, self._semaphore_handle,
+                                                        out), "vkGetSemaphoreCounterValue")
+        return out[0]
+
+    def signal(self, value):
+        v = self._v
+        info = vk.new("VkSemaphoreSignalInfo*", {
+            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+            "semaphore": self._semaphore_handle, "value": value})
+        vk.check(v.lib.vkSignalSemaphore(self._device, info), "vkSignalSemaphore")
+
+
+def _wait_values(device, pairs):
+    """Wait on the host, without any stream's lock, until each
+    ``(semaphore, value)`` is reached."""
+    v = vk.module()
+    semaphores = vk.new("VkSemaphore[]", [s for s, _ in pairs])
+    values = vk.new("uint64_t[]", [n for _, n in pairs])
+    info = vk.new("VkSemaphoreWaitInfo*", {
+        "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, "semaphoreCount": len(pairs),
+        "pSemaphores": semaphores, "pValues": values})
+    vk.check(v.lib.vkWaitSemaphores(device, info, 2 ** 64 - 1), "vkWaitSemaphores")
+
+
 class Stream:
     """A sequence of copies and launches on one device that run in order
     (numba.cuda's stream); see the module's description for the order
@@ -185,6 +234,8 @@ class Stream:
         self._seen_default = 0
         #: This stream's value the default stream last waited for.
         self._seen_by_default = 0
+        #: The _HostTimeline of its callbacks, made by the first.
+        self._callbacks = None
         # The submission without waits, prepared once: every launch of a
         # program without streams goes through it.
         self._signal_value = vk.new("uint64_t[1]")
@@ -374,7 +425,7 @@ class Stream:
         finished = []
         while self._in_flight and self._in_flight[0][0] <= completed:
             finished.append(self._in_flight.popleft())
-        if not self._in_flight and not self.is_default:
+        if not self._in_flight and not self.is_default and self._callbacks_done():
             self.device.busy_streams.discard(self)
         return finished
 
@@ -417,8 +468,19 @@ class Stream:
         self._finish(finished)
 
     def finish(self):
-        """Wait for everything submitted on this stream itself."""
+        """Wait for everything submitted on this stream itself, callbacks
+        included."""
         self.wait_for(self._submitted)
+        timeline = self._callbacks
+        if timeline is not None and not self._callbacks_done():
+            _wait_values(self._device, [(timeline._semaphore_handle, timeline.value)])
+            with self._lock:
+                finished = self._retire(self._completed)
+            self._finish(finished)
+
+    def _callbacks_done(self):
+        timeline = self._callbacks
+        return timeline is None or timeline.counter() >= timeline.value
 
     def synchronize(self):
         """Wait for the work submitted on this stream; on the default stream,
@@ -432,11 +494,11 @@ class Stream:
         """Whether the work submitted on this stream has finished."""
         with self._lock:
             if self._completed >= self._submitted:
-                return True
+                return self._callbacks_done()
             finished = self._retire(self._poll())
             done = self._completed >= self._submitted
         self._finish(finished)
-        return done
+        return done and self._callbacks_done()
 
     def host_order(self):
         """Wait until the host may touch memory as work submitted on this
@@ -456,6 +518,52 @@ class Stream:
         """numba.cuda's: a context that synchronizes the stream when it exits."""
         yield self
         self.synchronize()
+
+    def add_callback(self, callback, arg=None):
+        """numba.cuda's: call ``callback(stream, status, arg)`` (``status``
+        0) from a thread of its own once the work submitted on this stream
+        before it has finished; work submitted on the stream after it waits,
+        on the device, until the callback has returned, and so do
+        :meth:`synchronize` and ``nv.synchronize()``. Callbacks of a stream
+        run one at a time, in order. A callback must not launch, copy or
+        synchronize (the work it would wait for may wait for it)."""
+        if not callable(callback):
+            raise TypeError(f"add_callback: callback must be callable, not {callback!r}")
+        number = self.submit(None)
+        with self._lock:
+            timeline = self._callbacks
+            if timeline is None:
+                timeline = self._callbacks = _HostTimeline(self.device)
+            timeline.value += 1
+            mine = timeline.value
+            self._pending[timeline] = mine
+        if not self.is_default:
+            self.device.busy_streams.add(self)
+        threading.Thread(target=self._run_callback, args=(callback, arg, number, timeline, mine),
+                         name="nv-stream-callback", daemon=True).start()
+
+    def _run_callback(self, callback, arg, number, timeline, mine):
+        # The stream's work before it, and the callback before it, first.
+        _wait_values(self._device, [(self._semaphore_handle, number),
+                                    (timeline._semaphore_handle, mine - 1)])
+        try:
+            callback(self, 0, arg)
+        finally:
+            timeline.signal(mine)
+
+    def async_done(self):
+        """numba.cuda's: an awaitable (an asyncio future of the running event
+        loop) that resolves to this stream once the work submitted on it so
+        far has finished."""
+        import asyncio
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def resolve(stream, status, future):
+            loop.call_soon_threadsafe(
+                lambda: future.done() or future.set_result(stream))
+        self.add_callback(resolve, future)
+        return future
 
 
 class Event:

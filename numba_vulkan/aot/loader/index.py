@@ -17,7 +17,12 @@ Vulkan version, capabilities and device features, the module's file,
 SHA-256 and size, the binding interface (parameters, push constant size, ABI
 version), the options, and the compiler fingerprint it was built with; an
 entry of a kernel that calls ``print`` also has the formats of its calls
-(``print``, as :mod:`numba_vulkan.printbuffer` describes them).
+(``print``, as :mod:`numba_vulkan.printbuffer` describes them), one of a
+kernel with error checks the raise site each error code stands for
+(``exceptions``, as :func:`numba_vulkan.compiled.check_errors` describes
+them; each ``file`` relative to the folder the kernel's module is imported
+from, see :func:`source_root`), and one of a kernel that reports reaching
+its target's loop limit that limit (``loop_limit``).
 
 This module reads directories through :mod:`importlib.resources`-style
 objects (``joinpath``, ``read_bytes``), so a directory inside an installed
@@ -26,9 +31,10 @@ package works as well as one on disk. It imports neither Numba nor Vulkan.
 
 import hashlib
 import json
+import os
 
 from numba_vulkan import abi, modulecheck, signature, spirv
-from numba_vulkan.compiled import CompiledKernel, check_print
+from numba_vulkan.compiled import CompiledKernel, check_errors, check_print
 from numba_vulkan.errors import AOTError
 from numba_vulkan.target import TargetDescription
 
@@ -166,6 +172,7 @@ def _malformed(entry):
                                           entry["push_size"], target.narrowed,
                                           target.max_push_constants)
         check_print(params, entry.get("print"))
+        check_errors(params, entry, target)
     except (TypeError, ValueError) as exc:
         return str(exc)
     if entry["vulkan"] != "{}.{}".format(*target.vulkan):
@@ -211,8 +218,65 @@ def target_of(entry):
                          f"{exc}") from None
 
 
-def compiled_kernel(entry, spirv):
+def source_root(module, filename):
+    """The folder that module ``module`` (a dotted name) was imported from,
+    given the file it was loaded from; None if the file is not where the
+    name puts it (a script, a module loaded from elsewhere)."""
+    parts = module.split(".")
+    folder, name = os.path.split(os.path.abspath(filename))
+    if os.path.splitext(name)[0] == "__init__":
+        folder, name = os.path.split(folder)
+    elif os.path.splitext(name)[0] != parts[-1]:
+        return None
+    for part in reversed(parts[:-1]):
+        folder, name = os.path.split(folder)
+        if name != part:
+            return None
+    return folder
+
+
+def portable_exceptions(exceptions, root):
+    """``exceptions`` (a kernel's ``metadata["exceptions"]``) with each file
+    below ``root`` relative to it and any other reduced to its name, so that
+    an index holds no path of the build machine."""
+    out = {}
+    for code, description in exceptions.items():
+        description = dict(description)
+        path = description.get("file")
+        if path:
+            path = os.path.abspath(path)
+            inside = root is not None and os.path.commonpath([root, path]) == root
+            path = os.path.relpath(path, root) if inside else os.path.basename(path)
+            description["file"] = path.replace(os.sep, "/")
+        out[code] = description
+    return out
+
+
+def _local_exceptions(exceptions, root):
+    """``exceptions`` from an index with each file found below ``root`` (the
+    folder the kernel's module is imported from here) named by its path."""
+    if root is None:
+        return exceptions
+    out = {}
+    for code, description in exceptions.items():
+        path = description["file"]
+        if path and not os.path.isabs(path):
+            local = os.path.join(root, *path.split("/"))
+            if os.path.isfile(local):
+                description = dict(description, file=local)
+        out[code] = description
+    return out
+
+
+def compiled_kernel(entry, spirv, root=None):
     """The :class:`CompiledKernel` of an entry and its checked module.
+
+    Args:
+        entry: The index entry (checked by :func:`parse`).
+        spirv: Its module (checked by :func:`check_module`).
+        root: The folder the kernel's module is imported from in this
+            process (:func:`source_root`), where the files that its error
+            messages name are looked for; None leaves them relative.
 
     Raises:
         AOTError: The entry's metadata is malformed or of another ABI.
@@ -225,6 +289,9 @@ def compiled_kernel(entry, spirv):
         "metadata": {"aot": {"kernel": entry["kernel"], "profile": entry["profile"],
                              "sha256": entry["sha256"]},
                      **({"print": entry["print"]} if "print" in entry else {}),
+                     **({"exceptions": _local_exceptions(entry["exceptions"], root)}
+                        if "exceptions" in entry else {}),
+                     **({"loop_limit": entry["loop_limit"]} if "loop_limit" in entry else {}),
                      **({"shared_bytes": entry["shared_bytes"]}
                         if "shared_bytes" in entry else {})},
     }

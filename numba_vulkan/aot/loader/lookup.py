@@ -434,7 +434,7 @@ def find(dispatcher, sig, threads, target, search=None, strict=None, features=No
             features = _device_features(target)
         for directory in search:
             kernel, ranked = _search(directory, key, sig, threads, target, features, reasons,
-                                     shared_bytes)
+                                     shared_bytes, _source_file(dispatcher))
             if kernel is not None:
                 return kernel
             if directory.problem:
@@ -517,8 +517,17 @@ def _nearest_launch(entries, sig, threads, target, shared_bytes=0):
 _RELOADS = 20
 
 
-def _search(directory, key, sig, threads, target, features, reasons, shared_bytes=0):
-    """``(kernel or None, ranked entries)`` of one directory."""
+def _source_file(dispatcher):
+    """The file a kernel's function was loaded from, or None."""
+    code = getattr(dispatcher.py_func, "__code__", None)
+    return getattr(code, "co_filename", None)
+
+
+def _search(directory, key, sig, threads, target, features, reasons, shared_bytes=0,
+            source=None):
+    """``(kernel or None, ranked entries)`` of one directory; ``source``:
+    the file of the kernel's function, by which the files its error
+    messages name are found."""
     for attempt in range(_RELOADS + 1):
         ranked = []
         for entry in directory.entries(key):
@@ -528,7 +537,8 @@ def _search(directory, key, sig, threads, target, features, reasons, shared_byte
         vanished = False
         for _, _, entry in sorted(ranked, key=lambda r: r[:2]):
             try:
-                kernel = index.compiled_kernel(entry, directory.read(entry))
+                root = source and index.source_root(entry["kernel"].partition(":")[0], source)
+                kernel = index.compiled_kernel(entry, directory.read(entry), root)
             except _Vanished as exc:
                 if attempt < _RELOADS:
                     vanished = True
