@@ -131,6 +131,19 @@ def lanes(x, out, where):
     where[i, 2] = nv.subgroup.size()
 
 
+@nv.jit
+def ufuncs(x, y, out, flags):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        out[i, 0] = np.sqrt(np.abs(x[i]))
+        out[i, 1] = np.add(x[i], y[i])
+        out[i, 2] = np.floor(x[i])
+        out[i, 3] = np.maximum(x[i], y[i])
+        out[i, 4] = np.exp(x[i])
+        flags[i, 0] = np.isnan(np.float16(i % 3 - 1) / (y[i] - y[i]))
+        flags[i, 1] = np.less(x[i], y[i])
+
+
 def _inputs():
     rng = np.random.default_rng(2026)
     x = rng.uniform(-8, 8, N).astype(f16)
@@ -179,7 +192,10 @@ def run_cases():
     where = np.zeros((GROUP, 3), np.int32)
     lanes[1, GROUP](sums[:GROUP], shuffled, where)
     out.update(lanes=shuffled, where=where)
-    compiled = [k for disp in (saxpy, tree_sum, functions, conversions, lanes)
+    applied, truths = np.zeros((N, 5), f16), np.zeros((N, 2), np.bool_)
+    ufuncs.forall(N)(x, y, applied, truths)
+    out.update(ufuncs=applied, truths=truths)
+    compiled = [k for disp in (saxpy, tree_sum, functions, conversions, lanes, ufuncs)
                 for k in disp._compiled.values()]
     result = {name: {"dtype": str(v.dtype), "bits": v.view(np.uint8).tolist(),
                      "shape": list(v.shape)} for name, v in out.items()}
@@ -292,6 +308,18 @@ def test_fp16_functions(results):
         assert np.array_equal(v[~finite, column], want[~finite])
     assert got["flags"].tolist() == np.stack(
         [x == y, x != y, x < y, x <= y, x > y, x >= y, x < y], axis=1).astype(np.int32).tolist()
+
+
+def test_numpy_ufuncs_of_float16_scalars(results):
+    _, _, got = results
+    x, y, *_ = _inputs()
+    v = got["ufuncs"]
+    for column, want in enumerate((np.sqrt(np.abs(x)), x + y, np.floor(x), np.maximum(x, y))):
+        _same_bits(v[:, column], want)
+    want = np.exp(x.astype(f64)).astype(f16)
+    assert np.all(np.abs(v[:, 4].astype(f64) - want) <= np.spacing(want).astype(f64))
+    # -1 / 0, 0 / 0 and 1 / 0 in turn: NaN every third.
+    assert got["truths"].tolist() == np.stack([np.arange(N) % 3 == 1, x < y], axis=1).tolist()
 
 
 def test_subgroup_operations_of_float16(results):
