@@ -168,6 +168,27 @@ def branches(x, out):
     out[i] = tile[t % 4, t] + table[i % 4]
 
 
+HALVES = np.dtype([("x", "f4"), ("h", "f2"), ("v", "f2", (3,))])
+
+
+@nv.jit
+def fields(a, out):
+    i = nv.global_id(0)
+    if i < a.shape[0]:
+        a[i].h = a[i].h * np.float16(0.5) + a[i].v[1]
+        a[i].v[2] = np.float16(a[i].x) - a[i].v[0]
+        out[i] = a[i].h
+
+
+def _records():
+    rng = np.random.default_rng(5)
+    a = np.zeros(GROUP, HALVES)
+    a["x"], a["h"], a["v"] = rng.uniform(-3, 3, GROUP), rng.random(GROUP), rng.random((GROUP, 3))
+    # A subnormal, an infinity, the largest float16 and a NaN.
+    a["h"][:4] = [6e-8, np.inf, 65504, np.nan]
+    return a
+
+
 def _inputs():
     rng = np.random.default_rng(2026)
     x = rng.uniform(-8, 8, N).astype(f16)
@@ -222,8 +243,11 @@ def run_cases():
     chosen = np.zeros(GROUP, f16)
     branches[1, GROUP](x[:GROUP], chosen)
     out["branches"] = chosen
+    parts, read = _records(), np.zeros(GROUP, f16)
+    fields.forall(GROUP)(parts, read)
+    out.update(field_h=parts["h"].copy(), field_v=parts["v"].copy(), field_read=read)
     compiled = [k for disp in (saxpy, tree_sum, functions, conversions, lanes, ufuncs,
-                               branches)
+                               branches, fields)
                 for k in disp._compiled.values()]
     result = {name: {"dtype": str(v.dtype), "bits": v.view(np.uint8).tolist(),
                      "shape": list(v.shape)} for name, v in out.items()}
@@ -360,6 +384,16 @@ def test_tables_device_functions_loops_and_choices(results):
             acc = acc * TABLE[j] + f16(0.5) if v > 0 else acc - TABLE[j]
         want.append(acc + TABLE[i % 4])
     _same_bits(got["branches"], np.array(want, f16))
+
+
+def test_record_fields_of_float16(results):
+    _, _, got = results
+    a = _records()
+    want = a["h"] * f16(0.5) + a["v"][:, 1]
+    _same_bits(got["field_h"], want)
+    _same_bits(got["field_read"], want)
+    _same_bits(got["field_v"][:, 2], a["x"].astype(f16) - a["v"][:, 0])
+    _same_bits(got["field_v"][:, :2], a["v"][:, :2])
 
 
 def test_subgroup_operations_of_float16(results):

@@ -399,15 +399,6 @@ def test_atomic_on_a_misaligned_record_field():
     assert a[0]["h"][0] == 16
 
 
-@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
-                   reason="float16 fields are read out of words, which emulation cannot widen")
-def test_float16_record_field_without_float16_arithmetic():
-    from numba_vulkan import records
-    from numba_vulkan.target import TargetDescription
-    halves = np.dtype([("x", "f4"), ("h", "f2")])
-    _record_copy.compile((f"{records.text(halves)}[1d,C]",) * 2, target=TargetDescription())
-
-
 @pytest.mark.xfail(strict=True, reason="modules do not ask for RoundingModeRTE")
 def test_float16_modules_ask_for_round_to_nearest():
     @nv.jit

@@ -127,6 +127,63 @@ class _Emulator:
         out.append(ir.Instruction("fpext", [ir.Operand("half", names["half"])], name=inst.name,
                                   type="float"))
 
+    def lines(self, out, steps):
+        """Append ``(key, text)`` instructions, ``{key}`` in a text naming an
+        earlier step's result; returns the names."""
+        names = {}
+        for key, text in steps:
+            names[key] = self.fresh()
+            out.append(ir.instruction(f"{names[key]} = " + text.format(**names)))
+        return names
+
+    def from_bits(self, inst, out):
+        """``inst``, float16 bits (an i16, such as a record field) to a float16
+        value, as the float32 of that value, computed on the integer bits."""
+        bits = inst.operands[0].value
+        n = self.lines(out, [
+            ("w", f"zext i16 {bits} to i32"),
+            ("s0", "and i32 {w}, 32768"), ("sign", "shl i32 {s0}, 16"),
+            ("e0", "lshr i32 {w}, 10"), ("e", "and i32 {e0}, 31"),
+            ("m", "and i32 {w}, 1023"),
+            # Normal numbers, infinities and NaNs: the exponent rebased.
+            ("top", "icmp eq i32 {e}, 31"), ("e1", "add i32 {e}, 112"),
+            ("e32", "select i1 {top}, i32 255, i32 {e1}"), ("eb", "shl i32 {e32}, 23"),
+            ("mb", "shl i32 {m}, 13"), ("normal", "or i32 {eb}, {mb}"),
+            # Zeros and subnormals: the mantissa times 2**-24, exactly.
+            ("mf", "uitofp i32 {m} to float"),
+            ("small", "fmul float {mf}, 0x3E70000000000000"),
+            ("smallb", "bitcast float {small} to i32"),
+            ("zero", "icmp eq i32 {e}, 0"),
+            ("mag", "select i1 {zero}, i32 {smallb}, i32 {normal}"),
+            ("all", "or i32 {mag}, {sign}")])
+        out.append(ir.instruction(f"{inst.name} = bitcast i32 {n['all']} to float"))
+
+    def to_bits(self, inst, out):
+        """``inst``, a float16 value (a float32 holding one exactly) to its
+        float16 bits, computed on the integer bits."""
+        value = inst.operands[0].value
+        n = self.lines(out, [
+            ("u", f"bitcast float {value} to i32"),
+            ("s0", "lshr i32 {u}, 16"), ("sign", "and i32 {s0}, 32768"),
+            ("e0", "lshr i32 {u}, 23"), ("e", "and i32 {e0}, 255"),
+            ("m", "and i32 {u}, 8388607"), ("m13", "lshr i32 {m}, 13"),
+            # Normal numbers.
+            ("e1", "sub i32 {e}, 112"), ("eb", "shl i32 {e1}, 10"),
+            ("normal", "or i32 {eb}, {m13}"),
+            # Subnormals: the implicit bit shifted into place; zeros give 0.
+            ("full", "or i32 {m}, 8388608"), ("shift", "sub i32 126, {e}"),
+            ("small", "lshr i32 {full}, {shift}"),
+            ("low", "icmp ult i32 {e}, 113"), ("zero", "icmp ult i32 {e}, 103"),
+            ("tiny", "select i1 {zero}, i32 0, i32 {small}"),
+            # Infinities and NaNs (a NaN stays one: its quiet bit is set).
+            ("top", "icmp eq i32 {e}, 255"), ("nan", "icmp ne i32 {m}, 0"),
+            ("quiet", "select i1 {nan}, i32 512, i32 0"), ("q", "or i32 {quiet}, {m13}"),
+            ("special", "or i32 {q}, 31744"),
+            ("finite", "select i1 {low}, i32 {tiny}, i32 {normal}"),
+            ("mag", "select i1 {top}, i32 {special}, i32 {finite}"),
+            ("all", "or i32 {mag}, {sign}")])
+        out.append(ir.instruction(f"{inst.name} = trunc i32 {n['all']} to i16"))
+
     def operands(self, inst):
         """Widen ``inst``'s operands."""
         for operand in inst.operands:
@@ -194,6 +251,14 @@ class _Emulator:
             # Integers below 2**24 convert exactly to float32; the rest
             # overflow float16 either way.
             self.rounded(inst, out)
+            return
+        if op == "bitcast" and inst.type == "half" and inst.operands[0].type == "i16":
+            self.operands(inst)
+            self.from_bits(inst, out)
+            return
+        if op == "bitcast" and inst.type == "i16" and inst.operands[0].type == "half":
+            self.operands(inst)
+            self.to_bits(inst, out)
             return
         if op == "call":
             self.call(inst, out)

@@ -28,9 +28,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from numba_vulkan import abi, config, kernelcache, records, signature, spirv
+from numba_vulkan import abi, config, kernelcache, spirv
 from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.errors import CompilerError, NarrowingWarning, UnsupportedError, VulkanError
+from numba_vulkan.errors import CompilerError, NarrowingWarning, VulkanError
 
 
 class Stage(NamedTuple):
@@ -137,7 +137,6 @@ def _numba(job):
     # Its start-up (a Python process loading LLVM) overlaps Numba's work.
     backend.start()
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
-    _check_half_fields(job)
     kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
                                job.options, job.target.float32_atomic_add,
                                job.target.max_push_constants, job.shared_bytes)
@@ -148,25 +147,6 @@ def _numba(job):
     job.status = next((p.binding for p in kernel_ir.params if p.kind == "status"),
                       len(job.bindings))
     return "\n".join(kernel_ir.modules)
-
-
-def _check_half_fields(job):
-    """Refuse a record array with a float16 field on a target without
-    float16 arithmetic: there float16 values live as float32, and a field
-    read out of its record's words cannot be widened as a buffer's float16
-    elements are (numba_vulkan.codegen.half)."""
-    if job.target.float16:
-        return
-    import inspect
-    names = list(inspect.signature(job.pyfunc).parameters)
-    for name, text in zip(names, job.signature):
-        kind, dtype, _, _ = signature.parse(text)
-        path = records.field_of(dtype, ("float16",)) if records.is_record(dtype) else None
-        if path is not None:
-            raise UnsupportedError(
-                f"cannot compile kernel {job.label}: argument {name!r}: record field "
-                f"{path!r} is float16, which needs a target with float16 arithmetic "
-                "(shaderFloat16)", kernel=job.name)
 
 
 def _warn_if_narrowed(job, kernel_ir):
