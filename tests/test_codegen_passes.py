@@ -315,3 +315,44 @@ def test_every_definition_is_made_no_builtins():
     module = _llvm(out)
     for name in ("f", "g"):
         assert any(b"no-builtins" in a for a in module.get_function(name).attributes)
+
+
+# Sinking of index offsets --------------------------------------------------
+
+_HOISTED = """
+@tile = internal addrspace(3) global [256 x float] zeroinitializer
+
+declare ptr addrspace(3) @__nv.element.3.1(ptr addrspace(3), i32)
+
+define float @f(i32 %base, i32 %n) {
+entry:
+  %off = or disjoint i32 %base, 15
+  %sum = add i32 %base, 7
+  %p = call ptr addrspace(3) @__nv.element.3.1(ptr addrspace(3) @tile, i32 %off)
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %next, %loop ]
+  %acc = phi float [ 0.0, %entry ], [ %acc2, %loop ]
+  %v = load float, ptr addrspace(3) %p, align 4
+  %acc2 = fadd float %acc, %v
+  %next = add i32 %i, %sum
+  %done = icmp sge i32 %next, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret float %acc2
+}
+"""
+
+
+def test_index_offsets_move_next_to_their_loads_in_the_loop():
+    from numba_vulkan.codegen import sinking
+    out = sinking.sink_offsets(_HOISTED)
+    _llvm(out)
+    function = ir.parse(out).function("@f")
+    entry, loop = function.blocks[0], function.blocks[1]
+    opcodes = [inst.opcode for inst in loop.instructions]
+    # The element's address and its offset (now an add) precede the load;
+    # %sum, an operand of arithmetic, stays where LLVM put it.
+    assert opcodes[2:5] == ["add", "call", "load"]
+    assert [inst.name for inst in entry.instructions[:1]] == ["%sum"]
+    assert sinking.sink_offsets(out) is out

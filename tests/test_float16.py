@@ -131,6 +131,43 @@ def lanes(x, out, where):
     where[i, 2] = nv.subgroup.size()
 
 
+@nv.jit
+def ufuncs(x, y, out, flags):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        out[i, 0] = np.sqrt(np.abs(x[i]))
+        out[i, 1] = np.add(x[i], y[i])
+        out[i, 2] = np.floor(x[i])
+        out[i, 3] = np.maximum(x[i], y[i])
+        out[i, 4] = np.exp(x[i])
+        flags[i, 0] = np.isnan(np.float16(i % 3 - 1) / (y[i] - y[i]))
+        flags[i, 1] = np.less(x[i], y[i])
+
+
+TABLE = np.array([0.5, 1.25, -2.0, 3.0], f16)
+
+
+@nv.jit
+def _scaled(v, s):
+    return v * s + np.float16(0.5)
+
+
+@nv.jit
+def branches(x, out):
+    """A float16 table compiled in, a device function, a loop, a choice
+    between two values and a 2-d workgroup array."""
+    i = nv.global_id(0)
+    t = nv.local_id(0)
+    tile = nv.shared.array((4, GROUP), np.float16)
+    table = nv.const.array_like(TABLE)
+    acc = np.float16(0)
+    for j in range(4):
+        acc = _scaled(acc, table[j]) if x[i] > np.float16(0) else acc - table[j]
+    tile[t % 4, t] = acc
+    nv.barrier()
+    out[i] = tile[t % 4, t] + table[i % 4]
+
+
 def _inputs():
     rng = np.random.default_rng(2026)
     x = rng.uniform(-8, 8, N).astype(f16)
@@ -179,7 +216,14 @@ def run_cases():
     where = np.zeros((GROUP, 3), np.int32)
     lanes[1, GROUP](sums[:GROUP], shuffled, where)
     out.update(lanes=shuffled, where=where)
-    compiled = [k for disp in (saxpy, tree_sum, functions, conversions, lanes)
+    applied, truths = np.zeros((N, 5), f16), np.zeros((N, 2), np.bool_)
+    ufuncs.forall(N)(x, y, applied, truths)
+    out.update(ufuncs=applied, truths=truths)
+    chosen = np.zeros(GROUP, f16)
+    branches[1, GROUP](x[:GROUP], chosen)
+    out["branches"] = chosen
+    compiled = [k for disp in (saxpy, tree_sum, functions, conversions, lanes, ufuncs,
+                               branches)
                 for k in disp._compiled.values()]
     result = {name: {"dtype": str(v.dtype), "bits": v.view(np.uint8).tolist(),
                      "shape": list(v.shape)} for name, v in out.items()}
@@ -292,6 +336,30 @@ def test_fp16_functions(results):
         assert np.array_equal(v[~finite, column], want[~finite])
     assert got["flags"].tolist() == np.stack(
         [x == y, x != y, x < y, x <= y, x > y, x >= y, x < y], axis=1).astype(np.int32).tolist()
+
+
+def test_numpy_ufuncs_of_float16_scalars(results):
+    _, _, got = results
+    x, y, *_ = _inputs()
+    v = got["ufuncs"]
+    for column, want in enumerate((np.sqrt(np.abs(x)), x + y, np.floor(x), np.maximum(x, y))):
+        _same_bits(v[:, column], want)
+    want = np.exp(x.astype(f64)).astype(f16)
+    assert np.all(np.abs(v[:, 4].astype(f64) - want) <= np.spacing(want).astype(f64))
+    # -1 / 0, 0 / 0 and 1 / 0 in turn: NaN every third.
+    assert got["truths"].tolist() == np.stack([np.arange(N) % 3 == 1, x < y], axis=1).tolist()
+
+
+def test_tables_device_functions_loops_and_choices(results):
+    _, _, got = results
+    x = _inputs()[0][:GROUP]
+    want = []
+    for i, v in enumerate(x):
+        acc = f16(0)
+        for j in range(4):
+            acc = acc * TABLE[j] + f16(0.5) if v > 0 else acc - TABLE[j]
+        want.append(acc + TABLE[i % 4])
+    _same_bits(got["branches"], np.array(want, f16))
 
 
 def test_subgroup_operations_of_float16(results):

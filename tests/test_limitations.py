@@ -340,20 +340,6 @@ def test_float16_atomic_add():
 
 
 @pytest.mark.xfail(strict=True, raises=nv.CompilerError,
-                   reason="Numba's NumPy ufuncs know no float16 scalars")
-def test_numpy_ufunc_of_a_float16_scalar():
-    @nv.jit
-    def root(x, out):
-        i = nv.global_id(0)
-        out[i] = np.sqrt(x[i])
-
-    x = np.arange(8, dtype=np.float16)
-    out = np.zeros_like(x)
-    root[1, 8](x, out)
-    assert np.array_equal(out, np.sqrt(x))
-
-
-@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
                    reason="print takes numbers, booleans and constant strings, no keywords")
 @pytest.mark.parametrize("source", ['print(x[0], x[1], sep=",")', "print((x[0], x[1]))"])
 def test_print_with_keywords_or_a_tuple(source, capsys):

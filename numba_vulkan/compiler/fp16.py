@@ -11,7 +11,8 @@ and ``sqrt`` (float32 holds more than twice float16's 11 bits plus two).
 
 The fp16 functions (``nv.fp16.hadd`` ... and numba.cuda's ``cuda.fp16``
 names) take and return float16 and are typed here by their stubs in
-:mod:`numba_vulkan.intrinsics`.
+:mod:`numba_vulkan.intrinsics`; NumPy ufuncs of float16 scalars
+(``np.sqrt(h)``) are lowered here too.
 """
 
 import operator
@@ -225,3 +226,39 @@ for _name, _op in intrinsics._FP16_COMPARE.items():
     # Ordered, as CUDA's: a NaN operand makes every one false, hne too.
     _lower_with(_register(_name, [signature(types.boolean, _H, _H)]), 2,
                 lambda b, x, y, _op=_op: b.fcmp_ordered(_op, x, y))
+
+
+# NumPy ufuncs of float16 scalars ----------------------------------------
+# Numba's ufunc lowering takes no float16 operand (and has no float16
+# loops). A call with one is the float32 loop on the exactly widened
+# operands, its result converted to the type NumPy's float16 loop gives:
+# one rounding of the float32 result, which is the float16 one for the
+# arithmetic ufuncs and sqrt, and within about a float16 ULP for the rest.
+
+def _ufunc_lowering(ufunc):
+    def lower(context, builder, sig, args):
+        from numba.np.numpy_support import ufunc_find_matching_loop
+        wide = [types.float32 if t == _H else t for t in sig.args]
+        loop = ufunc_find_matching_loop(ufunc, tuple(wide))
+        inner = signature(loop.outputs[0], *wide)
+        impl = context.get_function(ufunc, inner)
+        values = [context.cast(builder, a, t, w) for a, t, w in zip(args, sig.args, wide)]
+        return context.cast(builder, impl(builder, values), inner.return_type, sig.return_type)
+    return lower
+
+
+def _register_ufuncs():
+    from numba.np import ufunc_db
+    for ufunc in ufunc_db.get_ufuncs():
+        if ufunc.nout != 1 or ufunc.nin not in (1, 2) or not any(
+                "e" in loop.split("->")[0] for loop in ufunc.types):
+            continue
+        lower = _ufunc_lowering(ufunc)
+        if ufunc.nin == 1:
+            lowering_registry.lower(ufunc, _H)(lower)
+        else:
+            for operands in ((_H, _H), (_H, types.Number), (types.Number, _H)):
+                lowering_registry.lower(ufunc, *operands)(lower)
+
+
+_register_ufuncs()
