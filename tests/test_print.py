@@ -162,6 +162,41 @@ def test_what_cannot_be_printed_is_a_compile_error():
         prints_an_array.compile("void(float32[::1])")
 
 
+def test_a_string_that_is_not_a_constant_is_unsupported():
+    # In say() the text is a unicode_type argument, not a constant: Numba
+    # lowers that string (and casts every constant string of a print to
+    # unicode_type too) with the target's model of unicode_type.
+    @nv.jit
+    def say(tag, value):
+        print(tag, value)
+
+    @nv.jit
+    def says(x):
+        say("tag", x[0])
+
+    with pytest.raises(nv.UnsupportedError,
+                       match="argument 1 is a string that is not a constant"):
+        says.compile("void(int32[::1])")
+
+
+def test_the_target_sees_models_numba_registers_after_it_starts():
+    """Numba registers unicode_type's model when numba.cpython.unicode is
+    imported, which may be after the Vulkan target context exists; print's
+    constant strings need it."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.core.datamodel import default_manager, models
+    from numba_vulkan.compiler.target import vulkan_target
+
+    class Late(types.Opaque):
+        pass
+
+    manager = vulkan_target.target_context.data_model_manager
+    default_manager.register(Late, models.OpaqueModel)
+    assert manager.lookup(Late("late")).get_value_type() == ir.IntType(8).as_pointer()
+    assert manager.lookup(types.unicode_type) is not None
+    assert manager.lookup(types.float16).get_value_type() == ir.HalfType()
+
 def test_a_narrowed_target_prints_64_bit_values_as_32_bit_ones():
     @nv.jit
     def wide(x, n):

@@ -358,7 +358,10 @@ def test_a_dtype_that_cannot_be_laid_out_is_a_type_error_naming_the_field(fields
 
 
 NESTED = np.dtype([("c", "i1"), ("p", [("a", "f8"), ("b", "i2")]), ("v", "f4", (3,))])
-BIG = np.dtype([("w", "f8", (20,)), ("n", "i4")])
+# 324 bytes: past every target's push constant block (a device's target
+# takes at most 256 bytes of it), so it travels in the argument buffer on
+# lavapipe (128 bytes) and on the H200 (256) alike.
+BIG = np.dtype([("w", "f8", (40,)), ("n", "i4")])
 
 
 @nv.jit
@@ -369,16 +372,8 @@ def from_scalar(out, r):
         out[i] = r.c + r.p.a * i + r.p.b + r.v[i % 3]
 
 
-@nv.jit
-def from_big_scalar(out, a, r, b):
-    i = nv.global_id(0)
-    if i < out.shape[0]:
-        out[i] = r.w[i] + r.n + a + b
-
-
 def test_record_scalars_are_passed_by_value():
-    """A record (numpy.void) travels as its bytes: in the push constant
-    block, or, at 164 bytes, in the argument buffer."""
+    """A record (numpy.void) travels as its bytes in the push constant block."""
     r = np.zeros(1, NESTED)[0]
     r["c"], r["p"]["a"], r["p"]["b"], r["v"] = 5, 0.25, -7, (1, 2, 3)
     out = np.zeros(9)
@@ -386,12 +381,34 @@ def test_record_scalars_are_passed_by_value():
     i = np.arange(9)
     np.testing.assert_array_equal(out, 6 + 0.25 * i - 7 + np.array([1, 2, 3])[i % 3])
     assert r["c"] == 5
+    compiled = next(iter(from_scalar._compiled.values()))
+    assert [p.spilled for p in compiled.params if p.name == "r"] == [False]
+
+
+@pytest.mark.parametrize("push", [None, 256], ids=["device", "gpu-256"])
+def test_a_big_record_scalar_travels_in_the_argument_buffer(monkeypatch, push):
+    """A record past the push constant block, and every argument after it,
+    go in the argument buffer, on lavapipe's 128 bytes of push constants as
+    on a GPU's 256 (the H200's: there a 164-byte record still fit)."""
+    from numba_vulkan.runtime.device import current_device
+    device = current_device()
+    if push is not None:
+        monkeypatch.setattr(device, "target", device.target.with_features(
+            max_push_constants=push, loop_limit=0, fused_fma=True))
+    # Its own kernel for each target: launch plans are kept per device.
+    @nv.jit
+    def from_big_scalar(out, a, r, b):
+        i = nv.global_id(0)
+        if i < out.shape[0]:
+            out[i] = r.w[i] + r.n + a + b
+
     big = np.zeros(1, BIG)[0]
-    big["w"], big["n"] = np.arange(20) * 0.5, 3
-    out = np.zeros(20)
+    big["w"], big["n"] = np.arange(40) * 0.5, 3
+    out = np.zeros(40)
     from_big_scalar.forall(out.size)(out, 1.0, big, 2.0)
-    np.testing.assert_array_equal(out, np.arange(20) * 0.5 + 6)
-    compiled = next(iter(from_big_scalar._compiled.values()))
+    np.testing.assert_array_equal(out, np.arange(40) * 0.5 + 6)
+    [(key, compiled)] = from_big_scalar._compiled.items()
+    assert key[2] == device.target
     assert [p.spilled for p in compiled.params if p.name in "arb"] == [False, True, True]
 
 

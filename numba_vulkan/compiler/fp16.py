@@ -20,6 +20,7 @@ import operator
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
+from numba.core.datamodel.manager import DataModelManager
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, ConcreteTemplate, Registry, signature
 
@@ -43,8 +44,15 @@ class FloatModel(models.PrimitiveModel):
 
 
 def data_model_manager(base):
-    """A copy of ``base`` whose float model knows float16."""
-    manager = base.copy()
+    """A manager whose float model knows float16 and that takes every other
+    model from ``base``.
+
+    Chained, not copied: Numba registers some default models when a module
+    is first imported (``unicode_type``'s with ``numba.cpython.unicode``,
+    after the target context exists), and a copy would miss them; Numba
+    casts ``print``'s constant strings to ``unicode_type`` while lowering.
+    """
+    manager = DataModelManager().chain(base)
     manager.register(types.Float, FloatModel)
     return manager
 
