@@ -12,8 +12,8 @@ def info():
         print(f"[{d.index}] {d.name}")
         print(f"    type: {d.device_type}, Vulkan {major}.{minor}.{patch}, "
               f"vendor 0x{d.vendor_id:04x}, device 0x{d.device_id:04x}")
-        for feature in ("float64", "int64", "float16", "int16", "int8", "storage8", "storage16",
-                        "int64_atomics"):
+        for feature in ("float64", "int64", "float16", "float16_rte", "int16", "int8", "storage8",
+                        "storage16", "int64_atomics"):
             print(f"    {feature + ':':15} {'yes' if feature in d.features else 'no'}")
         print(f"    subgroup size:  {d.subgroup_size}")
         operations = [f[len("subgroup_"):] for f in sorted(d.features) if f.startswith("subgroup_")]

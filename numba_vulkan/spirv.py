@@ -14,6 +14,7 @@ CAPABILITIES = {
     6034: "AtomicFloat64AddEXT", 4441: "VariablePointersStorageBuffer",
     4442: "VariablePointers", 5612: "AtomicFloat32MinMaxEXT",
     4464: "DenormPreserve", 4465: "DenormFlushToZero", 4466: "SignedZeroInfNanPreserve",
+    4467: "RoundingModeRTE",
     61: "GroupNonUniform", 62: "GroupNonUniformVote", 63: "GroupNonUniformArithmetic",
     64: "GroupNonUniformBallot", 65: "GroupNonUniformShuffle",
     66: "GroupNonUniformShuffleRelative",

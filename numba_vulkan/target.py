@@ -48,6 +48,11 @@ class TargetDescription:
             if not, float16 arithmetic is done in float32 and each result
             rounded to float16 (see :mod:`numba_vulkan.codegen.half`).
             float16 arrays need ``storageBuffer16BitAccess`` either way.
+        float16_rte: Whether modules may ask the devices to round float16
+            arithmetic to nearest, ties to even
+            (``shaderRoundingModeRTEFloat16``); without it a target with
+            ``float16`` computes float16 additions, subtractions and
+            products in float32 too, rounded to float16 in integer arithmetic.
     """
 
     vulkan: tuple = (1, 2)
@@ -58,6 +63,7 @@ class TargetDescription:
     loop_limit: int = 0
     fused_fma: bool = False
     float16: bool = False
+    float16_rte: bool = False
 
     def __post_init__(self):
         if tuple(self.vulkan) not in _VULKAN_VERSIONS:
@@ -98,6 +104,8 @@ class TargetDescription:
             key.append("float16")
         if self.fused_fma:
             key.append("fused_fma")
+        if self.float16_rte:
+            key.append("float16_rte")
         return key
 
     @classmethod
@@ -106,7 +114,7 @@ class TargetDescription:
         try:
             vulkan, float64, int64, push, *optional = key
             limits = [name for name in optional if str(name).startswith("loop_limit=")]
-            flags = ("float32_atomic_add", "float16", "fused_fma")
+            flags = ("float32_atomic_add", "float16", "fused_fma", "float16_rte")
             if any(name not in flags for name in optional if name not in limits) \
                     or len(limits) > 1:
                 raise ValueError(f"unknown target features {optional}")
@@ -114,7 +122,8 @@ class TargetDescription:
             return cls(tuple(vulkan), bool(float64), bool(int64), int(push),
                        float32_atomic_add="float32_atomic_add" in optional,
                        loop_limit=loop_limit, float16="float16" in optional,
-                       fused_fma="fused_fma" in optional)
+                       fused_fma="fused_fma" in optional,
+                       float16_rte="float16_rte" in optional)
         except TypeError as exc:
             raise ValueError(f"not a target description: {key!r}") from exc
 

@@ -1,9 +1,12 @@
 """float16 in kernels: arrays, scalars, arithmetic, conversions and the fp16 functions.
 
-Every case runs twice: on the default device, which computes in float16
-where it has ``shaderFloat16`` (lavapipe and the H200 do), and in a child
-process with ``NUMBA_VULKAN_MASK_FEATURES=float16``, where float16 is
-computed in float32 and each result rounded to float16. Both must give
+Every case runs three times: on the default device, which computes in
+float16 where it has ``shaderFloat16`` (lavapipe and the H200 do) and asks
+for rounding to nearest where it has ``shaderRoundingModeRTEFloat16``; in a
+child process with ``NUMBA_VULKAN_MASK_FEATURES=float16_rte``, where float16
+arithmetic is computed in float32 and rounded to float16 in integer
+arithmetic; and in one with ``NUMBA_VULKAN_MASK_FEATURES=float16``, where
+float16 values are float32 values so rounded. All must give
 NumPy's float16 results bit for bit wherever those are one correctly
 rounded operation (NumPy computes each float16 operation in float32 and
 rounds, which is correct rounding for ``+ - * /`` and ``sqrt``); the
@@ -144,6 +147,13 @@ def ufuncs(x, y, out, flags):
         flags[i, 1] = np.less(x[i], y[i])
 
 
+@nv.jit
+def narrowing(f, out):
+    i = nv.global_id(0)
+    if i < f.shape[0]:
+        out[i] = np.float16(f[i])
+
+
 TABLE = np.array([0.5, 1.25, -2.0, 3.0], f16)
 
 
@@ -210,6 +220,25 @@ def _inputs():
     return x, y, sums, d, n, h
 
 
+def _singles():
+    """float32 values on, beside and between float16 ties in every binade
+    (subnormal results and overflow too), random ones, and specials."""
+    rng = np.random.default_rng(16)
+    # float16's ties: odd multiples of half its spacing, at each exponent.
+    exponents = np.arange(-26, 17)
+    ties = (2 * rng.integers(1024, 2048, exponents.size) + 1) * np.exp2(exponents - 11.0)
+    ties = ties.astype(f32)
+    near = np.concatenate([ties, np.nextafter(ties, f32(0)), np.nextafter(ties, f32(np.inf))])
+    # Even ties (rounded down) as well as odd ones, and ties into subnormals.
+    even = (np.arange(1, 65, dtype=f32) * 2 + 1) * f32(2.0 ** -25)
+    edges = np.array([65504, 65519.996, 65520, 65536, 3e38, 2.0 ** -14, 2.0 ** -24,
+                      2.0 ** -25, 2.0 ** -25 * 1.0000001, 2.0 ** -26, 1e-40, 0.0,
+                      np.inf], f32)
+    wide = rng.integers(0x33000000, 0x47800000, 400, dtype=np.uint32).view(f32)
+    values = np.concatenate([near, even, edges, wide, 1 + rng.random(100).astype(f32)])
+    return np.concatenate([values, -values, np.array([np.nan, -np.nan], f32)])
+
+
 def run_cases():
     """Run every kernel on the current device; the results as lists, by name."""
     x, y, sums, d, n, h = _inputs()
@@ -243,15 +272,21 @@ def run_cases():
     chosen = np.zeros(GROUP, f16)
     branches[1, GROUP](x[:GROUP], chosen)
     out["branches"] = chosen
+    singles32 = _singles()
+    narrowed = np.zeros(singles32.size, f16)
+    narrowing.forall(singles32.size)(singles32, narrowed)
+    out["narrowed"] = narrowed
     parts, read = _records(), np.zeros(GROUP, f16)
     fields.forall(GROUP)(parts, read)
     out.update(field_h=parts["h"].copy(), field_v=parts["v"].copy(), field_read=read)
     compiled = [k for disp in (saxpy, tree_sum, functions, conversions, lanes, ufuncs,
-                               branches, fields)
+                               branches, fields, narrowing)
                 for k in disp._compiled.values()]
     result = {name: {"dtype": str(v.dtype), "bits": v.view(np.uint8).tolist(),
                      "shape": list(v.shape)} for name, v in out.items()}
-    result["target_float16"] = nv.get_current_device().target.float16
+    target = nv.get_current_device().target
+    result["target_float16"] = target.float16
+    result["target_float16_rte"] = target.float16_rte
     result["capabilities"] = sorted({c for k in compiled for c in k.capabilities})
     return result
 
@@ -269,22 +304,30 @@ _CHILD = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(scope="module", params=["native", "emulated"])
+#: The features each mode masks.
+_MASKED = {"native": None, "native-soft": "float16_rte", "emulated": "float16"}
+
+
+@pytest.fixture(scope="module", params=list(_MASKED))
 def results(request):
     info = nv.get_current_device().info
     if "storage16" not in info.features:
         pytest.skip("the device has no 16-bit storage buffers")
-    if request.param == "native":
-        if "float16" not in info.features:
-            pytest.skip("the device has no float16 arithmetic")
+    if request.param != "emulated" and "float16" not in info.features:
+        pytest.skip("the device has no float16 arithmetic")
+    if request.param == "native" and "float16_rte" not in info.features:
+        pytest.skip("the device does not round float16 to nearest on request "
+                    "(native-soft covers it)")
+    if _MASKED[request.param] is None:
         result = run_cases()
     else:
-        env = dict(os.environ, NUMBA_VULKAN_MASK_FEATURES="float16")
+        env = dict(os.environ, NUMBA_VULKAN_MASK_FEATURES=_MASKED[request.param])
         child = subprocess.run([sys.executable, "-c", _CHILD.format(here=HERE)], env=env,
                                capture_output=True, text=True, cwd=os.path.dirname(HERE))
         assert child.returncode == 0, child.stderr[-3000:]
         result = json.loads(child.stdout.strip().splitlines()[-1])
-    assert result["target_float16"] == (request.param == "native")
+    assert result["target_float16"] == (request.param != "emulated")
+    assert result["target_float16_rte"] == (request.param == "native")
     return request.param, result, _arrays(result)
 
 
@@ -300,7 +343,20 @@ def _same_bits(got, want):
 def test_modules_compute_in_float16_only_where_the_target_has_it(results):
     mode, result, _ = results
     assert "StorageBuffer16BitAccess" in result["capabilities"]
-    assert ("Float16" in result["capabilities"]) == (mode == "native")
+    assert ("Float16" in result["capabilities"]) == (mode != "emulated")
+    # Only where the device can: otherwise rounded in integer arithmetic.
+    assert ("RoundingModeRTE" in result["capabilities"]) == (mode == "native")
+
+
+def test_float32_to_float16_rounds_to_nearest_even(results):
+    _, _, got = results
+    singles = _singles()
+    with np.errstate(over="ignore"):
+        want = singles.astype(f16)
+    nan = np.isnan(singles)
+    _same_bits(got["narrowed"][~nan], want[~nan])
+    # NumPy keeps a NaN's payload; Vulkan does not say what a driver keeps.
+    assert np.isnan(got["narrowed"][nan]).all()
 
 
 def test_saxpy_matches_numpy_float16(results):
@@ -475,8 +531,40 @@ def test_target_key_and_cache_tell_float16_apart():
     assert "SignedZeroInfNanPreserve 16" in native.disassemble()
     assert "SignedZeroInfNanPreserve 16" not in emulated.disassemble()
     assert native.spirv != emulated.spirv
-    for compiled in (native, emulated):
+    # Rounding to nearest asked for only where the target lets a module ask;
+    # elsewhere every float16 result is rounded in integer arithmetic.
+    rte = NATIVE.with_features(float16_rte=True)
+    assert rte.key()[-1] == "float16_rte" and nv.TargetDescription.from_key(rte.key()) == rte
+    rounded = saxpy.compile(sig, target=rte)
+    assert "RoundingModeRTE 16" in rounded.disassemble()
+    assert "RoundingModeRTE" in rounded.capabilities
+    assert "RoundingModeRTE" not in native.disassemble() + emulated.disassemble()
+    for compiled in (native, emulated, rounded):
         assert_valid_spirv(compiled)
+
+
+def test_native_float16_rounds_in_integer_arithmetic_without_rte():
+    from numba_vulkan.codegen import half, ir
+    sig = "void(float16[::1], float16[::1], float16[:, ::1], int32[:, ::1])"
+    soft = functions.compile(sig, target=NATIVE).llvm_ir
+    rte = functions.compile(sig, target=NATIVE.with_features(float16_rte=True)).llvm_ir
+    arithmetic = ("fadd half", "fsub half", "fmul half", "fdiv half", "frem half",
+                  "@llvm.sqrt.f16")
+    # Without the mode nothing float16 is left for the driver to round; with
+    # it additions, subtractions and products stay float16 operations.
+    assert not [op for op in arithmetic if op in soft]
+    assert "fmul half" in rte and "fdiv half" not in rte
+    for text in (soft, rte):
+        # Every conversion to float16 is of a value rounded already.
+        module = ir.parse(text)
+        made = {inst.name: inst for fn in module.functions for inst in fn.instructions()}
+        narrowed = [inst.operands[0].value for fn in module.functions
+                    for inst in fn.instructions()
+                    if inst.opcode == "fptrunc" and inst.operands[0].type == "float"]
+        assert narrowed and all(made[v].opcode == "bitcast" for v in narrowed)
+    text = half.native("define half @f(half %a, half %b) {\n"
+                       "  %q = fdiv half %a, %b\n  ret half %q\n}\n", rte=True)
+    assert "fdiv float" in text and "fdiv half" not in text
 
 
 def test_scalar_float16_argument_travels_as_float32():

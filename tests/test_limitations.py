@@ -397,16 +397,3 @@ def test_atomic_on_a_misaligned_record_field():
     a = np.zeros(1, packed)
     count.forall(16)(a)
     assert a[0]["h"][0] == 16
-
-
-@pytest.mark.xfail(strict=True, reason="modules do not ask for RoundingModeRTE")
-def test_float16_modules_ask_for_round_to_nearest():
-    @nv.jit
-    def narrow(x, out):
-        i = nv.global_id(0)
-        if i < x.shape[0]:
-            out[i] = np.float16(x[i])
-
-    target = nv.TargetDescription(vulkan=(1, 2), float16=True)
-    assert "RoundingModeRTE" in narrow.compile("void(float32[::1], float16[::1])",
-                                               target=target).disassemble()

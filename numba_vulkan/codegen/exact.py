@@ -30,6 +30,8 @@ _OP_TYPE_FLOAT = 22
 _SIGNED_ZERO_INF_NAN_PRESERVE = 4466
 _CAPABILITY_FLOAT16 = 9
 _EXECUTION_MODE_PRESERVE = 4461
+_EXECUTION_MODE_RTE = 4462
+_CAPABILITY_ROUNDING_MODE_RTE = 4467
 #: OpFNegate, OpFAdd, OpFSub, OpFMul, OpFDiv, OpFRem, OpFMod,
 #: OpVectorTimesScalar, OpDot: result type at word 1, result id at word 2.
 _FLOAT_ARITHMETIC = {127, 129, 131, 133, 136, 140, 141, 142, 148}
@@ -67,20 +69,45 @@ def _preserve_special_values(header, instructions):
     entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_ENTRY_POINT]
     if not widths or not entries:
         return
+    _add_float_controls(header, instructions, _SIGNED_ZERO_INF_NAN_PRESERVE,
+                        _EXECUTION_MODE_PRESERVE, entries, widths)
+
+
+_FLOAT_CONTROLS = b"SPV_KHR_float_controls\0" + bytes(-len(b"SPV_KHR_float_controls\0") % 4)
+
+
+def _add_float_controls(header, instructions, capability, mode, entries, widths):
+    """Declare ``capability`` (of SPV_KHR_float_controls, an extension before
+    SPIR-V 1.4) and give each entry point the execution ``mode`` for each
+    float width."""
     opcodes = [inst[0] & 0xFFFF for inst in instructions]
     last_capability = max(k for k, op in enumerate(opcodes) if op == _OP_CAPABILITY)
-    added = [[(2 << 16) | _OP_CAPABILITY, _SIGNED_ZERO_INF_NAN_PRESERVE]]
-    if header[1] < 0x00010400:
-        name = b"SPV_KHR_float_controls\0"
-        name += bytes(-len(name) % 4)
-        added.append([((1 + len(name) // 4) << 16) | _OP_EXTENSION,
-                      *struct.unpack(f"<{len(name) // 4}I", name)])
+    added = [[(2 << 16) | _OP_CAPABILITY, capability]]
+    words = list(struct.unpack(f"<{len(_FLOAT_CONTROLS) // 4}I", _FLOAT_CONTROLS))
+    if header[1] < 0x00010400 and not any(
+            op == _OP_EXTENSION and inst[1:] == words for op, inst in zip(opcodes, instructions)):
+        added.append([((1 + len(words)) << 16) | _OP_EXTENSION, *words])
     instructions[last_capability + 1:last_capability + 1] = added
     opcodes = [inst[0] & 0xFFFF for inst in instructions]
     after = max(k for k, op in enumerate(opcodes) if op in (_OP_ENTRY_POINT, _OP_EXECUTION_MODE))
-    modes = [[(4 << 16) | _OP_EXECUTION_MODE, entry, _EXECUTION_MODE_PRESERVE, width]
+    modes = [[(4 << 16) | _OP_EXECUTION_MODE, entry, mode, width]
              for entry in entries for width in widths]
     instructions[after + 1:after + 1] = modes
+
+
+def round_float16_to_nearest(binary):
+    """The module ``binary`` asking for float16 arithmetic rounded to nearest,
+    ties to even (``RoundingModeRTE 16``), if it computes in float16 (declares
+    ``Float16``): Vulkan lets a driver round float16 results either way
+    otherwise. For devices with ``shaderRoundingModeRTEFloat16``."""
+    header, instructions = spirv.parse(binary)
+    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_ENTRY_POINT]
+    if not entries or not any(inst[0] & 0xFFFF == _OP_CAPABILITY
+                              and inst[1] == _CAPABILITY_FLOAT16 for inst in instructions):
+        return binary
+    _add_float_controls(header, instructions, _CAPABILITY_ROUNDING_MODE_RTE,
+                        _EXECUTION_MODE_RTE, entries, [16])
+    return spirv.assemble(header, instructions)
 
 
 _FLOAT_OPCODES = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fneg"))

@@ -9,11 +9,20 @@ a buffer load of a ``half`` is widened at once and a store narrowed just
 before it, and each operation whose float16 result could differ from the
 float32 one (``fadd``, ``fsub``, ``fmul``, ``fdiv``, ``frem``, ``sqrt``,
 ``fma``, conversions into float16) is computed in float32 and rounded to
-float16 by a conversion there and back. That is the value a float16
+a float16 value in integer arithmetic. That is the value a float16
 operation gives for ``+ - * /`` and ``sqrt``: float32's 24 bits are more
 than twice float16's 11 plus 2, so rounding twice is rounding once. ``fma``
 may differ in the last bit in rare cases. Workgroup and private arrays of
 float16 become float32 arrays holding float16 values.
+
+:func:`native` keeps a target with float16 arithmetic from depending on
+the driver's rounding: Vulkan lets a driver round float16 results and
+conversions as it likes (NVIDIA's float16 quotient is an approximation).
+Conversions from float32 are rounded in integer arithmetic first, so that
+the driver converts float16 values only; division, remainders and square
+roots are computed in float32 and so rounded; additions, subtractions and
+products too, unless the module asks for rounding to nearest
+(``RoundingModeRTE``, :func:`numba_vulkan.codegen.exact.round_float16_to_nearest`).
 
 :func:`storage_capabilities` declares ``StorageBuffer16BitAccess`` in an
 emitted module whose storage buffers hold 16-bit types, and
@@ -80,26 +89,85 @@ def _widen_aggregate(value):
     return ir.aggregate(value, elements)
 
 
-class _Emulator:
+def _rounding_steps(value):
+    """``(key, text)`` steps leaving in ``result`` the float32 ``value``
+    rounded to the nearest float16 value, ties to even, computed on its
+    integer bits: Vulkan lets a driver round an ``OpFConvert`` to float16
+    as it likes unless the module asks otherwise, and NVIDIA's H200 was
+    seen to drop a conversion to float16 and back altogether. The result
+    converts to float16 exactly, whatever the driver's rounding."""
+    return [
+        ("u", f"bitcast float {value} to i32"),
+        ("sign", "and i32 {u}, -2147483648"), ("a", "and i32 {u}, 2147483647"),
+        # Normal results: the 13 bits float16 lacks rounded off, ties to even.
+        ("l0", "lshr i32 {a}, 13"), ("lsb", "and i32 {l0}, 1"), ("bias", "add i32 {lsb}, 4095"),
+        ("up", "add i32 {a}, {bias}"), ("normal", "and i32 {up}, -8192"),
+        # Beyond 65504 after rounding: an infinity.
+        ("big", "icmp ugt i32 {normal}, 1199562752"),
+        ("finite", "select i1 {big}, i32 2139095040, i32 {normal}"),
+        # Below 2**-14: a whole number of 2**-24, the significand shifted
+        # right by 126 - exponent (at most 25, past which all is lost).
+        ("e", "lshr i32 {a}, 23"), ("m0", "and i32 {a}, 8388607"),
+        ("m", "or i32 {m0}, 8388608"), ("r0", "sub i32 126, {e}"),
+        ("far", "icmp ugt i32 {r0}, 25"), ("r", "select i1 {far}, i32 25, i32 {r0}"),
+        ("q", "lshr i32 {m}, {r}"), ("one", "shl i32 1, {r}"), ("mask", "sub i32 {one}, 1"),
+        ("rest", "and i32 {m}, {mask}"), ("halfway", "lshr i32 {one}, 1"),
+        ("q1", "and i32 {q}, 1"), ("odd", "icmp ne i32 {q1}, 0"),
+        ("over", "icmp ugt i32 {rest}, {halfway}"), ("tie", "icmp eq i32 {rest}, {halfway}"),
+        ("even", "and i1 {tie}, {odd}"), ("away", "or i1 {over}, {even}"),
+        ("awayi", "zext i1 {away} to i32"), ("n", "add i32 {q}, {awayi}"),
+        # n * 2**-24 (n <= 1024) is exact in float32.
+        ("nf", "uitofp i32 {n} to float"), ("sf", "fmul float {nf}, 0x3E70000000000000"),
+        ("sb", "bitcast float {sf} to i32"),
+        ("low", "icmp ult i32 {a}, 947912704"),
+        ("mag0", "select i1 {low}, i32 {sb}, i32 {finite}"),
+        # A NaN stays one, quiet (its payload's top bit set survives the
+        # conversion to float16).
+        ("nan", "icmp ugt i32 {a}, 2139095040"), ("quiet", "or i32 {a}, 4194304"),
+        ("mag", "select i1 {nan}, i32 {quiet}, i32 {mag0}"),
+        ("all", "or i32 {mag}, {sign}"), ("result", "bitcast i32 {all} to float")]
+
+
+class _Rewriter:
     def __init__(self, function):
         self.function = function
         self.count = 0
-        self.renamed = {}
 
     def fresh(self):
         self.count += 1
         return f"%nv.f16.{self.count}"
 
+    def lines(self, out, steps, last=None):
+        """Append ``(key, text)`` instructions, ``{key}`` in a text naming an
+        earlier step's result, the last one named ``last`` if given; returns
+        the names."""
+        names = {}
+        for k, (key, text) in enumerate(steps):
+            names[key] = last if last and k == len(steps) - 1 else self.fresh()
+            out.append(ir.instruction(f"{names[key]} = " + text.format(**names)))
+        return names
+
+    def round_float(self, value, out, name=None):
+        """The name (``name`` if given) of the float ``value`` rounded to a
+        float16 value, as a float."""
+        return self.lines(out, _rounding_steps(value), last=name)["result"]
+
+
+class _Emulator(_Rewriter):
+    def __init__(self, function):
+        super().__init__(function)
+        self.renamed = {}
+
     def rounded(self, inst, out):
-        """``inst`` computing ``name.f``, then ``name`` its float16 rounding."""
+        """``inst`` computing a float, then ``inst``'s name its float16 rounding."""
         name = inst.name
         inst.name = self.fresh()
-        narrow = self.fresh()
         out.append(inst)
-        out.append(ir.Instruction("fptrunc", [ir.Operand("float", inst.name)], name=narrow,
-                                  type="half"))
-        out.append(ir.Instruction("fpext", [ir.Operand("half", narrow)], name=name,
-                                  type="float"))
+        self.narrowed(inst.name, name, out)
+
+    def narrowed(self, value, name, out):
+        """``name``: the float ``value`` rounded to a float16 value, a float."""
+        self.round_float(value, out, name)
 
     def from_double(self, inst, out):
         """``inst``, a float64 to float16 conversion, rounded once: through a
@@ -107,7 +175,7 @@ class _Emulator:
         one (drivers may round a double to a float first)."""
         value = inst.operands[0].value
         names = {k: self.fresh() for k in ("single", "back", "bits", "fa", "fx", "up", "upi",
-                                             "less", "odd", "inexact", "chosen", "rto", "half")}
+                                             "less", "odd", "inexact", "chosen", "rto")}
 
         def add(name, text):
             out.append(ir.instruction(f"{names[name]} = {text}"))
@@ -123,18 +191,7 @@ class _Emulator:
         add("inexact", f"fcmp one double {names['back']}, {value}")
         add("chosen", f"select i1 {names['inexact']}, i32 {names['odd']}, i32 {names['bits']}")
         add("rto", f"bitcast i32 {names['chosen']} to float")
-        add("half", f"fptrunc float {names['rto']} to half")
-        out.append(ir.Instruction("fpext", [ir.Operand("half", names["half"])], name=inst.name,
-                                  type="float"))
-
-    def lines(self, out, steps):
-        """Append ``(key, text)`` instructions, ``{key}`` in a text naming an
-        earlier step's result; returns the names."""
-        names = {}
-        for key, text in steps:
-            names[key] = self.fresh()
-            out.append(ir.instruction(f"{names[key]} = " + text.format(**names)))
-        return names
+        self.narrowed(names["rto"], inst.name, out)
 
     def from_bits(self, inst, out):
         """``inst``, float16 bits (an i16, such as a record field) to a float16
@@ -236,12 +293,7 @@ class _Emulator:
             self.operands(inst)
             source = inst.operands[0]
             if source.type == "float":
-                inst.type = "half"
-                narrow = inst.name
-                inst.name = self.fresh()
-                out.append(inst)
-                out.append(ir.Instruction("fpext", [ir.Operand("half", inst.name)],
-                                          name=narrow, type="float"))
+                self.narrowed(source.value, inst.name, out)
                 return
             self.from_double(inst, out)
             return
@@ -310,6 +362,87 @@ class _Emulator:
                     if isinstance(operand.value, str):
                         while operand.value in self.renamed:
                             operand.value = self.renamed[operand.value]
+
+
+#: Float16 operations Vulkan does not ask drivers to round correctly:
+#: division (NVIDIA's float16 quotient is an approximation), remainders and
+#: square roots.
+_NATIVE_INEXACT = frozenset(("fdiv", "frem"))
+#: Float16 operations correctly rounded where the module asks for rounding
+#: to nearest (``RoundingModeRTE``), with the rounding the driver likes otherwise.
+_NATIVE_ROUNDED = frozenset(("fadd", "fsub", "fmul"))
+_BINARY_FLOAT = _NATIVE_INEXACT | _NATIVE_ROUNDED
+
+
+class _Native(_Rewriter):
+    def __init__(self, function, rte):
+        super().__init__(function)
+        self.rte = rte
+
+    def widened(self, operand, out):
+        """``operand`` (a half) as a float."""
+        if isinstance(operand.value, str) and operand.value.startswith("0xH"):
+            return _float_constant(operand.value)
+        return self.lines(out, [("w", f"fpext half {operand.value} to float")])["w"]
+
+    def via_float(self, inst, out, op):
+        """``inst``, a float16 operation, computed in float32 and rounded once."""
+        values = [self.widened(o, out) for o in inst.operands]
+        if op == "sqrt":
+            text = f"call float @llvm.sqrt.f32(float {values[0]})"
+        else:
+            flags = "".join(f"{flag} " for flag in inst.flags)
+            text = f"{op} {flags}float {values[0]}, {values[1]}"
+        wide = self.lines(out, [("v", text)])["v"]
+        self.narrow(wide, inst.name, out)
+
+    def narrow(self, value, name, out):
+        """``name``: the float ``value`` rounded to float16, a half."""
+        rounded = self.round_float(value, out)
+        out.append(ir.instruction(f"{name} = fptrunc float {rounded} to half"))
+
+    def rewrite(self, inst, out):
+        op = inst.opcode
+        result = inst.operands[0].type if op in _BINARY_FLOAT else inst.type
+        scalar = result == "half" and inst.name is not None
+        if scalar and op == "fptrunc" and inst.operands[0].type == "float":
+            self.narrow(inst.operands[0].value, inst.name, out)
+        elif scalar and (op in _NATIVE_INEXACT or (op in _NATIVE_ROUNDED and not self.rte)):
+            self.via_float(inst, out, op)
+        elif scalar and op == "call" and inst.callee == "@llvm.sqrt.f16":
+            self.via_float(inst, out, "sqrt")
+        elif scalar and op in ("sitofp", "uitofp") and inst.operands[0].type in ("i8", "i16",
+                                                                                 "i32", "i64"):
+            # Integers below 2**24 convert exactly to float32; the rest
+            # overflow float16 either way.
+            source = inst.operands[0]
+            wide = self.lines(out, [("v", f"{op} {source.type} {source.value} to float")])["v"]
+            self.narrow(wide, inst.name, out)
+        else:
+            out.append(inst)
+
+    def run(self):
+        for block in self.function.blocks or ():
+            out = []
+            for inst in block.instructions:
+                self.rewrite(inst, out)
+            block.instructions = out
+
+
+def native(text, rte):
+    """The module ``text``, of a target computing in float16, with every
+    rounding to float16 done correctly on any driver: conversions from
+    float32 rounded in integer arithmetic, division, remainders and square
+    roots computed in float32 (exact enough: 24 >= 2 * 11 + 2 bits) and
+    rounded so, and, unless the module asks for rounding to nearest (``rte``),
+    additions, subtractions and products too."""
+    if "half" not in text:
+        return text
+    module = ir.parse(text)
+    for function in module.functions:
+        if function.blocks is not None:
+            _Native(function, rte).run()
+    return _declare_intrinsics(str(module))
 
 
 def emulate(text):

@@ -125,7 +125,9 @@ def narrowing(job):
     """``job.text`` with the 64-bit types the target lacks made 32-bit, and
     float16 computed in float32 on a target without float16 arithmetic."""
     job.text = narrow.final(job.text, job.target.narrowed)
-    if not job.target.float16:
+    if job.target.float16:
+        job.text = half.native(job.text, job.target.float16_rte)
+    else:
         job.text = half.emulate(job.text)
     return job.text
 
@@ -169,9 +171,12 @@ def repair(job):
 
 def exact_floats(job):
     """``job.spirv`` with every float operation kept as written, unless the
-    kernel allows contraction (``fastmath``)."""
+    kernel allows contraction (``fastmath``), and float16 arithmetic rounded
+    to nearest where the target lets a module ask for that."""
     if not job.contract:
         job.spirv = exact.decorate(job.spirv)
+    if job.target.float16 and job.target.float16_rte:
+        job.spirv = exact.round_float16_to_nearest(job.spirv)
     return job.spirv
 
 

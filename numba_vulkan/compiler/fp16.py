@@ -7,7 +7,8 @@ operation of two float16 values gives a float16, as in NumPy and numba.cuda:
 arithmetic; on a target without ``shaderFloat16`` codegen computes it in
 float32 and rounds each result to float16
 (:mod:`numba_vulkan.codegen.half`), which is the same value for ``+ - * /``
-and ``sqrt`` (float32 holds more than twice float16's 11 bits plus two).
+and ``sqrt`` (float32 holds more than twice float16's 11 bits plus two);
+on one with it, codegen does that for what the driver may round otherwise.
 
 The fp16 functions (``nv.fp16.hadd`` ... and numba.cuda's ``cuda.fp16``
 names) take and return float16 and are typed here by their stubs in

@@ -245,7 +245,8 @@ STAGES = (
           "handles and the workgroup size are lowered", llvm=True),
     Stage("narrow", _codegen("narrowing"), "what is still 64-bit and the target lacks is "
           "made 32-bit; on a target without float16 arithmetic, float16 is computed in "
-          "float32 and each result rounded to float16", llvm=True),
+          "float32 and each result rounded to float16; every rounding to float16 is done in "
+          "integer arithmetic", llvm=True),
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
     Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
@@ -258,7 +259,8 @@ STAGES = (
           "declared; a module with an unmerged switch goes back to `structurize` without "
           "breaks"),
     Stage("exact", _codegen("exact_floats"), "float operations kept exactly as written "
-          "(NoContraction), unless `fastmath`"),
+          "(NoContraction), unless `fastmath`; float16 arithmetic rounded to nearest "
+          "(RoundingModeRTE) where the target can ask for it"),
     Stage("validate", _codegen("check"), "spirv-val, unless `NUMBA_VULKAN_VALIDATE=0`"),
     Stage("store", _store, "the module is stored in the kernel cache"),
 )

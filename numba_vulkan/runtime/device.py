@@ -38,7 +38,8 @@ class DeviceInfo:
         device_type: ``"cpu"``, ``"discrete"``, ``"integrated"``, ``"virtual"``
             or ``"other"``.
         features: Names of the optional features the device has, such as
-            ``float64``, ``int64``, ``float16`` (``shaderFloat16``), ``int16``,
+            ``float64``, ``int64``, ``float16`` (``shaderFloat16``),
+            ``float16_rte`` (``shaderRoundingModeRTEFloat16``), ``int16``,
             ``int8``, ``storage8``,
             ``storage16``, ``int64_atomics``, ``float32_atomic_add`` (native
             float32 atomic add on buffers and workgroup memory), the subgroup
@@ -86,6 +87,8 @@ class DeviceInfo:
                                  float32_atomic_add="float32_atomic_add" in self.features,
                                  loop_limit=LAVAPIPE_LOOP_LIMIT if self.is_lavapipe else 0,
                                  float16="float16" in self.features,
+                                 # Only arithmetic in float16 needs it.
+                                 float16_rte={"float16", "float16_rte"} <= self.features,
                                  fused_fma=(self.vendor_id in _FUSED_FMA_VENDORS
                                             and self.device_type != "cpu"))
 
@@ -220,10 +223,23 @@ class Instance:
                 and atomic_float.shaderSharedFloat32AtomicAdd),
             "subgroup_extended_types": f12.shaderSubgroupExtendedTypes,
             **Instance.subgroup_operations(physical),
+            "float16_rte": Instance.rounds_float16_to_nearest(physical),
         }
         masked = config.mask_features()
         have = {n for n, on in names.items() if on and n not in masked}
         return have, (f2, f12, f11)
+
+    @staticmethod
+    def rounds_float16_to_nearest(physical):
+        """Whether modules may ask for float16 rounded to nearest, ties to even
+        (``shaderRoundingModeRTEFloat16`` of Vulkan 1.2's float controls)."""
+        v = vk.module()
+        controls = vk.new("VkPhysicalDeviceFloatControlsProperties*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES})
+        props2 = vk.new("VkPhysicalDeviceProperties2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": controls})
+        v.lib.vkGetPhysicalDeviceProperties2(physical, props2)
+        return bool(controls.shaderRoundingModeRTEFloat16)
 
     @staticmethod
     def subgroup_operations(physical):

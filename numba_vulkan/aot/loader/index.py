@@ -57,7 +57,7 @@ DEFAULT_THREADS = (abi.FORALL_THREADS, 1, 1)
 CAPABILITY_FEATURES = {
     "Float64": "float64", "Int64": "int64", "Float16": "float16", "Int16": "int16", "Int8": "int8",
     "StorageBuffer8BitAccess": "storage8", "UniformAndStorageBuffer8BitAccess": "storage8",
-    "StorageBuffer16BitAccess": "storage16",
+    "StorageBuffer16BitAccess": "storage16", "RoundingModeRTE": "float16_rte",
     "UniformAndStorageBuffer16BitAccess": "storage16",
     "Int64Atomics": "int64_atomics", "AtomicFloat32AddEXT": "float32_atomic_add",
     **spirv.SUBGROUP_FEATURES,

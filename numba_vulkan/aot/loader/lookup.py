@@ -345,7 +345,7 @@ def _usable(entry, sig, threads, target, features, shared_bytes=0):
         return None
     if features is not None and not set(entry["features"]) <= set(features):
         return None
-    if built.float16 and not target.float16:
+    if (built.float16 and not target.float16) or (built.float16_rte and not target.float16_rte):
         return None
     distance = index.signature_distance(tuple(sig), tuple(entry["signature"]))
     if distance is None:
