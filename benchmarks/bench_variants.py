@@ -90,15 +90,7 @@ def unfused():
         yield
 
 
-@contextlib.contextmanager
-def no_sinking():
-    """Index offsets left where LLVM hoisted them (no ``codegen.sinking``)."""
-    from numba_vulkan.codegen import sinking
-    with _patched(sinking, "sink_offsets", lambda original: (lambda text: text)):
-        yield
-
-
-VARIANTS = {"base": contextlib.nullcontext, "unfused": unfused, "no_sinking": no_sinking, "unroll_runtime": unroll_runtime,
+VARIANTS = {"base": contextlib.nullcontext, "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract}
 
 

@@ -1,10 +1,9 @@
 """Kernels compiled for a GPU target run on lavapipe and match NumPy.
 
 A target without a loop limit gets what only GPUs get: loops of run-time
-trip counts unrolled with a remainder, 32-bit copies of loops with 64-bit
-bounds, and index offsets recomputed next to their loads
-(numba_vulkan.codegen.sinking). Lavapipe runs such modules as long as no
-invocation loops 65535 times.
+trip counts unrolled with a remainder and 32-bit copies of loops with
+64-bit bounds. Lavapipe runs such modules as long as no invocation loops
+65535 times.
 """
 
 import numpy as np

@@ -15,7 +15,7 @@ from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
 from numba_vulkan.codegen import (backend, exact, fixups, groupops, half, indices, int32, ir,
                                    legalize, libclc_link, logical, looplimit, narrow, optimize,
-                                   rounding, sinking, strip, structurize, validate, versioning,
+                                   rounding, strip, structurize, validate, versioning,
                                    workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
@@ -76,8 +76,7 @@ def unroll_hints(job):
 def reoptimise(job):
     """``job.module``: ``job.text`` optimised again, with what the rewrite
     exposed; on a target without a loop limit (a GPU), loops bounded by
-    64-bit values get a copy for bounds that fit in 32 bits, and index
-    offsets are computed next to their loads (:mod:`~numba_vulkan.codegen.sinking`)."""
+    64-bit values get a copy for bounds that fit in 32 bits."""
     job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
     optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2,
                       unroll_runtime=not job.target.loop_limit)
@@ -86,9 +85,9 @@ def reoptimise(job):
         # a trip of every loop an invocation passes, entered or not.
         return str(job.module)
     text = str(job.module)
-    changed = sinking.sink_offsets(versioning.version_loops(text))
-    if changed is not text:
-        job.module = optimize.link([changed], job.target.triple, DATA_LAYOUT)
+    versioned = versioning.version_loops(text)
+    if versioned is not text:
+        job.module = optimize.link([versioned], job.target.triple, DATA_LAYOUT)
         job.module.verify()
     return str(job.module)
 

@@ -44,7 +44,7 @@ def _label(block):
     return f"%{block.label}"
 
 
-def renamed(token, suffix):
+def _renamed(token, suffix):
     """``token`` (``%x``, ``%"x"``, ``%7``) with ``suffix`` appended; a
     number gets a name, as LLVM numbers only its unnamed values."""
     if token.startswith('%"'):
@@ -54,9 +54,7 @@ def renamed(token, suffix):
     return token + suffix
 
 
-class Graph:
-    """A function's control-flow graph: successors, predecessors, dominators."""
-
+class _Graph:
     def __init__(self, function):
         self.blocks = function.blocks
         self.by_label = {_label(b): b for b in self.blocks if b.label is not None}
@@ -156,7 +154,7 @@ def _narrowed(text, count, routed):
 def _version_one(function, count, tried, through32):
     """Version the first loop not yet tried that qualifies: ``(key, routed)``
     (see :func:`_version`), or None."""
-    graph = Graph(function)
+    graph = _Graph(function)
     loops = graph.loops()
     for header_id, body in loops.items():
         inner = [h for h in loops if h != header_id and h in body]
@@ -217,7 +215,7 @@ def _preheader(function, graph, pred, header, count):
     term = pred.terminator
     if term.opcode == "br" and len(term.operands) == 1:
         return pred
-    block = ir.Block(renamed(_label(header), f".nv.pre{count}")[1:],
+    block = ir.Block(_renamed(_label(header), f".nv.pre{count}")[1:],
                      [ir.instruction(f"br label {_label(header)}")])
     for holder, value in term.values():
         if value == _label(header):
@@ -234,12 +232,12 @@ def _dedicated_exit(function, graph, body, exit_block, count):
     if all(id(p) in body for p in preds):
         return exit_block
     inside = [_label(p) for p in preds if id(p) in body]
-    block = ir.Block(renamed(_label(exit_block), f".nv.exit{count}")[1:])
+    block = ir.Block(_renamed(_label(exit_block), f".nv.exit{count}")[1:])
     for inst in exit_block.instructions:
         if inst.opcode != "phi":
             break
         pairs = [(o, label) for o, label in zip(inst.operands, inst.labels) if label in inside]
-        moved = renamed(inst.name, f".nv.exit{count}")
+        moved = _renamed(inst.name, f".nv.exit{count}")
         block.instructions.append(ir.Instruction(
             "phi", [ir.Operand(None, o.value) for o, _ in pairs], name=moved, type=inst.type,
             labels=[label for _, label in pairs]))
@@ -291,7 +289,7 @@ def _version(function, graph, header, body, count, through32):
         return None
     preheader = _preheader(function, graph, outside[0], header, count)
     exit_block = _dedicated_exit(function, graph, body, exit_block, count)
-    graph = Graph(function)
+    graph = _Graph(function)
     # Values of the loop used after it: each gets a phi in the exit block.
     later = {}
     for block in graph.blocks:
@@ -305,8 +303,8 @@ def _version(function, graph, header, body, count, through32):
              if i.name in later}
 
     suffix = f".v{count}"
-    rename = {n: renamed(n, suffix) for n in names}
-    relabel = {_label(b): renamed(_label(b), suffix) for b in loop_blocks}
+    rename = {n: _renamed(n, suffix) for n in names}
+    relabel = {_label(b): _renamed(_label(b), suffix) for b in loop_blocks}
     narrow_bounds = {}
     test = []
     fits = f"%nv.v{count}.fits"
@@ -328,7 +326,7 @@ def _version(function, graph, header, body, count, through32):
 
     copies = []
     for block in loop_blocks:
-        copy = ir.Block(renamed(_label(block), suffix)[1:])
+        copy = ir.Block(_renamed(_label(block), suffix)[1:])
         for inst in block.instructions:
             twin = ir.instruction(str(inst))
             if twin.name:
@@ -345,7 +343,7 @@ def _version(function, graph, header, body, count, through32):
     # each value it takes from the loop: through 32 bits where the value is
     # one of the copy's counters (it fits there), so that the counters'
     # group stays closed.
-    out_label = renamed(_label(exit_block), suffix)
+    out_label = _renamed(_label(exit_block), suffix)
     exit_preds = [_label(p) for p in graph.preds[id(exit_block)]]
     out = ir.Block(out_label[1:])
     items = []
@@ -386,7 +384,7 @@ def _version(function, graph, header, body, count, through32):
             inst.operands.append(ir.Operand(None, handed[name]))
             inst.labels.append(out_label)
             continue
-        phi_name = renamed(name, f".nv.out{count}")
+        phi_name = _renamed(name, f".nv.out{count}")
         merged_phis.append(ir.Instruction(
             "phi", [ir.Operand(None, name) for _ in exit_preds] + [ir.Operand(None, handed[name])],
             name=phi_name, type=ty, labels=exit_preds + [out_label]))
@@ -396,7 +394,7 @@ def _version(function, graph, header, body, count, through32):
     phis = sum(1 for inst in exit_block.instructions if inst.opcode == "phi")
     exit_block.instructions[phis:phis] = merged_phis
 
-    target = renamed(_label(header), suffix)
+    target = _renamed(_label(header), suffix)
     preheader.instructions[-1:] = [ir.instruction(t) for t in test] + [
         ir.instruction(f"br i1 {fits}, label {target}, label {_label(header)}")]
     at = function.blocks.index(loop_blocks[-1]) + 1

@@ -234,8 +234,7 @@ STAGES = (
           "innermost loops left only from their latch are marked to be "
           "unrolled 16 times"),
     Stage("reoptimize", _codegen("reoptimise"), "optimised again, with what the rewrite "
-          "exposed; on a target without a loop limit, loops with 64-bit bounds get a 32-bit "
-          "copy and index offsets are computed next to their loads", llvm=True),
+          "exposed", llvm=True),
     Stage("structurize", _codegen("structure"), "structured control flow: one merge block per "
           "loop and per branch; on a target with a loop limit, loop trips are counted and "
           "reaching the limit is reported", llvm=True),
