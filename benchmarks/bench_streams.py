@@ -112,7 +112,9 @@ def measure(size=None, chunks=None, iters=None, repeats=None):
                 s.synchronize()
         return run
 
-    expected = _expected(np.asarray(host_in), iters)
+    # Every 1021st element: NumPy would take minutes for the whole of a GPU's size.
+    sample = slice(None, None, 1021)
+    expected = _expected(np.asarray(host_in)[sample], iters)
     seconds = {}
     for name, run, checked in (("one stream", pipeline(1), True),
                                ("two streams", pipeline(2), True),
@@ -121,7 +123,7 @@ def measure(size=None, chunks=None, iters=None, repeats=None):
         host_out[:] = np.nan
         seconds[name] = _median(run, repeats)
         if checked:
-            assert np.allclose(host_out, expected, rtol=1e-5), f"{name}: WRONG"
+            assert np.allclose(host_out[sample], expected, rtol=1e-5), f"{name}: WRONG"
     one, two = seconds["one stream"], seconds["two streams"]
     shorter = min(seconds["copies only"], seconds["kernels only"])
     return {
