@@ -488,6 +488,71 @@ def test_conversions(results):
     assert got["ints"][small, 2].tolist() == np.abs(h[small]).astype(np.uint8).tolist()
 
 
+def _host_rounding():
+    """The integer rounding codegen emits, compiled for the host by llvmlite:
+    a function rounding ``n`` float32 values to float16 values."""
+    import ctypes
+    import llvmlite.binding as llvm
+    from numba_vulkan.codegen import half
+    steps = half._rounding_steps("%v")
+    names = {key: f"%s{k}" for k, (key, _) in enumerate(steps)}
+    body = "\n".join(f"  {names[key]} = {text.format(**names)}" for key, text in steps)
+    module = llvm.parse_assembly(textwrap.dedent("""
+        define void @run(ptr %x, ptr %y, i64 %n) {
+        entry:
+          br label %loop
+        loop:
+          %i = phi i64 [0, %entry], [%j, %loop]
+          %px = getelementptr float, ptr %x, i64 %i
+          %v = load float, ptr %px
+        BODY
+          %py = getelementptr float, ptr %y, i64 %i
+          store float RESULT, ptr %py
+          %j = add i64 %i, 1
+          %done = icmp eq i64 %j, %n
+          br i1 %done, label %exit, label %loop
+        exit:
+          ret void
+        }
+    """).replace("BODY", body).replace("RESULT", names["result"]))
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    engine = llvm.create_mcjit_compiler(module, llvm.Target.from_default_triple()
+                                        .create_target_machine())
+    engine.finalize_object()
+    run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        engine.get_function_address("run"))
+
+    def rounded(x):
+        y = np.empty_like(x)
+        run(x.ctypes.data, y.ctypes.data, x.size)
+        return y
+    return engine, rounded
+
+
+def test_integer_rounding_is_numpys_for_every_float32_class():
+    # Every float32 whose top 19 bits float16 rounding reads, with each kind
+    # of the 13 bits it drops (zero, just above, below, on and above the
+    # tie, all ones), and random values whose results are subnormal, where
+    # the tie bit moves: bit for bit NumPy's conversion, a float16 value.
+    engine, rounded = _host_rounding()     # the engine owns the compiled code
+    rng = np.random.default_rng(11)
+    low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF], np.uint32)
+    bits = ((np.arange(1 << 19, dtype=np.uint32) << 13)[:, None] | low).ravel()
+    bits = np.concatenate([bits, rng.integers(0x32800000, 0x38800000, 1 << 18,
+                                              dtype=np.uint32)])
+    bits |= rng.integers(0, 2, bits.size, dtype=np.uint32) << 31
+    x = bits.view(f32)
+    got = rounded(x)
+    nan = np.isnan(x)
+    with np.errstate(over="ignore"):
+        want = x[~nan].astype(f16)
+    _same_bits(got[~nan], want)
+    assert np.array_equal(got[~nan], want.astype(f32))
+    assert np.isnan(got[nan]).all() and np.isnan(got[nan].astype(f16)).all()
+    assert engine
+
+
 def test_mixed_operands_follow_numba_promotion():
     @nv.jit
     def mixed(h, s, out):
