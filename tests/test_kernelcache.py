@@ -742,3 +742,38 @@ def test_damaged_entry_is_a_miss_and_rebuilt(pristine, tier, mode, tmp_path, rng
     assert counts(tier) == {"rejected": 1, "stores": 1}
     reader = kernelcache.load_kernel if tier == "functions" else kernelcache.load
     assert reader(name) is not None
+
+
+_RAISING = """\
+import numba_vulkan as nv
+
+
+@nv.jit(error_model="python")
+def root(x, y):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        if x[i] < 0:
+            raise ValueError("negative input")
+        y[i] = x[i] ** 0.5
+"""
+
+
+def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_path):
+    """A raise's code hashes its file's name, not its path (compiler/checks.py)."""
+    import importlib.util
+
+    from numba_vulkan import kernelcache
+    from numba_vulkan.compiler.compile import compile_kernel, numba_types
+    from numba_vulkan.target import DEFAULT
+
+    def key(checkout):
+        checkout.mkdir()
+        (checkout / "lim_raising.py").write_text(_RAISING)
+        spec = importlib.util.spec_from_file_location("lim_raising", checkout / "lim_raising.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel = module.root
+        ir = compile_kernel(kernel.py_func, numba_types(("float32[1d,C]",) * 2), kernel.options)
+        return kernelcache.module_key(ir.modules, ["float32", "float32"], (64, 1, 1), DEFAULT,
+                                      kernel.options)
+    assert key(tmp_path / "a") == key(tmp_path / "b")

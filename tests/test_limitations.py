@@ -238,42 +238,6 @@ def test_aot_key_sees_an_edited_overload():
     assert key(1.0) != key(2.0)
 
 
-_RAISING = """\
-import numba_vulkan as nv
-
-
-@nv.jit(error_model="python")
-def root(x, y):
-    i = nv.global_id(0)
-    if i < x.shape[0]:
-        if x[i] < 0:
-            raise ValueError("negative input")
-        y[i] = x[i] ** 0.5
-"""
-
-
-@pytest.mark.xfail(strict=True, reason="the code of a raise statement is a hash of its "
-                   "description, which holds its source file's path")
-def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_path):
-    import importlib.util
-
-    from numba_vulkan import kernelcache
-    from numba_vulkan.compiler.compile import compile_kernel, numba_types
-    from numba_vulkan.target import DEFAULT
-
-    def key(checkout):
-        checkout.mkdir()
-        (checkout / "lim_raising.py").write_text(_RAISING)
-        spec = importlib.util.spec_from_file_location("lim_raising", checkout / "lim_raising.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        kernel = module.root
-        ir = compile_kernel(kernel.py_func, numba_types(("float32[1d,C]",) * 2), kernel.options)
-        return kernelcache.module_key(ir.modules, ["float32", "float32"], (64, 1, 1), DEFAULT,
-                                      kernel.options)
-    assert key(tmp_path / "a") == key(tmp_path / "b")
-
-
 _FLOAT16_WITHOUT_STORAGE = '''
 import numpy as np
 import numba_vulkan as nv
