@@ -86,6 +86,8 @@ def run(capsys, *argv):
     ("version: 1\nprofiles:\n  - name: full\n  - name: full\nkernels: []\n", 4,
      "profile 'full' is defined twice"),
     ("version: 1\ntarget_env: vulkan9.9\nkernels: []\n", 2, "unknown target environment"),
+    ("version: 1\nprofiles:\n  - name: rte\n    float16_rte: true\nkernels: []\n", 4,
+     "profiles[0].float16_rte needs float16: true"),
     ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
      "float32)']\n    profiles: [tiny]\n", 5, "no profile named 'tiny'"),
     ("version: 1\nkernels:\n  - function: {module}:plain\n    signatures: ['void(float32[::1])']\n",

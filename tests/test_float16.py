@@ -660,6 +660,10 @@ profiles:
   - name: half
     loop_limit: 65535
     float16: true
+  - name: rte
+    loop_limit: 65535
+    float16: true
+    float16_rte: true
 kernels:
   - function: f16aot:scale
     signatures: ["void(float16[::1], float16[::1])"]
@@ -674,15 +678,19 @@ def test_aot_directory_has_both_and_launches_without_compiling(tmp_path, monkeyp
     import f16aot
     directory = lookup.Directory("aot", tmp_path / "aot")
     sig, threads = ("float16[1d,C]", "float16[1d,C]"), (256, 1, 1)
-    features = {"int64", "storage16", "float16"}
-    for wanted in (True, False):
+    features = {"int64", "storage16"}
+    for float16, rte in ((True, True), (True, False), (False, False)):
         # A device without float16 arithmetic gets the float32 entry; one
-        # with it the float16 entry first.
-        target = nv.TargetDescription(vulkan=(1, 2), float16=wanted, loop_limit=65535)
+        # with it the float16 entry first, the one asking for rounding to
+        # nearest where the device can, else the one rounding in integers.
+        target = nv.TargetDescription(vulkan=(1, 2), float16=float16, float16_rte=rte,
+                                      loop_limit=65535)
+        has = features | {n for n, on in (("float16", float16), ("float16_rte", rte)) if on}
         found = lookup.find(f16aot.scale, sig, threads, target, search=[directory],
-                            strict=True, features=features if wanted else features - {"float16"})
-        assert found.target.float16 == wanted
-        assert ("Float16" in found.capabilities) == wanted
+                            strict=True, features=has)
+        assert (found.target.float16, found.target.float16_rte) == (float16, rte)
+        assert ("Float16" in found.capabilities) == float16
+        assert ("RoundingModeRTE" in found.capabilities) == rte
     monkeypatch.setenv("NUMBA_VULKAN_AOT_STRICT", "1")
     label = nv.aot.register(str(tmp_path / "aot"))
     try:

@@ -618,7 +618,8 @@ def _write(m, output, entries, modules, signer=None):
                                 e.get("shared_bytes", 0)))
     profiles = [{"name": p.name, "narrow": p.narrow, "target_env": p.target_env,
                  **({"loop_limit": p.loop_limit} if p.loop_limit else {}),
-                 **({"float16": True} if p.float16 else {})}
+                 **({"float16": True} if p.float16 else {}),
+                 **({"float16_rte": True} if p.float16_rte else {})}
                 for p in m.profiles]
     data = {"format": index.FORMAT_VERSION, "abi_version": abi.ABI_VERSION,
             "profiles": profiles, "entries": entries}

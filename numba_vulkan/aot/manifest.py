@@ -47,7 +47,7 @@ DEFAULT_OUTPUT = "aot"
 DEFAULT_TARGET_ENV = "vulkan1.2"
 
 _TOP = ("version", "output", "target_env", "profiles", "kernels")
-_PROFILE = ("name", "narrow", "target_env", "loop_limit", "float16")
+_PROFILE = ("name", "narrow", "target_env", "loop_limit", "float16", "float16_rte")
 _KERNEL = ("function", "signatures", "threads", "shared_bytes", "options", "profiles")
 #: Options a manifest may set, and the values each takes.
 _OPTIONS = {name: jitoptions.OPTIONS[name].values for name in jitoptions.CODE_OPTIONS}
@@ -70,6 +70,9 @@ class Profile:
         float16: Whether the devices compute in float16 (``shaderFloat16``);
             without it float16 arithmetic is done in float32, which every
             device with 16-bit storage runs.
+        float16_rte: With ``float16``, whether the devices round float16 to
+            nearest on request (``shaderRoundingModeRTEFloat16``): float16
+            additions, subtractions and products are then the device's own.
     """
 
     name: str
@@ -78,11 +81,13 @@ class Profile:
     line: int = 0
     loop_limit: int = 0
     float16: bool = False
+    float16_rte: bool = False
 
     def target(self):
         """The :class:`~numba_vulkan.target.TargetDescription` of the profile."""
         target = TargetDescription.from_env(self.target_env, narrow=self.narrow)
-        return target.with_features(loop_limit=self.loop_limit, float16=self.float16)
+        return target.with_features(loop_limit=self.loop_limit, float16=self.float16,
+                                    float16_rte=self.float16_rte)
 
 
 @dataclass
@@ -301,8 +306,14 @@ def _profiles(reader, node, target_env):
                                    "give a number of loop trips (65535 for lavapipe), or 0")
         float16 = (reader.scalar(fields["float16"], f"{where}.float16", (bool,))
                    if "float16" in fields else False)
+        rte = (reader.scalar(fields["float16_rte"], f"{where}.float16_rte", (bool,))
+               if "float16_rte" in fields else False)
+        if rte and not float16:
+            raise reader.error(fields["float16_rte"], f"{where}.float16_rte needs float16: "
+                                                      "true (only float16 arithmetic is rounded "
+                                                      "by the device)")
         profiles.append(Profile(name, narrow, env, item.start_mark.line + 1, loop_limit,
-                                float16))
+                                float16, rte))
     return profiles
 
 

@@ -353,9 +353,10 @@ def _usable(entry, sig, threads, target, features, shared_bytes=0):
     # An entry built for the device's loop limit (lavapipe's) first: one
     # built without cannot report reaching it, one built with checks for it
     # where no device needs that. Then one computing float16 as the device
-    # can (an entry without float16 arithmetic runs anywhere, in float32).
+    # can (an entry without float16 arithmetic runs anywhere, in float32),
+    # and rounding float16 as the device can.
     return (distance, built.loop_limit != target.loop_limit, built.float16 != target.float16,
-            tuple(-v for v in built.vulkan))
+            built.float16_rte != target.float16_rte, tuple(-v for v in built.vulkan))
 
 
 def _manifest_lines(name, sig, threads, shared_bytes=0):
