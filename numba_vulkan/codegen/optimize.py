@@ -62,7 +62,10 @@ def optimise(module, entry, tm, speed=3, unroll_runtime=False):
     LLVM unroll loops whose trip count is known only at run time (with a
     remainder loop), as its NVPTX target does for numba-cuda: a GPU then has
     the loads of several trips in flight at once (a CSR product's gathers:
-    1.65 ms to 1.10 ms on an H200, ``benchmarks/bench_variants.py``).
+    1.65 ms to 1.10 ms on an H200, ``benchmarks/bench_variants.py``). The
+    remainder runs first (a prologue): with it after the unrolled loop, the
+    two exits of a loop with a branch inside met in a block that
+    structurize had to dispatch to.
     """
     for fn in module.functions:
         if fn.is_declaration or fn.name == entry:
@@ -92,12 +95,14 @@ def optimise(module, entry, tm, speed=3, unroll_runtime=False):
         llvm.set_option("", "-replexitval=never")
         llvm.set_option("", "-simplifycfg-sink-common=false")
         llvm.set_option("", f"-unroll-runtime={str(unroll_runtime).lower()}")
+        llvm.set_option("", "-unroll-runtime-epilog=false")
         try:
             pm.run(module, pb)
         finally:
             llvm.set_option("", "-replexitval=cheap")
             llvm.set_option("", "-simplifycfg-sink-common=true")
             llvm.set_option("", "-unroll-runtime=false")
+            llvm.set_option("", "-unroll-runtime-epilog=true")
     for fn in list(module.functions):
         if fn.name != entry and not fn.is_declaration:
             raise CompilerError(f"function {fn.name} was not inlined into the kernel")
