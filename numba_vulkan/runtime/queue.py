@@ -138,6 +138,19 @@ class Lane:
             vk.check(result, "vkQueueSubmit")
 
 
+def _timeline_semaphore(device):
+    """A new timeline semaphore of ``device`` at 0, in a one-element array."""
+    v = vk.module()
+    kind = vk.new("VkSemaphoreTypeCreateInfo*", {
+        "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+        "semaphoreType": v.VK_SEMAPHORE_TYPE_TIMELINE, "initialValue": 0})
+    info = vk.new("VkSemaphoreCreateInfo*", {
+        "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": kind})
+    out = vk.new("VkSemaphore[1]")
+    vk.check(v.lib.vkCreateSemaphore(device.handle, info, v.ffi.NULL, out), "vkCreateSemaphore")
+    return out
+
+
 class _HostTimeline:
     """A timeline semaphore the host signals: a stream's callbacks count on
     it as they return, and the stream's later work waits for it."""
@@ -146,14 +159,7 @@ class _HostTimeline:
         v = vk.module()
         self._v = v
         self._device = device.handle
-        kind = vk.new("VkSemaphoreTypeCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-            "semaphoreType": v.VK_SEMAPHORE_TYPE_TIMELINE, "initialValue": 0})
-        info = vk.new("VkSemaphoreCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": kind})
-        out = vk.new("VkSemaphore[1]")
-        vk.check(v.lib.vkCreateSemaphore(device.handle, info, v.ffi.NULL, out),
-                 "vkCreateSemaphore")
+        out = _timeline_semaphore(device)
         self._semaphore_handle = out[0]
         #: The last value handed to a callback.
         self.value = 0
@@ -212,16 +218,8 @@ class Stream:
         self.is_default = default
         self._lock = threading.Lock()
         self._in_flight = collections.deque()
-        kind = vk.new("VkSemaphoreTypeCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-            "semaphoreType": v.VK_SEMAPHORE_TYPE_TIMELINE, "initialValue": 0})
-        info = vk.new("VkSemaphoreCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": kind})
-        out = vk.new("VkSemaphore[1]")
-        vk.check(v.lib.vkCreateSemaphore(device.handle, info, v.ffi.NULL, out),
-                 "vkCreateSemaphore")
-        self._semaphore = out
-        self._semaphore_handle = out[0]
+        self._semaphore = _timeline_semaphore(device)
+        self._semaphore_handle = self._semaphore[0]
         self._submitted = 0
         self._completed = 0
         #: (value, lane) of the last submission, replaced whole: other
