@@ -41,23 +41,6 @@ SPIRV_FOR_VULKAN = {(1, 0): (1, 0), (1, 1): (1, 3), (1, 2): (1, 5), (1, 3): (1, 
 #: The largest id bound any consumer must accept (SPIR-V's universal limits).
 MAX_ID_BOUND = 0x3FFFFF
 
-_OP_CAPABILITY = 17
-_OP_ENTRY_POINT = 15
-_OP_EXECUTION_MODE = 16
-_OP_EXECUTION_MODE_ID = 331
-_OP_TYPE_BOOL = 20
-_OP_TYPE_INT = 21
-_OP_TYPE_FLOAT = 22
-_OP_TYPE_VECTOR = 23
-_OP_TYPE_ARRAY = 28
-_OP_TYPE_RUNTIME_ARRAY = 29
-_OP_TYPE_STRUCT = 30
-_OP_TYPE_POINTER = 32
-_OP_CONSTANT = 43
-_OP_FUNCTION = 54
-_OP_VARIABLE = 59
-_OP_DECORATE = 71
-_OP_MEMBER_DECORATE = 72
 
 _GL_COMPUTE = 5
 _LOCAL_SIZE = 17
@@ -165,30 +148,30 @@ def interface(binary, words=None):
         count, op = words[i] >> 16, words[i] & 0xFFFF
         inst = words[i:i + count]
         i += count
-        if op == _OP_FUNCTION:
+        if op == spirv.OP_FUNCTION:
             break  # declarations all precede the first function
-        if op == _OP_CAPABILITY and count == 2:
+        if op == spirv.OP_CAPABILITY and count == 2:
             capabilities.append(CAPABILITIES.get(inst[1], str(inst[1])))
-        elif op == _OP_ENTRY_POINT and count >= 4:
+        elif op == spirv.OP_ENTRY_POINT and count >= 4:
             name, _ = _string(inst, 3)
             entry_points.append((inst[1], inst[2], name))
-        elif op == _OP_EXECUTION_MODE and count >= 3:
+        elif op == spirv.OP_EXECUTION_MODE and count >= 3:
             modes.setdefault(inst[1], []).append(tuple(inst[2:]))
-        elif op == _OP_EXECUTION_MODE_ID:
+        elif op == spirv.OP_EXECUTION_MODE_ID:
             problems.append("an execution mode with id operands (LocalSizeId)")
-        elif op in (_OP_TYPE_BOOL, _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR,
-                    _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT,
-                    _OP_TYPE_POINTER) and count >= 2:
+        elif op in (spirv.OP_TYPE_BOOL, spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT, spirv.OP_TYPE_VECTOR,
+                    spirv.OP_TYPE_ARRAY, spirv.OP_TYPE_RUNTIME_ARRAY, spirv.OP_TYPE_STRUCT,
+                    spirv.OP_TYPE_POINTER) and count >= 2:
             types[inst[1]] = (op, tuple(inst[2:]))
-        elif op == _OP_CONSTANT and count == 4:
+        elif op == spirv.OP_CONSTANT and count == 4:
             constants[inst[2]] = inst[3]
-        elif op == _OP_VARIABLE and count >= 4:
+        elif op == spirv.OP_VARIABLE and count >= 4:
             variables.append((inst[1], inst[2], inst[3]))
-        elif op == _OP_DECORATE and count >= 3:
+        elif op == spirv.OP_DECORATE and count >= 3:
             decorations.setdefault(inst[1], []).append(tuple(inst[2:]))
             if inst[2] == _DEC_BUILTIN and count >= 4 and inst[3] == _BUILTIN_WORKGROUP_SIZE:
                 problems.append("a WorkgroupSize built-in, which overrides LocalSize")
-        elif op == _OP_MEMBER_DECORATE and count >= 5 and inst[3] == _DEC_OFFSET:
+        elif op == spirv.OP_MEMBER_DECORATE and count >= 5 and inst[3] == _DEC_OFFSET:
             offsets[(inst[1], inst[2])] = inst[4]
     local_size = None
     for model, function, name in entry_points:
@@ -201,13 +184,13 @@ def interface(binary, words=None):
         if kind is None or depth > 8:
             raise ValueError(f"SPIR-V type %{type_id} is not a plain data type")
         op, operands = kind
-        if op in (_OP_TYPE_INT, _OP_TYPE_FLOAT) and operands:
+        if op in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT) and operands:
             return max(1, operands[0] // 8)
-        if op == _OP_TYPE_VECTOR and len(operands) == 2:
+        if op == spirv.OP_TYPE_VECTOR and len(operands) == 2:
             return size_of(operands[0], depth + 1) * operands[1]
-        if op == _OP_TYPE_ARRAY and len(operands) == 2 and operands[1] in constants:
+        if op == spirv.OP_TYPE_ARRAY and len(operands) == 2 and operands[1] in constants:
             return size_of(operands[0], depth + 1) * constants[operands[1]]
-        if op == _OP_TYPE_STRUCT:
+        if op == spirv.OP_TYPE_STRUCT:
             return max((offsets.get((type_id, k), 0) + size_of(t, depth + 1)
                         for k, t in enumerate(operands)), default=0)
         raise ValueError(f"SPIR-V type %{type_id} is not a plain data type")
@@ -219,7 +202,7 @@ def interface(binary, words=None):
             continue
         if storage == _SC_WORKGROUP:
             pointed = types.get(pointer)
-            if pointed is not None and pointed[0] == _OP_TYPE_POINTER and len(pointed[1]) == 2:
+            if pointed is not None and pointed[0] == spirv.OP_TYPE_POINTER and len(pointed[1]) == 2:
                 try:
                     workgroup_bytes += size_of(pointed[1][1])
                 except ValueError:
@@ -228,7 +211,7 @@ def interface(binary, words=None):
         if storage not in (_SC_STORAGE_BUFFER, _SC_PUSH_CONSTANT):
             continue
         pointed = types.get(pointer)
-        if pointed is None or pointed[0] != _OP_TYPE_POINTER or len(pointed[1]) != 2:
+        if pointed is None or pointed[0] != spirv.OP_TYPE_POINTER or len(pointed[1]) != 2:
             problems.append(f"variable %{var} whose type is not a pointer")
             continue
         block = pointed[1][1]
@@ -257,15 +240,15 @@ def interface(binary, words=None):
 
 def _buffer_element(types, block):
     struct_type = types.get(block)
-    if struct_type is None or struct_type[0] != _OP_TYPE_STRUCT or len(struct_type[1]) != 1:
+    if struct_type is None or struct_type[0] != spirv.OP_TYPE_STRUCT or len(struct_type[1]) != 1:
         return None
     array = types.get(struct_type[1][0])
-    if array is None or array[0] != _OP_TYPE_RUNTIME_ARRAY or len(array[1]) != 1:
+    if array is None or array[0] != spirv.OP_TYPE_RUNTIME_ARRAY or len(array[1]) != 1:
         return None
     element = types.get(array[1][0])
-    if element is None or element[0] not in (_OP_TYPE_INT, _OP_TYPE_FLOAT) or not element[1]:
+    if element is None or element[0] not in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT) or not element[1]:
         return None
-    return ("int" if element[0] == _OP_TYPE_INT else "float", element[1][0])
+    return ("int" if element[0] == spirv.OP_TYPE_INT else "float", element[1][0])
 
 
 def _element_of(storage):
@@ -471,7 +454,6 @@ def validate_once(binary, target_env):
 #: OpAccessChain, OpInBoundsAccessChain, OpPtrAccessChain, OpInBoundsPtrAccessChain,
 #: OpCopyObject, OpBitcast.
 _DERIVING = frozenset({65, 66, 67, 70, 83, 124})
-_OP_PHI, _OP_SELECT, _OP_STORE, _OP_FUNCTION_CALL = 245, 169, 62, 57
 #: Instructions that write through the pointer at index 1: OpStore,
 #: OpCopyMemory, OpCopyMemorySized, OpAtomicStore.
 _WRITES_AT_1 = frozenset({62, 63, 64, 228})
@@ -491,9 +473,9 @@ def written_bindings(binary):
     bindings, points = {}, {}
     for inst in instructions:
         op = inst[0] & 0xFFFF
-        if op == _OP_DECORATE and len(inst) >= 4 and inst[2] == _DEC_BINDING:
+        if op == spirv.OP_DECORATE and len(inst) >= 4 and inst[2] == _DEC_BINDING:
             bindings[inst[1]] = inst[3]
-        elif op == _OP_VARIABLE and len(inst) >= 4 and inst[2] in bindings:
+        elif op == spirv.OP_VARIABLE and len(inst) >= 4 and inst[2] in bindings:
             points[inst[2]] = {bindings[inst[2]]}
     written, changed = set(), True
     while changed:   # again until loops' OpPhi see their back edges' pointers
@@ -503,9 +485,9 @@ def written_bindings(binary):
             sources = ()
             if op in _DERIVING and len(inst) >= 4:
                 sources = (inst[3],)
-            elif op == _OP_PHI:
+            elif op == spirv.OP_PHI:
                 sources = inst[3::2]
-            elif op == _OP_SELECT and len(inst) >= 6:
+            elif op == spirv.OP_SELECT and len(inst) >= 6:
                 sources = inst[4:6]
             if sources:
                 into = set().union(*(points.get(s, ()) for s in sources))
@@ -516,11 +498,11 @@ def written_bindings(binary):
             targets = []
             if op in _WRITES_AT_1 and len(inst) >= 2:
                 targets.append(inst[1])
-            if op == _OP_STORE and len(inst) >= 3:
+            if op == spirv.OP_STORE and len(inst) >= 3:
                 targets.append(inst[2])      # the pointer itself escapes
             if op in _WRITES_AT_3 and len(inst) >= 4:
                 targets.append(inst[3])
-            if op == _OP_FUNCTION_CALL:
+            if op == spirv.OP_FUNCTION_CALL:
                 targets.extend(inst[4:])
             for target in targets:
                 written |= points.get(target, set())
@@ -542,11 +524,11 @@ def subgroup_features(binary):
     widths = {}
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode == _OP_CAPABILITY:
+        if opcode == spirv.OP_CAPABILITY:
             feature = spirv.SUBGROUP_FEATURES.get(CAPABILITIES.get(inst[1], ""))
             if feature:
                 needed.add(feature)
-        elif opcode == _OP_TYPE_INT:
+        elif opcode == spirv.OP_TYPE_INT:
             widths[inst[1]] = inst[2]
         elif opcode in _GROUP_OPCODES and widths.get(inst[1], 32) != 32:
             needed.add("subgroup_extended_types")

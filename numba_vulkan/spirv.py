@@ -20,6 +20,43 @@ CAPABILITIES = {
     66: "GroupNonUniformShuffleRelative",
 }
 
+#: SPIR-V opcodes (the low 16 bits of an instruction's first word) the
+#: package's passes and checks read or write, named as the specification does.
+OP_NAME = 5
+OP_EXTENSION = 10
+OP_ENTRY_POINT = 15
+OP_EXECUTION_MODE = 16
+OP_CAPABILITY = 17
+OP_TYPE_VOID = 19
+OP_TYPE_BOOL = 20
+OP_TYPE_INT = 21
+OP_TYPE_FLOAT = 22
+OP_TYPE_VECTOR = 23
+OP_TYPE_ARRAY = 28
+OP_TYPE_RUNTIME_ARRAY = 29
+OP_TYPE_STRUCT = 30
+OP_TYPE_POINTER = 32
+OP_CONSTANT = 43
+OP_CONSTANT_NULL = 46
+OP_FUNCTION = 54
+OP_FUNCTION_END = 56
+OP_FUNCTION_CALL = 57
+OP_VARIABLE = 59
+OP_LOAD = 61
+OP_STORE = 62
+OP_DECORATE = 71
+OP_MEMBER_DECORATE = 72
+OP_COMPOSITE_INSERT = 82
+OP_COPY_OBJECT = 83
+OP_SELECT = 169
+OP_CONTROL_BARRIER = 224
+OP_MEMORY_BARRIER = 225
+OP_PHI = 245
+OP_SELECTION_MERGE = 247
+OP_SWITCH = 251
+OP_EXECUTION_MODE_ID = 331
+
+
 #: The device feature (as in ``DeviceInfo.features``: the operation classes
 #: of ``VkPhysicalDeviceSubgroupProperties.supportedOperations``) each
 #: subgroup capability needs. GroupNonUniform itself is in every Vulkan 1.1
@@ -31,8 +68,6 @@ SUBGROUP_FEATURES = {
     "GroupNonUniformShuffle": "subgroup_shuffle",
     "GroupNonUniformShuffleRelative": "subgroup_shuffle_relative",
 }
-
-_OP_CAPABILITY = 17
 
 
 def words(binary):
@@ -74,10 +109,9 @@ def capabilities(binary):
     """Names of the capabilities a module declares, in order."""
     _, instructions = parse(binary)
     return [CAPABILITIES.get(inst[1], str(inst[1])) for inst in instructions
-            if opcode(inst) == _OP_CAPABILITY]
+            if opcode(inst) == OP_CAPABILITY]
 
 
-_OP_DECORATE = 71
 _LINKAGE_ATTRIBUTES = 41
 _IMPORT = 1
 
@@ -95,12 +129,8 @@ def imports(binary):
     spirv-val accepts it."""
     _, instructions = parse(binary)
     return [string(inst[3:-1]) for inst in instructions
-            if opcode(inst) == _OP_DECORATE and len(inst) >= 5
+            if opcode(inst) == OP_DECORATE and len(inst) >= 5
             and inst[2] == _LINKAGE_ATTRIBUTES and inst[-1] == _IMPORT]
-
-
-_OP_SELECTION_MERGE = 247
-_OP_SWITCH = 251
 
 
 def unmerged_switch(binary):
@@ -110,7 +140,7 @@ def unmerged_switch(binary):
     previous = None
     for inst in instructions:
         op = opcode(inst)
-        if op == _OP_SWITCH and previous != _OP_SELECTION_MERGE:
+        if op == OP_SWITCH and previous != OP_SELECTION_MERGE:
             return True
         previous = op
     return False

@@ -20,13 +20,7 @@ import struct
 
 from numba_vulkan import spirv
 
-_OP_DECORATE = 71
 _NO_CONTRACTION = 42
-_OP_EXTENSION = 10
-_OP_ENTRY_POINT = 15
-_OP_EXECUTION_MODE = 16
-_OP_CAPABILITY = 17
-_OP_TYPE_FLOAT = 22
 _SIGNED_ZERO_INF_NAN_PRESERVE = 4466
 _CAPABILITY_FLOAT16 = 9
 _EXECUTION_MODE_PRESERVE = 4461
@@ -49,24 +43,24 @@ def decorate(binary):
     if not results:
         return spirv.assemble(header, instructions)
     already = {inst[1] for inst in instructions
-               if inst[0] & 0xFFFF == _OP_DECORATE and inst[2] == _NO_CONTRACTION}
+               if inst[0] & 0xFFFF == spirv.OP_DECORATE and inst[2] == _NO_CONTRACTION}
     position = next(k for k, inst in enumerate(instructions)
                     if inst[0] & 0xFFFF in _FIRST_DECLARATION)
-    added = [((3 << 16) | _OP_DECORATE, result, _NO_CONTRACTION)
+    added = [((3 << 16) | spirv.OP_DECORATE, result, _NO_CONTRACTION)
              for result in results if result not in already]
     instructions[position:position] = added
     return spirv.assemble(header, instructions)
 
 
 def _preserve_special_values(header, instructions):
-    widths = {inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_TYPE_FLOAT}
-    if not any(inst[0] & 0xFFFF == _OP_CAPABILITY and inst[1] == _CAPABILITY_FLOAT16
+    widths = {inst[2] for inst in instructions if inst[0] & 0xFFFF == spirv.OP_TYPE_FLOAT}
+    if not any(inst[0] & 0xFFFF == spirv.OP_CAPABILITY and inst[1] == _CAPABILITY_FLOAT16
                for inst in instructions):
         # float16 only stored and converted (no Float16 arithmetic): the mode
         # for it would need shaderSignedZeroInfNanPreserveFloat16 for nothing.
         widths.discard(16)
     widths = sorted(widths)
-    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_ENTRY_POINT]
+    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == spirv.OP_ENTRY_POINT]
     if not widths or not entries:
         return
     _add_float_controls(header, instructions, _SIGNED_ZERO_INF_NAN_PRESERVE,
@@ -81,16 +75,16 @@ def _add_float_controls(header, instructions, capability, mode, entries, widths)
     SPIR-V 1.4) and give each entry point the execution ``mode`` for each
     float width."""
     opcodes = [inst[0] & 0xFFFF for inst in instructions]
-    last_capability = max(k for k, op in enumerate(opcodes) if op == _OP_CAPABILITY)
-    added = [[(2 << 16) | _OP_CAPABILITY, capability]]
+    last_capability = max(k for k, op in enumerate(opcodes) if op == spirv.OP_CAPABILITY)
+    added = [[(2 << 16) | spirv.OP_CAPABILITY, capability]]
     words = list(struct.unpack(f"<{len(_FLOAT_CONTROLS) // 4}I", _FLOAT_CONTROLS))
     if header[1] < 0x00010400 and not any(
-            op == _OP_EXTENSION and inst[1:] == words for op, inst in zip(opcodes, instructions)):
-        added.append([((1 + len(words)) << 16) | _OP_EXTENSION, *words])
+            op == spirv.OP_EXTENSION and inst[1:] == words for op, inst in zip(opcodes, instructions)):
+        added.append([((1 + len(words)) << 16) | spirv.OP_EXTENSION, *words])
     instructions[last_capability + 1:last_capability + 1] = added
     opcodes = [inst[0] & 0xFFFF for inst in instructions]
-    after = max(k for k, op in enumerate(opcodes) if op in (_OP_ENTRY_POINT, _OP_EXECUTION_MODE))
-    modes = [[(4 << 16) | _OP_EXECUTION_MODE, entry, mode, width]
+    after = max(k for k, op in enumerate(opcodes) if op in (spirv.OP_ENTRY_POINT, spirv.OP_EXECUTION_MODE))
+    modes = [[(4 << 16) | spirv.OP_EXECUTION_MODE, entry, mode, width]
              for entry in entries for width in widths]
     instructions[after + 1:after + 1] = modes
 
@@ -101,8 +95,8 @@ def round_float16_to_nearest(binary):
     ``Float16``): Vulkan lets a driver round float16 results either way
     otherwise. For devices with ``shaderRoundingModeRTEFloat16``."""
     header, instructions = spirv.parse(binary)
-    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == _OP_ENTRY_POINT]
-    if not entries or not any(inst[0] & 0xFFFF == _OP_CAPABILITY
+    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == spirv.OP_ENTRY_POINT]
+    if not entries or not any(inst[0] & 0xFFFF == spirv.OP_CAPABILITY
                               and inst[1] == _CAPABILITY_FLOAT16 for inst in instructions):
         return binary
     _add_float_controls(header, instructions, _CAPABILITY_ROUNDING_MODE_RTE,

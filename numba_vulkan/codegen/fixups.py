@@ -28,21 +28,6 @@ Each repair undoes one known defect of LLVM 22's SPIR-V backend for Vulkan:
 
 from numba_vulkan import spirv
 
-_OP_TYPE_INT = 21
-_OP_TYPE_FLOAT = 22
-_OP_CONSTANT = 43
-_OP_CONSTANT_NULL = 46
-_OP_COMPOSITE_INSERT = 82
-_OP_COPY_OBJECT = 83
-_OP_CONTROL_BARRIER = 224
-_OP_MEMORY_BARRIER = 225
-_OP_NAME = 5
-_OP_DECORATE = 71
-_OP_CAPABILITY = 17
-_OP_FUNCTION = 54
-_OP_FUNCTION_END = 56
-_OP_FUNCTION_CALL = 57
-_OP_LOAD = 61
 _CAPABILITY_LINKAGE = 5
 _CAPABILITY_INT64_ATOMICS = 12
 _DECORATION_LINKAGE = 41
@@ -64,31 +49,31 @@ def repair(binary):
     constants = {}
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode in (_OP_TYPE_INT, _OP_TYPE_FLOAT):
+        if opcode in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT):
             widths[inst[1]] = inst[2]
-        elif opcode == _OP_CONSTANT:
+        elif opcode == spirv.OP_CONSTANT:
             constants[inst[2]] = (inst[1], tuple(inst[3:]))
     out, inserted = [], {}
     instructions = _wide_atomics(instructions, header, constants, inserted)
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode == _OP_CONSTANT_NULL and inst[1] in widths:
+        if opcode == spirv.OP_CONSTANT_NULL and inst[1] in widths:
             literal = [0] * (2 if widths[inst[1]] == 64 else 1)
-            inst = [((3 + len(literal)) << 16) | _OP_CONSTANT, inst[1], inst[2], *literal]
-        elif opcode == _OP_COMPOSITE_INSERT and inst[1] in widths and len(inst) == 6:
+            inst = [((3 + len(literal)) << 16) | spirv.OP_CONSTANT, inst[1], inst[2], *literal]
+        elif opcode == spirv.OP_COMPOSITE_INSERT and inst[1] in widths and len(inst) == 6:
             source = inst[3] if inst[5] == 0 else inst[4]
-            inst = [(4 << 16) | _OP_COPY_OBJECT, inst[1], inst[2], source]
-        elif opcode == _OP_CONTROL_BARRIER:
+            inst = [(4 << 16) | spirv.OP_COPY_OBJECT, inst[1], inst[2], source]
+        elif opcode == spirv.OP_CONTROL_BARRIER:
             ty = constants[inst[3]][0]
             inst = inst[:3] + [_constant(header, constants, inserted, ty, BARRIER_SEMANTICS)]
-        elif opcode == _OP_MEMORY_BARRIER:
+        elif opcode == spirv.OP_MEMORY_BARRIER:
             ty = constants[inst[1]][0]
             inst = inst[:2] + [_constant(header, constants, inserted, ty, BARRIER_SEMANTICS)]
         out.append(inst)
     if inserted:
         # New constants go right after the last type or constant declaration.
         last = max(k for k, inst in enumerate(out)
-                   if (inst[0] & 0xFFFF) in (_OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_CONSTANT))
+                   if (inst[0] & 0xFFFF) in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT, spirv.OP_CONSTANT))
         out[last + 1:last + 1] = list(inserted.values())
     return spirv.assemble(header, out)
 
@@ -96,7 +81,7 @@ def repair(binary):
 def _wide_atomics(instructions, header, constants, inserted):
     placeholders = {}
     for inst in instructions:
-        if (inst[0] & 0xFFFF) == _OP_NAME:
+        if (inst[0] & 0xFFFF) == spirv.OP_NAME:
             name = spirv.string(inst[2:])
             if name.startswith(WIDE_ATOMIC):
                 op, scope = name[len(WIDE_ATOMIC):].rsplit(".", 1)
@@ -104,12 +89,12 @@ def _wide_atomics(instructions, header, constants, inserted):
     if not placeholders:
         return instructions
     uint = next(inst[1] for inst in instructions
-                if (inst[0] & 0xFFFF) == _OP_TYPE_INT and inst[2:] == [32, 0])
+                if (inst[0] & 0xFFFF) == spirv.OP_TYPE_INT and inst[2:] == [32, 0])
     loads = {inst[2]: k for k, inst in enumerate(instructions)
-             if (inst[0] & 0xFFFF) == _OP_LOAD}
+             if (inst[0] & 0xFFFF) == spirv.OP_LOAD}
     drop = set()
     for k, inst in enumerate(instructions):
-        if (inst[0] & 0xFFFF) != _OP_FUNCTION_CALL or inst[3] not in placeholders:
+        if (inst[0] & 0xFFFF) != spirv.OP_FUNCTION_CALL or inst[3] not in placeholders:
             continue
         opcode, scope = placeholders[inst[3]]
         ty, result, element, args = inst[1], inst[2], inst[4], inst[5:]
@@ -129,18 +114,18 @@ def _wide_atomics(instructions, header, constants, inserted):
         opcode = inst[0] & 0xFFFF
         if k in drop:
             continue
-        if opcode == _OP_FUNCTION and inst[2] in placeholders:
+        if opcode == spirv.OP_FUNCTION and inst[2] in placeholders:
             inside = True
         if inside:
-            inside = opcode != _OP_FUNCTION_END
+            inside = opcode != spirv.OP_FUNCTION_END
             continue
-        if opcode in (_OP_NAME, _OP_DECORATE) and inst[1] in placeholders:
+        if opcode in (spirv.OP_NAME, spirv.OP_DECORATE) and inst[1] in placeholders:
             continue
         out.append(inst)
-    if not any((i[0] & 0xFFFF) == _OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):
+    if not any((i[0] & 0xFFFF) == spirv.OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):
         out = [i for i in out
-               if not ((i[0] & 0xFFFF) == _OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
-    out.insert(0, [(2 << 16) | _OP_CAPABILITY, _CAPABILITY_INT64_ATOMICS])
+               if not ((i[0] & 0xFFFF) == spirv.OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
+    out.insert(0, [(2 << 16) | spirv.OP_CAPABILITY, _CAPABILITY_INT64_ATOMICS])
     return out
 
 
@@ -151,5 +136,5 @@ def _constant(header, constants, inserted, ty, value):
     cid = header[3]
     header[3] += 1
     constants[cid] = (ty, (value,))
-    inserted[cid] = [(4 << 16) | _OP_CONSTANT, ty, cid, value]
+    inserted[cid] = [(4 << 16) | spirv.OP_CONSTANT, ty, cid, value]
     return cid

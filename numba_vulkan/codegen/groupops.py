@@ -53,13 +53,6 @@ _CAPABILITY_OF = {
     **{op: 63 for op in range(IADD, BITWISE_XOR + 1)},
 }
 
-_OP_NAME = 5
-_OP_CAPABILITY = 17
-_OP_DECORATE = 71
-_OP_FUNCTION = 54
-_OP_FUNCTION_END = 56
-_OP_FUNCTION_CALL = 57
-_OP_TYPE_VOID = 19
 _CAPABILITY_LINKAGE = 5
 _DECORATION_LINKAGE = 41
 
@@ -114,7 +107,7 @@ def call(builder, opcode, restype, args, operation=None):
 def _placeholders(instructions):
     found = {}
     for inst in instructions:
-        if (inst[0] & 0xFFFF) == _OP_NAME:
+        if (inst[0] & 0xFFFF) == spirv.OP_NAME:
             name = spirv.string(inst[2:])
             for prefix in (PREFIX, PLAIN):
                 if name.startswith(prefix):
@@ -129,19 +122,19 @@ def lower(binary):
     placeholders = _placeholders(instructions)
     if not placeholders:
         return binary
-    void = {inst[1] for inst in instructions if (inst[0] & 0xFFFF) == _OP_TYPE_VOID}
+    void = {inst[1] for inst in instructions if (inst[0] & 0xFFFF) == spirv.OP_TYPE_VOID}
     needed = set()
     out, inside = [], False
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode == _OP_FUNCTION and inst[2] in placeholders:
+        if opcode == spirv.OP_FUNCTION and inst[2] in placeholders:
             inside = True
         if inside:
-            inside = opcode != _OP_FUNCTION_END
+            inside = opcode != spirv.OP_FUNCTION_END
             continue
-        if opcode in (_OP_NAME, _OP_DECORATE) and inst[1] in placeholders:
+        if opcode in (spirv.OP_NAME, spirv.OP_DECORATE) and inst[1] in placeholders:
             continue
-        if opcode == _OP_FUNCTION_CALL and inst[3] in placeholders:
+        if opcode == spirv.OP_FUNCTION_CALL and inst[3] in placeholders:
             op, operation = placeholders[inst[3]]
             literal = [] if operation is None else [operation]
             # The scope (of a group instruction) comes before the literal.
@@ -151,10 +144,10 @@ def lower(binary):
             if op in _CAPABILITY_OF or op == CONTROL_BARRIER:
                 needed.add(_CAPABILITY_OF.get(op, _GROUP_NON_UNIFORM))
         out.append(inst)
-    if not any((i[0] & 0xFFFF) == _OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):
+    if not any((i[0] & 0xFFFF) == spirv.OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):
         out = [i for i in out
-               if not ((i[0] & 0xFFFF) == _OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
-    declared = {i[1] for i in out if (i[0] & 0xFFFF) == _OP_CAPABILITY}
-    added = [[(2 << 16) | _OP_CAPABILITY, c] for c in sorted(needed - declared)]
+               if not ((i[0] & 0xFFFF) == spirv.OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
+    declared = {i[1] for i in out if (i[0] & 0xFFFF) == spirv.OP_CAPABILITY}
+    added = [[(2 << 16) | spirv.OP_CAPABILITY, c] for c in sorted(needed - declared)]
     return spirv.assemble(header, added + out)
 

@@ -485,14 +485,6 @@ def _declare_intrinsics(text):
     return str(module)
 
 
-_OP_TYPE_INT = 21
-_OP_TYPE_FLOAT = 22
-_OP_TYPE_VECTOR = 23
-_OP_TYPE_ARRAY = 28
-_OP_TYPE_RUNTIME_ARRAY = 29
-_OP_TYPE_STRUCT = 30
-_OP_TYPE_POINTER = 32
-_OP_CAPABILITY = 17
 _STORAGE_BUFFER = 12
 _CAPABILITY_FLOAT16 = 9
 #: The storage capability that buffers of each width of type need.
@@ -504,18 +496,18 @@ def _stored_widths(instructions):
     width = {}
     for inst in instructions:
         op = spirv.opcode(inst)
-        if op in (_OP_TYPE_INT, _OP_TYPE_FLOAT) and inst[2] in _STORAGE_CAPABILITY:
+        if op in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT) and inst[2] in _STORAGE_CAPABILITY:
             width[inst[1]] = {inst[2]}
-        elif op in (_OP_TYPE_VECTOR, _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY) \
+        elif op in (spirv.OP_TYPE_VECTOR, spirv.OP_TYPE_ARRAY, spirv.OP_TYPE_RUNTIME_ARRAY) \
                 and inst[2] in width:
             width[inst[1]] = width[inst[2]]
-        elif op == _OP_TYPE_STRUCT:
+        elif op == spirv.OP_TYPE_STRUCT:
             inner = set().union(*(width.get(member, ()) for member in inst[2:]))
             if inner:
                 width[inst[1]] = inner
     stored = set()
     for inst in instructions:
-        if spirv.opcode(inst) == _OP_TYPE_POINTER and inst[2] == _STORAGE_BUFFER:
+        if spirv.opcode(inst) == spirv.OP_TYPE_POINTER and inst[2] == _STORAGE_BUFFER:
             stored |= width.get(inst[3], set())
     return stored
 
@@ -526,11 +518,11 @@ def storage_capabilities(binary, float16):
     8-bit types, and without ``Float16`` unless the target computes in
     float16 (``float16``)."""
     header, instructions = spirv.parse(binary)
-    declared = {inst[1] for inst in instructions if spirv.opcode(inst) == _OP_CAPABILITY}
+    declared = {inst[1] for inst in instructions if spirv.opcode(inst) == spirv.OP_CAPABILITY}
     changed = False
     if not float16 and _CAPABILITY_FLOAT16 in declared:
         instructions = [inst for inst in instructions
-                        if not (spirv.opcode(inst) == _OP_CAPABILITY
+                        if not (spirv.opcode(inst) == spirv.OP_CAPABILITY
                                 and inst[1] == _CAPABILITY_FLOAT16)]
         changed = True
     for width in sorted(_stored_widths(instructions), reverse=True):
@@ -538,7 +530,7 @@ def storage_capabilities(binary, float16):
         if capability in declared:
             continue
         first = next(k for k, inst in enumerate(instructions)
-                     if spirv.opcode(inst) == _OP_CAPABILITY)
-        instructions.insert(first + 1, [(2 << 16) | _OP_CAPABILITY, capability])
+                     if spirv.opcode(inst) == spirv.OP_CAPABILITY)
+        instructions.insert(first + 1, [(2 << 16) | spirv.OP_CAPABILITY, capability])
         changed = True
     return spirv.assemble(header, instructions) if changed else binary

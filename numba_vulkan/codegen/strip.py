@@ -14,11 +14,6 @@ remove something in use.
 
 from numba_vulkan import spirv
 
-_OP_NAME = 5
-_OP_DECORATE = 71
-_OP_CAPABILITY = 17
-_OP_TYPE_INT = 21
-_OP_VARIABLE = 59
 _FUNCTION_STORAGE = 7
 _INT8_CAPABILITY = 39
 #: Declarations that can go when nothing refers to them: result id at word 1.
@@ -31,7 +26,7 @@ def _result_id(inst):
     opcode = inst[0] & 0xFFFF
     if opcode in _REMOVABLE_TYPES:
         return inst[1]
-    if opcode in _REMOVABLE_CONSTANTS or opcode == _OP_VARIABLE:
+    if opcode in _REMOVABLE_CONSTANTS or opcode == spirv.OP_VARIABLE:
         return inst[2]
     return None
 
@@ -39,10 +34,10 @@ def _result_id(inst):
 #: Instructions whose operands are all literals (or refer to nothing this
 #: pass may remove): OpSource, OpName, OpMemberName, OpExtension,
 #: OpExtInstImport, OpMemoryModel, OpEntryPoint, OpCapability.
-_NO_ID_OPERANDS = {3, _OP_NAME, 6, 10, 11, 14, 15, _OP_CAPABILITY, _OP_DECORATE, 72}
+_NO_ID_OPERANDS = {3, spirv.OP_NAME, 6, 10, 11, 14, 15, spirv.OP_CAPABILITY, spirv.OP_DECORATE, 72}
 #: Instructions with literals from this word on: OpExecutionMode (2),
 #: OpTypeInt and OpTypeFloat (2), OpConstant (3).
-_LITERALS_FROM = {16: 2, _OP_TYPE_INT: 2, 22: 2, 43: 3}
+_LITERALS_FROM = {16: 2, spirv.OP_TYPE_INT: 2, 22: 2, 43: 3}
 
 
 def _uses(instructions, skip):
@@ -74,15 +69,15 @@ def strip(binary):
             rid = _result_id(inst)
             if rid is None or uses.get(rid):
                 continue
-            if opcode == _OP_VARIABLE and inst[3] != _FUNCTION_STORAGE:
+            if opcode == spirv.OP_VARIABLE and inst[3] != _FUNCTION_STORAGE:
                 continue
             removed.add(k)
             changed = True
     gone = {_result_id(instructions[k]) for k in removed}
     kept = [inst for k, inst in enumerate(instructions)
             if k not in removed and not (
-                (inst[0] & 0xFFFF) in (_OP_NAME, _OP_DECORATE) and inst[1] in gone)]
-    if not any((i[0] & 0xFFFF) == _OP_TYPE_INT and i[2] == 8 for i in kept):
+                (inst[0] & 0xFFFF) in (spirv.OP_NAME, spirv.OP_DECORATE) and inst[1] in gone)]
+    if not any((i[0] & 0xFFFF) == spirv.OP_TYPE_INT and i[2] == 8 for i in kept):
         kept = [i for i in kept
-                if not ((i[0] & 0xFFFF) == _OP_CAPABILITY and i[1] == _INT8_CAPABILITY)]
+                if not ((i[0] & 0xFFFF) == spirv.OP_CAPABILITY and i[1] == _INT8_CAPABILITY)]
     return spirv.assemble(header, kept)
