@@ -152,6 +152,14 @@ class _Rewriter:
         float16 value, as a float."""
         return self.lines(out, _rounding_steps(value), last=name)["result"]
 
+    def run(self):
+        """Replace each instruction of the function by what :meth:`rewrite` appends."""
+        for block in self.function.blocks or ():
+            out = []
+            for inst in block.instructions:
+                self.rewrite(inst, out)
+            block.instructions = out
+
 
 class _Emulator(_Rewriter):
     def __init__(self, function):
@@ -350,11 +358,7 @@ class _Emulator(_Rewriter):
             out.append(inst)
 
     def run(self):
-        for block in self.function.blocks or ():
-            out = []
-            for inst in block.instructions:
-                self.rewrite(inst, out)
-            block.instructions = out
+        super().run()
         # Uses may come before the definition in block order (phis).
         if self.renamed:
             for inst in self.function.instructions():
@@ -420,13 +424,6 @@ class _Native(_Rewriter):
             self.narrow(wide, inst.name, out)
         else:
             out.append(inst)
-
-    def run(self):
-        for block in self.function.blocks or ():
-            out = []
-            for inst in block.instructions:
-                self.rewrite(inst, out)
-            block.instructions = out
 
 
 def native(text, rte):
