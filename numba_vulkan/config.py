@@ -59,6 +59,18 @@ def _flag(name, default):
     raise ValueError(f"{name}={value!r}: expected 1 or 0")
 
 
+def _positive_int(name, default, meaning):
+    """Setting ``name`` as a positive integer; ValueError saying it is ``meaning`` if not."""
+    value = _text(name, default)
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{name}={value!r}: expected a positive integer, {meaning}")
+    return number
+
+
 def _text(name, default=None):
     value = _raw(name)
     if value is None or value.strip() == "":
@@ -78,15 +90,8 @@ def device_copies():
     each copy has its own queue, memory, pipelines and pipeline cache file.
     A value that is not a positive integer is refused.
     """
-    value = _text("NUMBA_VULKAN_DEVICE_COPIES", "1")
-    try:
-        copies = int(value)
-    except ValueError:
-        copies = 0
-    if copies < 1:
-        raise ValueError(f"NUMBA_VULKAN_DEVICE_COPIES={value!r}: expected a positive "
-                         "integer, the logical devices to open on each physical one")
-    return copies
+    return _positive_int("NUMBA_VULKAN_DEVICE_COPIES", "1",
+                         "the logical devices to open on each physical one")
 
 
 def queues():
@@ -94,15 +99,7 @@ def queues():
     first, streams made with ``nv.stream()`` on the others in turn (all on
     the one where the device has one). Read when a device is opened; 8 by
     default, and never more than the device's compute family has."""
-    value = _text("NUMBA_VULKAN_QUEUES", "8")
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(f"NUMBA_VULKAN_QUEUES={value!r}: expected a positive integer, the "
-                         "most compute queues to open on a device")
-    return count
+    return _positive_int("NUMBA_VULKAN_QUEUES", "8", "the most compute queues to open on a device")
 
 
 def async_compute():
