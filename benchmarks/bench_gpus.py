@@ -39,7 +39,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-def _kernel(nv):
+def work_kernel(nv):
+    """A kernel of ``iters`` multiply-adds per element, for the multi-queue benchmarks."""
     @nv.jit
     def work(x, out, iters):
         i = nv.global_id(0)
@@ -52,14 +53,16 @@ def _kernel(nv):
     return work
 
 
-def _expected(x, iters):
+def expected_work(x, iters):
+    """What :func:`work_kernel` computes, in NumPy."""
     acc = np.zeros_like(x)
     for _ in range(iters):
         acc = acc * np.float32(0.5) + x
     return acc
 
 
-def _median(run, repeats=5):
+def median_seconds(run, repeats=5):
+    """Median wall time of ``repeats`` calls of ``run``, after one untimed call."""
     run()
     times = []
     for _ in range(repeats):
@@ -94,7 +97,7 @@ def main():
     rounds = args.rounds or (4 if cpu else 20)
     copy_mib = args.copy_mib or (64 if cpu else 256)
     size -= size % n
-    work = _kernel(nv)
+    work = work_kernel(nv)
     x = np.random.default_rng(0).random(size, dtype=np.float32)
     iters32 = np.int32(iters)
 
@@ -135,9 +138,10 @@ def main():
         for device in devices:
             finish(device)
 
-    rows = {"one device": _median(one), f"{n} devices, {n} threads": _median(threaded),
-            f"{n} devices, one thread": _median(one_thread)}
-    expected = _expected(x, iters)
+    rows = {"one device": median_seconds(one),
+            f"{n} devices, {n} threads": median_seconds(threaded),
+            f"{n} devices, one thread": median_seconds(one_thread)}
+    expected = expected_work(x, iters)
     got = np.concatenate([out.copy_to_host() for _, out in parts])
     assert np.allclose(whole[1].copy_to_host(), expected, rtol=1e-5), "one device: WRONG"
     assert np.allclose(got, expected, rtol=1e-5), "split: WRONG"
@@ -145,9 +149,9 @@ def main():
     elements = copy_mib << 18
     with devices[0]:
         src = nv.to_device(np.arange(elements, dtype=np.float32))
-    copy_s = _median(lambda: nv.to_device(src, device=devices[1]))
+    copy_s = median_seconds(lambda: nv.to_device(src, device=devices[1]))
     moved = nv.to_device(src, device=devices[1])
-    into_s = _median(lambda: moved.copy_to_device(src))
+    into_s = median_seconds(lambda: moved.copy_to_device(src))
     assert moved.copy_to_host()[-1] == elements - 1
 
     names = sorted({d.name for d in devices})

@@ -32,9 +32,7 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -42,35 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-
-def _kernel(nv):
-    @nv.jit
-    def work(x, out, iters):
-        i = nv.global_id(0)
-        if i < x.shape[0]:
-            v = x[i]
-            acc = np.float32(0.0)
-            for _ in range(iters):
-                acc = acc * np.float32(0.5) + v
-            out[i] = acc
-    return work
-
-
-def _expected(x, iters):
-    acc = np.zeros_like(x)
-    for _ in range(iters):
-        acc = acc * np.float32(0.5) + x
-    return acc
-
-
-def _median(run, repeats):
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from benchmarks.bench_gpus import expected_work, median_seconds, work_kernel  # noqa: E402
 
 
 def measure(size=None, chunks=None, iters=None, repeats=None):
@@ -86,7 +56,7 @@ def measure(size=None, chunks=None, iters=None, repeats=None):
     repeats = repeats or (3 if cpu else 7)
     size -= size % chunks
     step = size // chunks
-    work = _kernel(nv)
+    work = work_kernel(nv)
     threads = min(256, device.info.max_workgroup_invocations)
     groups = -(-step // threads)
     iters32 = np.int32(iters)
@@ -114,14 +84,14 @@ def measure(size=None, chunks=None, iters=None, repeats=None):
 
     # Every 1021st element: NumPy would take minutes for the whole of a GPU's size.
     sample = slice(None, None, 1021)
-    expected = _expected(np.asarray(host_in)[sample], iters)
+    expected = expected_work(np.asarray(host_in)[sample], iters)
     seconds = {}
     for name, run, checked in (("one stream", pipeline(1), True),
                                ("two streams", pipeline(2), True),
                                ("copies only", pipeline(1, kernels=False), False),
                                ("kernels only", pipeline(1, copies=False), False)):
         host_out[:] = np.nan
-        seconds[name] = _median(run, repeats)
+        seconds[name] = median_seconds(run, repeats)
         if checked:
             assert np.allclose(host_out[sample], expected, rtol=1e-5), f"{name}: WRONG"
     one, two = seconds["one stream"], seconds["two streams"]
