@@ -21,3 +21,15 @@ def assert_valid_spirv(compiled):
 def compiled_kernels(dispatcher):
     """Every kernel a dispatcher compiled so far."""
     return list(dispatcher._compiled.values())
+
+
+def device_info(name, vendor, device_type):
+    """A :class:`DeviceInfo` of a made-up device with float64 and int64, for
+    tests of what a target description makes of a device."""
+    from numba_vulkan.runtime.device import DeviceInfo
+    return DeviceInfo(index=0, name=name, vendor_id=vendor, device_id=1, driver_version=1,
+                      api_version=(1, 3, 0), device_type=device_type,
+                      features=frozenset({"float64", "int64"}), subgroup_size=32,
+                      max_workgroup_size=(1024, 1024, 64), max_workgroup_invocations=1024,
+                      max_workgroup_count=(65535,) * 3, max_shared_memory=49152,
+                      max_push_constants=256, max_storage_buffers=64)

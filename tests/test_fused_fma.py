@@ -5,17 +5,13 @@ import re
 
 import numba_vulkan as nv
 from numba_vulkan import config
-from numba_vulkan.runtime.device import DeviceInfo
 from numba_vulkan.target import TargetDescription
+
+from helpers import device_info
 
 
 def _info(vendor, device_type):
-    return DeviceInfo(index=0, name="gpu", vendor_id=vendor, device_id=1, driver_version=1,
-                      api_version=(1, 3, 0), device_type=device_type,
-                      features=frozenset({"float64", "int64"}), subgroup_size=32,
-                      max_workgroup_size=(1024, 1024, 64), max_workgroup_invocations=1024,
-                      max_workgroup_count=(65535,) * 3, max_shared_memory=49152,
-                      max_push_constants=256, max_storage_buffers=64)
+    return device_info("gpu", vendor, device_type)
 
 
 def test_gpus_of_the_known_vendors_have_fused_fma_targets():
