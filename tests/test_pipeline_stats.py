@@ -156,11 +156,10 @@ class _FakeDriver:
             return 0
         self._expect(count[0] == 2, "representations count")
         data = [_ASSEMBLY.encode() + b"\0", _BINARY]
+        kind = self.v.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR
         for k, (name, text) in enumerate([("Assembly", True), ("Binary", False)]):
             item = out[k]
-            self._expect(
-                item.sType == self.v.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR,
-                "representation sType")
+            self._expect(item.sType == kind, "representation sType")
             item.name = name.encode()
             item.description = b"what the driver made"
             item.isText = text
@@ -267,3 +266,29 @@ def test_each_drivers_names_give_the_quantities():
     flag = [_executable(32, Register_Count=True)]
     with pytest.raises(NotReportedError):
         executables.quantity(flag, "registers")
+
+
+def test_the_benchmark_script_writes_the_drivers_account(fake_driver, tmp_path, monkeypatch):
+    """benchmarks/bench_pipeline_stats.py on one kernel and one variant: the
+    statistics into its JSON, each representation and the SPIR-V into files."""
+    import json
+    from benchmarks import bench_pipeline_stats
+    monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
+    bench_pipeline_stats.main(["--only", "saxpy", "--variants", "contract",
+                               "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "pipeline_stats.json").read_text())
+    row = results["kernels"]["saxpy"]
+    for variant in ("base", "contract"):
+        entry = row[variant]
+        assert entry["status"] == "ok" and entry["threads"] == [256]
+        executable, = entry["executables"]
+        assert executable["statistics"]["Register Count"] == 40
+        assembly, binary = executable["internal_representations"]
+        assert (tmp_path / assembly["text"]).read_text() == _ASSEMBLY
+        assert (tmp_path / binary["text"]).read_text() == _BINARY.hex()
+        assert "OpEntryPoint GLCompute" in (tmp_path / "saxpy" / variant
+                                            / "kernel.spvasm").read_text()
+    # contract drops NoContraction: the two modules differ where it matters.
+    base, contract = ((tmp_path / "saxpy" / v / "kernel.spvasm").read_text()
+                      for v in ("base", "contract"))
+    assert "NoContraction" in base and "NoContraction" not in contract
