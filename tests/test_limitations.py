@@ -361,3 +361,20 @@ def test_atomic_on_a_misaligned_record_field():
     a = np.zeros(1, packed)
     count.forall(16)(a)
     assert a[0]["h"][0] == 16
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError,
+                   reason="a tuple cannot be passed to a kernel")
+def test_tuple_arguments():
+    from numba_vulkan import cuda
+
+    @cuda.jit
+    def shift(x, bounds):
+        i = cuda.grid(1)
+        if i < x.size:
+            lo, hi = bounds
+            x[i] = min(max(x[i], lo), hi)
+
+    x = np.arange(-5.0, 5.0)
+    shift.forall(x.size)(x, (-2.0, 3.0))
+    np.testing.assert_array_equal(x, np.clip(np.arange(-5.0, 5.0), -2.0, 3.0))
