@@ -8,9 +8,10 @@ new child for the next module.
 
 The child is :mod:`numba_vulkan.codegen.backend_child`, started as a script
 so that it loads only llvmlite. :func:`start` starts it ahead of the first
-module, while Numba types the kernel. Run as a program this module is a
-one-shot compiler of an IR file, which is what a failure's reproduce
-command runs.
+module, while Numba types the kernel; :func:`spares` starts children for
+processes about to be forked (build workers), which :func:`adopt` one each.
+Run as a program this module is a one-shot compiler of an IR file, which is
+what a failure's reproduce command runs.
 """
 
 import atexit
@@ -51,7 +52,7 @@ class _Child:
 
     def alive(self):
         if self.adopted():
-            return not self.lost
+            return not self.lost and _running(self.process.pid)
         return self.process.poll() is None
 
     def error_output(self):
@@ -79,6 +80,18 @@ class _Child:
 
 _lock = threading.Lock()
 _child = None
+
+
+def _running(pid):
+    """Whether process ``pid``, a child of another process, still runs (not
+    a zombie): an adopted child that died between modules is replaced, as an
+    own child found dead is, instead of failing the next module."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            # The state follows the parenthesised command name.
+            return f.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
 
 
 def _save_for_reproduction(text):
