@@ -53,7 +53,7 @@ def or_to_add():
     from numba_vulkan.codegen import legalize
 
     def wrap(original):
-        return lambda text: original(text).replace(" = or disjoint ", " = add ")
+        return lambda text, **kw: original(text, **kw).replace(" = or disjoint ", " = add ")
     with _patched(legalize, "legalize", wrap):
         yield
 
