@@ -23,12 +23,17 @@ after ``spirv-opt -O`` (``ours_opt``, where spirv-opt is found: ``--spirv-opt``,
 available, are timed round robin: ``--repeat`` rounds of three launches
 each, device time (Vulkan timestamps, CUDA events). The table shows each
 one's median and the median per-round ratios to ``ours`` and numba-cuda.
-``--dump`` writes the disassembly of every Vulkan module run.
+The driver's statistics of each Vulkan module (registers per invocation,
+where it reports VK_KHR_pipeline_executable_properties) and numba-cuda's
+registers per thread go into the table and the JSON. ``--dump`` writes the
+disassembly of every Vulkan module run, the driver's internal
+representations where it gives them, and numba-cuda's PTX and SASS.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -185,6 +190,64 @@ class Module:
         return [int(w) for s in self.status for w in s.copy_to_host()]
 
 
+def _write(directory, name, text):
+    # Plain names only: the device tool leaves out files with others.
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, name), "w" if isinstance(text, str) else "wb") as f:
+        f.write(text)
+
+
+def driver_statistics(device, modules, dump=None):
+    """What the driver compiled each module into (VK_KHR_pipeline_executable_properties),
+    by label: ``registers`` per invocation where it says, every statistic,
+    and with ``dump`` its internal representations written there; or a
+    ``note`` where the device does not tell."""
+    from numba_vulkan.errors import NotReportedError, VulkanError
+    from numba_vulkan.runtime import executables
+    out = {}
+    for label, (binary, params, push_size) in modules.items():
+        try:
+            found = executables.inspect(device, binary, params, push_size, name=label,
+                                        representations=dump is not None)
+        except (NotReportedError, VulkanError) as exc:
+            out[label] = {"note": f"{type(exc).__name__}: {exc}"}
+            continue
+        entry = out[label] = {"executables": [e.to_json() for e in found]}
+        try:
+            entry["registers"] = executables.quantity(found, "registers", kernel=label)
+        except NotReportedError as exc:
+            entry["registers"] = None
+            entry["note"] = str(exc)
+        for k, executable in enumerate(entry["executables"]):
+            for n, representation in enumerate(executable.pop("internal_representations")):
+                _write(dump, f"matmul_{label}.driver{k}.{n:02d}-{representation['name']}.txt",
+                       representation["text"])
+    return out
+
+
+def cuda_account(kernel, dump=None):
+    """numba-cuda's registers per thread of its kernel and, with ``dump``,
+    its PTX and SASS (which shows whether NVVM merged the shared loads)."""
+    entry = {}
+    try:
+        answer = kernel.get_regs_per_thread()
+        entry["registers"] = next(iter(answer.values())) if isinstance(answer, dict) else answer
+    except Exception as exc:  # numba-cuda's own errors; informative only
+        entry["note"] = f"registers: {type(exc).__name__}: {exc}"
+    for method, suffix in (("inspect_asm", "ptx"), ("inspect_sass", "sass")):
+        if dump is None:
+            break
+        try:
+            answer = getattr(kernel, method)()
+        except Exception as exc:  # inspect_sass needs nvdisasm, which may be missing
+            entry[f"{suffix}_note"] = f"{type(exc).__name__}: {exc}"
+            continue
+        text = next(iter(answer.values())) if isinstance(answer, dict) else answer
+        _write(dump, f"matmul_numba_cuda.{suffix}", text)
+    return entry
+
+
 def prepare_module(backend, module, bench, host, arrays, groups):
     """Check one module's result on the shared arrays; return its launcher."""
     arrays["c"].copy_to_device(host["c"])
@@ -246,6 +309,7 @@ def main(argv=None):
             notes[label] = f"{type(exc).__name__}: {exc}"[:500]
             print(f"{label}: {notes[label]}", flush=True)
 
+    types = tuple(signature.of_value(arrays[name]) for name in bench.arguments())
     compiled = None
     for form in ours:
         backend = (vulkan if form == "base" else bk.VulkanFastmathBackend()
@@ -254,11 +318,12 @@ def main(argv=None):
             else f"ours[{form}]"
         kernel = backend.make(bench)
         add(label, backend, lambda b=backend, k=kernel: bench_plain.prepare(b, bench, size, k))
-        if label == "ours" and label in (e[0] for e in entries):
+        if label in (e[0] for e in entries):
             # The module that launch compiled, which the dispatcher keeps.
-            types = tuple(signature.of_value(arrays[name]) for name in bench.arguments())
-            compiled = kernel.compile(types, threads=tuple(threads) + (1,))
-            modules["ours"] = compiled.spirv
+            made = kernel.compile(types, threads=tuple(threads) + (1,))
+            modules[label] = (made.spirv, made.params, made.push_size)
+            if label == "ours":
+                compiled = made
     tool = find_spirv_opt(args.spirv_opt)
     if compiled is not None:
         def make_raw(binary, name):
@@ -270,34 +335,39 @@ def main(argv=None):
             print(f"ours_opt: skipped, {notes['ours_opt']}", flush=True)
         else:
             def make_opt():
-                binary = modules["ours_opt"] = spirv_opt(tool, compiled.spirv)
+                binary = spirv_opt(tool, compiled.spirv)
+                modules["ours_opt"] = (binary, compiled.params, compiled.push_size)
                 return make_raw(binary, "matmul (ours, spirv-opt -O)")
             add("ours_opt", vulkan, make_opt)
     params, push_size = abi.layout(ARGUMENTS)
     for variant in variants:
         def make_glsl(variant=variant):
             with open(spv_path(variant), "rb") as f:
-                binary = modules[f"glsl_{variant}"] = f.read()
+                binary = f.read()
+            modules[f"glsl_{variant}"] = (binary, params, push_size)
             module = Module(vulkan.device, binary, params, push_size, f"matmul_{variant}.spv")
             return prepare_module(vulkan, module, bench, host, arrays, groups)
         add(f"glsl_{variant}", vulkan, make_glsl)
+    cuda_kernel = None
     cuda_ok, cuda_note = bk.cuda_status()
     if cuda_ok and not args.no_cuda:
         cuda = bk.CudaBackend()
         if cuda.has_kernel_times:
-            add("numba_cuda", cuda, lambda: bench_plain.prepare(cuda, bench, size))
+            cuda_kernel = cuda.make(bench)
+            add("numba_cuda", cuda, lambda: bench_plain.prepare(cuda, bench, size, cuda_kernel))
         else:
             notes["numba_cuda"] = "no CUDA events (numba's CUDA simulator)"
     elif not args.no_cuda:
         notes["numba_cuda"] = cuda_note
 
+    stats = driver_statistics(vulkan.device, modules, args.dump)
+    if cuda_kernel is not None and "numba_cuda" in (e[0] for e in entries):
+        stats["numba_cuda"] = cuda_account(cuda_kernel, args.dump)
     if args.dump:
-        os.makedirs(args.dump, exist_ok=True)
-        for label, binary in modules.items():
+        for label, (binary, _, _) in modules.items():
             text = disassemble(binary)
             if text is not None:
-                with open(os.path.join(args.dump, f"matmul_{label}.spvasm"), "w") as f:
-                    f.write(text)
+                _write(args.dump, f"matmul_{label}.spvasm", text)
 
     times = measure.round_robin([(backend.kernel_times, run) for _, backend, run in entries],
                                 args.repeat)
@@ -311,12 +381,13 @@ def main(argv=None):
 
     results = {}
     print(f"\nmatmul {bench.describe(size)}, {args.repeat} rounds, device time\n")
-    print(f"{'module':26} {'ms':>9} {'/ours':>7} {'/cuda':>7}  what it tells")
+    print(f"{'module':26} {'ms':>9} {'/ours':>7} {'/cuda':>7} {'regs':>5}  what it tells")
     for label in labels:
         entry = results[label] = {"median_s": statistics.median(samples[label]),
                                   "rounds_s": samples[label],
                                   "vs_ours": ratio(label, "ours"),
-                                  "vs_cuda": ratio(label, "numba_cuda")}
+                                  "vs_cuda": ratio(label, "numba_cuda"),
+                                  "driver": stats.get(label)}
         if label.startswith("glsl_"):
             macros, meaning = VARIANTS[label[5:]]
             entry.update(macros=list(macros), meaning=meaning)
@@ -324,8 +395,13 @@ def main(argv=None):
             entry["meaning"] = OTHERS.get(label, "")
         cells = "".join(f" {r:>6.3f}x" if r is not None else f" {'-':>7}"
                         for r in (entry["vs_ours"], entry["vs_cuda"]))
+        registers = (stats.get(label) or {}).get("registers")
+        cells += f" {registers if registers is not None else '-':>5}"
         print(f"{label:26} {entry['median_s'] * 1e3:>9.3f}{cells}  {entry.get('meaning', '')}",
               flush=True)
+    unreported = sorted({v["note"] for v in stats.values() if v.get("note")})
+    for note in unreported:
+        print(f"driver statistics: {note}")
     for label, note in notes.items():
         print(f"{label}: not run: {note}")
     if args.json:

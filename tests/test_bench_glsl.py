@@ -46,3 +46,33 @@ def test_every_variant_computes_the_product():
         expected = host["a"].astype(np.float64) @ host["b"].astype(np.float64)
         np.testing.assert_allclose(arrays["c"].copy_to_host(), expected, rtol=1e-5,
                                    err_msg=variant)
+
+
+def test_driver_statistics_give_registers_and_write_representations(tmp_path, monkeypatch):
+    """What bench_glsl.py takes from the driver, with executables.inspect
+    answering as NVIDIA's driver names its statistics (lavapipe reports none)."""
+    from numba_vulkan import abi
+    from numba_vulkan.runtime import executables
+    from benchmarks import bench_glsl
+    asked = []
+
+    def inspect(device, spirv, params, push_size, entry="main", name=None,
+                representations=False):
+        asked.append((name, representations))
+        return [executables.Executable(
+            "Compute Shader", "", ("compute",), 32,
+            (executables.Statistic("Register Count", "", 40),),
+            (executables.Representation("Assembly", "", "LDS.128 R4, [R2];\n"),))]
+
+    monkeypatch.setattr(executables, "inspect", inspect)
+    params, push_size = abi.layout(bench_glsl.ARGUMENTS)
+    modules = {"glsl_vec4": (b"", params, push_size), "ours[or_to_add]": (b"", params, push_size)}
+    stats = bench_glsl.driver_statistics(None, modules, str(tmp_path))
+    assert asked == [("glsl_vec4", True), ("ours[or_to_add]", True)]
+    assert stats["glsl_vec4"]["registers"] == 40
+    assert stats["ours[or_to_add]"]["executables"][0]["statistics"] == {"Register Count": 40}
+    # File names keep to plain characters (the GPU machine's tool drops others).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "matmul_glsl_vec4.driver0.00-Assembly.txt", "matmul_ours_or_to_add_.driver0.00-Assembly.txt"]
+    text = (tmp_path / "matmul_glsl_vec4.driver0.00-Assembly.txt").read_text()
+    assert text.startswith("LDS.128")
