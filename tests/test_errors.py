@@ -133,6 +133,46 @@ def test_a_forked_process_does_not_share_the_backend_child():
     assert backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
 
 
+def test_forked_processes_serve_from_the_spare_backend_children_started_for_them():
+    # aot build -j N starts its workers' backend children before forking them.
+    triple = "spirv1.5-unknown-vulkan1.2-compute"
+    spares = backend.spares(2)
+    pids = []
+    for k in range(2):
+        pid = os.fork()
+        if pid == 0:
+            backend.adopt(spares, k)
+            ok = backend._child is spares[k] and backend._child.adopted()
+            ok = ok and backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
+            try:
+                # A crash is reported through an adopted child too, which
+                # serves on.
+                backend.emit(_CRASHING_IR, triple)
+                ok = False
+            except ToolError as exc:
+                ok = ok and "LLVM SPIR-V backend failed" in str(exc)
+            ok = ok and backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
+            ok = ok and backend._child is spares[k]
+            # A child that died (killed) is replaced by one of this process's own.
+            os.kill(spares[k].process.pid, 9)
+            try:
+                backend.emit(_VALID_IR, triple)
+                ok = False
+            except ToolError:
+                pass
+            ok = ok and backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
+            ok = ok and not backend._child.adopted()
+            backend.shutdown()
+            os._exit(0 if ok else 1)
+        pids.append(pid)
+    # Each spare ends with the process it serves once this one lets go of it.
+    backend.release(spares, wait=True)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert all(not spare.alive() for spare in spares)
+
+
 def test_import_opens_no_vulkan_library():
     code = textwrap.dedent("""
         import sys
