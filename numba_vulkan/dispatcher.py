@@ -683,18 +683,32 @@ class VulkanDispatcher:
             plan.check(stream)
 
 
+def check_options(options, what):
+    """``options`` of ``what`` (``"nv.jit"``, ...) with each value in its
+    canonical form; TypeError naming an unknown option or a wrong value."""
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown {what} option(s): {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(OPTIONS)}")
+    try:
+        return {name: jitoptions.check(name, value) for name, value in options.items()}
+    except ValueError as e:
+        raise TypeError(f"{what}: {e}") from None
+
+
 def jit(func=None, **options):
     """Compile a Python function for Vulkan: ``@nv.jit`` or ``@nv.jit(fastmath=True)``.
 
     Options:
-        fastmath: Allow float reassociation and contraction.
+        fastmath: ``True`` allows float reassociation, contraction and
+            approximate division and square roots; a set of LLVM's fast-math
+            flags allows some: ``{"contract"}`` fuses multiplies and adds
+            into fused multiply-adds where the device's are fused, as
+            numba.cuda does by default.
         error_model: ``"numpy"`` (default) or ``"python"``.
         cache: Keep compiled kernels on disk (see ``docs/cache.md``).
     """
-    unknown = set(options) - set(OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown nv.jit option(s): {', '.join(sorted(unknown))}; "
-                        f"known: {', '.join(OPTIONS)}")
+    options = check_options(options, "nv.jit")
 
     def wrap(f):
         return VulkanDispatcher(f, options)

@@ -44,7 +44,7 @@ try:
 except ImportError:  # not on Windows: builds of one output are not serialised there
     fcntl = None
 
-from numba_vulkan import abi, config, files, modulecheck, spirv
+from numba_vulkan import abi, config, files, jitoptions, modulecheck, spirv
 from numba_vulkan.aot import keys as signing_keys, manifest as manifests
 from numba_vulkan.aot.loader import codekey, index, signing
 from numba_vulkan.compiled import check_errors, check_print
@@ -140,7 +140,7 @@ def _fingerprint():
 def _build_key(key, task, fingerprint):
     data = [_BUILD_VERSION, index.FORMAT_VERSION, abi.ABI_VERSION, key, list(task.signature),
             list(task.threads), task.profile.target().key(), task.profile.name,
-            [list(o) for o in task.options], fingerprint]
+            [list(o) for o in jitoptions.as_json(dict(task.options)).items()], fingerprint]
     if task.shared_bytes:
         # Only then: the keys of modules without dynamic shared memory stay.
         data.append(["shared_bytes", task.shared_bytes])
@@ -635,7 +635,7 @@ def _entry(task, key, data, meta, fingerprint, build_key):
         "capabilities": meta["capabilities"], "features": index.features(meta["capabilities"]),
         "spirv": index.module_path(sha), "sha256": sha, "size": len(data),
         "params": meta["params"], "push_size": meta["push_size"],
-        "abi_version": meta["abi_version"], "options": dict(task.options),
+        "abi_version": meta["abi_version"], "options": jitoptions.as_json(dict(task.options)),
         "fingerprint": fingerprint,
         **({"print": meta["print"]} if "print" in meta else {}),
         **({"exceptions": meta["exceptions"]} if "exceptions" in meta else {}),

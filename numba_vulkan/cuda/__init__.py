@@ -86,6 +86,8 @@ brev = _intrinsics.brev
 clz = _intrinsics.clz
 ffs = _intrinsics.ffs
 
+#: What ``fastmath=False`` (numba.cuda's default) means in numba.cuda.
+_CUDA_FASTMATH = frozenset({"contract"})
 #: numba.cuda.jit options that only tune numba.cuda's own code generation.
 _IGNORED_OPTIONS = ("debug", "opt", "lineinfo", "max_registers", "link")
 
@@ -97,7 +99,11 @@ def jit(func_or_sig=None, device=False, **options):
     ``func_or_sig`` is the function, or a signature string or list of them
     (such as ``"void(float32[:], float32[:])"``): then each is compiled when
     the decorator runs, so that typing errors show at once. ``fastmath``,
-    ``cache``, ``boundscheck`` and ``inline`` are :func:`numba_vulkan.jit`'s;
+    ``cache``, ``boundscheck`` and ``inline`` are :func:`numba_vulkan.jit`'s,
+    except that ``fastmath=False`` (the default) means ``{"contract"}``, as
+    in numba.cuda, whose compiler fuses multiplies and adds (on devices whose
+    fused multiply-add is fused; ``fastmath=set()`` keeps every operation as
+    written);
     ``debug``, ``opt``, ``lineinfo``, ``max_registers`` and ``link`` are
     accepted and have no effect.
     """
@@ -112,6 +118,11 @@ def jit(func_or_sig=None, device=False, **options):
     if unknown:
         raise TypeError(f"unknown cuda.jit option(s): {', '.join(sorted(unknown))}; known: "
                         f"{', '.join((*_dispatcher.OPTIONS, *_IGNORED_OPTIONS))}")
+    options = _dispatcher.check_options(options, "cuda.jit")
+    if options.get("fastmath", False) is False:
+        # NVVM fuses multiplies and adds unless told not to, and numba.cuda
+        # does not tell it: ported code computes (and runs) as it did.
+        options["fastmath"] = _CUDA_FASTMATH
 
     def wrap(func):
         kernel = _Kernel(func, options)
