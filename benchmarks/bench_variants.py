@@ -53,7 +53,8 @@ def or_to_add():
     from numba_vulkan.codegen import legalize
 
     def wrap(original):
-        return lambda text: original(text).replace(" = or disjoint ", " = add ")
+        return lambda text, **kwargs: original(text, **kwargs).replace(" = or disjoint ",
+                                                                       " = add ")
     with _patched(legalize, "legalize", wrap):
         yield
 
@@ -94,6 +95,21 @@ VARIANTS = {"base": contextlib.nullcontext, "unfused": unfused, "unroll_runtime"
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract}
 
 
+@contextlib.contextmanager
+def active(variant):
+    """Every part of ``variant`` (names of :data:`VARIANTS` joined by ``+``)
+    in force inside the block."""
+    with contextlib.ExitStack() as stack:
+        for part in variant.split("+"):
+            stack.enter_context(VARIANTS[part]())
+        yield
+
+
+def unknown_variants(variants):
+    """The variants of a list that name a part :data:`VARIANTS` lacks."""
+    return [v for v in variants if any(p not in VARIANTS for p in v.split("+"))]
+
+
 class VariantBackend(bk.VulkanBackend):
     """numba_vulkan with a variant active while its kernels compile."""
 
@@ -103,9 +119,7 @@ class VariantBackend(bk.VulkanBackend):
         self.name = f"numba_vulkan[{variant}]"
 
     def launch(self, kernel, groups, threads, args):
-        with contextlib.ExitStack() as stack:
-            for part in self.variant.split("+"):
-                stack.enter_context(VARIANTS[part]())
+        with active(self.variant):
             kernel[groups, threads](*args)
 
 
@@ -119,7 +133,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     os.environ.setdefault("NUMBA_VULKAN_CACHE", "0")
     variants = ["base"] + [v for v in args.variants.split(",") if v and v != "base"]
-    unknown = [v for v in variants if any(p not in VARIANTS for p in v.split("+"))]
+    unknown = unknown_variants(variants)
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
     backends = {v: VariantBackend(v) for v in variants}

@@ -326,6 +326,7 @@ class VulkanDispatcher:
         self._plans = {}
         self._compiled = {}
         self._device_functions = {}
+        self._inspected = {}
 
     def __repr__(self):
         return f"<numba_vulkan kernel {self.__qualname__}>"
@@ -474,6 +475,97 @@ class VulkanDispatcher:
                     self.py_func, targetoptions=jitoptions.code_options(self.options))
             return device
 
+    # Inspecting ------------------------------------------------------------
+
+    def pipeline_statistics(self, *args, signature=None, threads=None, shared_bytes=0,
+                            internal_representations=False, device=None):
+        """What the device's driver compiled the kernel into: a list with a
+        dict per executable (one for a compute kernel on the drivers seen).
+
+        Each dict has the driver's ``name``, ``description``, ``stages`` and
+        ``subgroup_size`` of the executable, ``statistics`` (statistic name
+        to value: an int, float or bool) and ``statistic_descriptions``
+        (name to the driver's description), all named by the driver (NVIDIA
+        reports "Register Count", AMD's RADV "VGPRs" and "LDS size", ...),
+        and ``internal_representations``: with
+        ``internal_representations=True`` a list of ``{"name",
+        "description", "text"}`` (the driver's IR and disassembly, where it
+        gives them), else empty.
+
+        The kernel is the one for ``signature`` (as for :meth:`compile`) or,
+        given launch arguments ``args``, for their types; with neither, the
+        one kernel compiled so far for the device. ``threads`` is its
+        workgroup size (by default the one it was compiled with, or launched
+        with where it was compiled for several, else ``(64, 1, 1)``),
+        ``shared_bytes`` its bytes of dynamic shared memory.
+
+        The driver compiles the module once more for the question, into a
+        pipeline that is then destroyed: launches are not changed. Raises
+        :class:`~numba_vulkan.errors.NotReportedError` where the device lacks
+        ``VK_KHR_pipeline_executable_properties`` (lavapipe of Mesa 22 does).
+        """
+        from numba_vulkan.signature import of_value
+        if signature is None and args:
+            try:
+                signature = tuple(map(of_value, args))
+            except TypeError:
+                raise self._argument_error(args) from None
+        return [e.to_json() for e in self.executables(signature, threads, shared_bytes,
+                                                      internal_representations, device)]
+
+    def executables(self, sig=None, threads=None, shared_bytes=0, representations=False,
+                    device=None):
+        """The :class:`~numba_vulkan.runtime.executables.Executable` s of the
+        kernel for ``sig`` on ``device`` (see :meth:`pipeline_statistics`),
+        kept for later questions."""
+        from numba_vulkan.runtime import executables
+        from numba_vulkan.runtime.device import as_device
+        device = as_device(device) or current_device()
+        executables.require(device)
+        shared_bytes = _shared_bytes(shared_bytes, "shared_bytes")
+        sig, threads = self._inspected_kernel(sig, threads, shared_bytes, device)
+        key = (sig, threads, shared_bytes, device)
+        with self._lock:
+            found = self._inspected.get(key)
+            if found is not None and (found[0] or not representations):
+                return found[1]
+            compiled = self._compile(sig, threads, device.target, device.info.features,
+                                     shared_bytes)
+            found = executables.inspect(device, compiled.spirv, compiled.params,
+                                        compiled.push_size, name=compiled.name,
+                                        representations=representations)
+            self._inspected[key] = (representations, found)
+            return found
+
+    def _inspected_kernel(self, sig, threads, shared_bytes, device):
+        """``(signature, threads)`` of the kernel a question is about."""
+        compiled = [key for key in self._compiled if key[2] == device.target
+                    and (key[3] if len(key) > 3 else 0) == shared_bytes]
+        if sig is None:
+            choices = {key[:2] for key in compiled}
+            if len(choices) != 1:
+                raise LaunchError(f"{self.__qualname__} has {len(choices)} kernels compiled "
+                                  f"for device {device.info.name}: name one by its signature "
+                                  "or launch arguments")
+            sig, = {key[0] for key in compiled}
+        elif not (isinstance(sig, tuple) and all(isinstance(t, str) for t in sig)):
+            from numba_vulkan.compiler.compile import signature_text
+            sig = signature_text(sig)
+        if threads is not None:
+            return sig, _dim3(threads, "threads")
+        sizes = {key[1] for key in compiled if key[0] == sig}
+        if len(sizes) > 1:
+            # Compiled for a signature given ahead (64 threads) and launched
+            # with another size: the launched one is meant.
+            launched = {key[1] for key in self._plans if key[0] == sig and key[2] is device
+                        and (key[3] if len(key) > 3 else 0) == shared_bytes}
+            sizes = launched if len(launched) == 1 else sizes
+        if len(sizes) > 1:
+            raise LaunchError(f"{self.__qualname__}({', '.join(sig)}) is compiled for "
+                              f"workgroups of {', '.join(map(str, sorted(sizes)))}: name one "
+                              "with threads=")
+        return sig, sizes.pop() if sizes else (64, 1, 1)
+
     # Launching -------------------------------------------------------------
 
     def _plan(self, sig, threads, device, shared_bytes=0):
@@ -607,18 +699,32 @@ class VulkanDispatcher:
             plan.check(stream)
 
 
+def check_options(options, what):
+    """``options`` of ``what`` (``"nv.jit"``, ...) with each value in its
+    canonical form; TypeError naming an unknown option or a wrong value."""
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown {what} option(s): {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(OPTIONS)}")
+    try:
+        return {name: jitoptions.check(name, value) for name, value in options.items()}
+    except ValueError as e:
+        raise TypeError(f"{what}: {e}") from None
+
+
 def jit(func=None, **options):
     """Compile a Python function for Vulkan: ``@nv.jit`` or ``@nv.jit(fastmath=True)``.
 
     Options:
-        fastmath: Allow float reassociation and contraction.
+        fastmath: ``True`` allows float reassociation, contraction and
+            approximate division and square roots; a set of LLVM's fast-math
+            flags allows some: ``{"contract"}`` fuses multiplies and adds
+            into fused multiply-adds where the device's are fused, as
+            numba.cuda does by default.
         error_model: ``"numpy"`` (default) or ``"python"``.
         cache: Keep compiled kernels on disk (see ``docs/cache.md``).
     """
-    unknown = set(options) - set(OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown nv.jit option(s): {', '.join(sorted(unknown))}; "
-                        f"known: {', '.join(OPTIONS)}")
+    options = check_options(options, "nv.jit")
 
     def wrap(f):
         return VulkanDispatcher(f, options)

@@ -67,6 +67,11 @@ class DriverError(VulkanError):
         self.result = result
 
 
+class NotReportedError(DriverError):
+    """The device does not report what was asked, such as a statistic of
+    the code its driver compiled a kernel into."""
+
+
 class LaunchError(VulkanError, ValueError):
     """A launch configuration or an argument cannot be used."""
 

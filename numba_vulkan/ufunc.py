@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from numba_vulkan import abi, files, intrinsics
-from numba_vulkan.dispatcher import OPTIONS, VulkanDispatcher
+from numba_vulkan.dispatcher import VulkanDispatcher, check_options
 from numba_vulkan.runtime import memory
 from numba_vulkan.runtime.device import current_device
 
@@ -139,14 +139,6 @@ def _check_stream(stream):
             or (isinstance(stream, (int, np.integer)) and not isinstance(stream, bool)
                 and stream == 0)):
         raise TypeError(f"stream must be a stream object, 0 or None, not {stream!r}")
-
-
-def _jit_options(options, what):
-    unknown = set(options) - set(OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown {what} option(s): {', '.join(sorted(unknown))}; "
-                        f"known: {', '.join(OPTIONS)}")
-    return dict(options)
 
 
 def _device_function(func, options):
@@ -319,7 +311,7 @@ class _Base:
     """What :class:`VulkanUFunc` and :class:`VulkanGUFunc` share."""
 
     def __init__(self, func, signatures, options, what):
-        options = _jit_options(options, what)
+        options = check_options(options, what)
         self._function = _device_function(func, options)
         self._options = options
         self.py_func = self._function.py_func
@@ -845,7 +837,7 @@ class Reduce:
     """
 
     def __init__(self, functor, **options):
-        self._options = _jit_options(options, "reduce")
+        self._options = check_options(options, "reduce")
         self._function = _device_function(functor, self._options)
         self.py_func = self._function.py_func
         self.__name__ = self.py_func.__name__

@@ -79,7 +79,7 @@ class Compilation:
         machine: LLVM's target machine for ``target``, made on first use.
         module: The LLVM module (``llvmlite.binding.ModuleRef``) between
             the stages that link and optimise.
-        contract: Whether the kernel's own float operations may be fused
+        fastmath: The fast-math flags of the kernel's own float operations
             (``fastmath``), found at link.
         text: IR text between the stages that rewrite text.
         llvm_ir: The IR handed to the backend.
@@ -106,7 +106,7 @@ class Compilation:
     cache_key: str = None
     machine: object = None
     module: object = None
-    contract: bool = False
+    fastmath: frozenset = frozenset()
     text: str = None
     llvm_ir: str = None
     spirv: bytes = None
@@ -301,9 +301,11 @@ STAGES = (
           "integer arithmetic", llvm=True),
     Stage("workarounds", _codegen("driver_workarounds"), "steering around known driver "
           "bugs", llvm=True),
-    Stage("legalize", _codegen("legalise"), "rewrites into forms LLVM's SPIR-V backend can "
-          "express (fma emulated unless the target's is fused), float32 division and square "
-          "roots made correctly rounded in float64, integer operations on constants folded; "
+    Stage("legalize", _codegen("legalise"), "multiply-adds fused where the kernel allows "
+          "contraction and the target's fma is fused; rewrites into forms LLVM's SPIR-V backend "
+          "can express (fma emulated unless the target's is fused), float32 division and square "
+          "roots made correctly rounded in float64 (unless `fastmath` allows reciprocals or "
+          "approximate functions), integer operations on constants folded; "
           "the result is the IR handed to the backend", llvm=True),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "placeholder calls become subgroup instructions, debug noise is "
@@ -311,7 +313,8 @@ STAGES = (
           "declared; a module with an unmerged switch goes back to `structurize` without "
           "breaks"),
     Stage("exact", _codegen("exact_floats"), "float operations kept exactly as written "
-          "(NoContraction), unless `fastmath`; float16 arithmetic rounded to nearest "
+          "(NoContraction) and NaNs, infinities and signed zeros preserved, unless `fastmath` "
+          "gives that up; float16 arithmetic rounded to nearest "
           "(RoundingModeRTE) where the target can ask for it"),
     Stage("validate", _codegen("check"), "spirv-val, unless `NUMBA_VULKAN_VALIDATE=0`"),
     Stage("store", _store, "the module is stored in the kernel cache"),

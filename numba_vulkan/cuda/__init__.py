@@ -86,6 +86,8 @@ brev = _intrinsics.brev
 clz = _intrinsics.clz
 ffs = _intrinsics.ffs
 
+#: What ``fastmath=False`` (numba.cuda's default) means in numba.cuda.
+_CUDA_FASTMATH = frozenset({"contract"})
 #: numba.cuda.jit options that only tune numba.cuda's own code generation.
 _IGNORED_OPTIONS = ("debug", "opt", "lineinfo", "max_registers", "link")
 
@@ -97,7 +99,11 @@ def jit(func_or_sig=None, device=False, **options):
     ``func_or_sig`` is the function, or a signature string or list of them
     (such as ``"void(float32[:], float32[:])"``): then each is compiled when
     the decorator runs, so that typing errors show at once. ``fastmath``,
-    ``cache``, ``boundscheck`` and ``inline`` are :func:`numba_vulkan.jit`'s;
+    ``cache``, ``boundscheck`` and ``inline`` are :func:`numba_vulkan.jit`'s,
+    except that ``fastmath=False`` (the default) means ``{"contract"}``, as
+    in numba.cuda, whose compiler fuses multiplies and adds (on devices whose
+    fused multiply-add is fused; ``fastmath=set()`` keeps every operation as
+    written);
     ``debug``, ``opt``, ``lineinfo``, ``max_registers`` and ``link`` are
     accepted and have no effect.
     """
@@ -112,12 +118,20 @@ def jit(func_or_sig=None, device=False, **options):
     if unknown:
         raise TypeError(f"unknown cuda.jit option(s): {', '.join(sorted(unknown))}; known: "
                         f"{', '.join((*_dispatcher.OPTIONS, *_IGNORED_OPTIONS))}")
+    options = _dispatcher.check_options(options, "cuda.jit")
+    if options.get("fastmath", False) is False:
+        # NVVM fuses multiplies and adds unless told not to, and numba.cuda
+        # does not tell it: ported code computes (and runs) as it did.
+        options["fastmath"] = _CUDA_FASTMATH
 
     def wrap(func):
         kernel = _Kernel(func, options)
         if not device:
             for sig in signatures or ():
                 kernel.compile(sig)
+            # As numba.cuda's: a kernel given one signature is specialized,
+            # and answers questions about it without one.
+            kernel.specialized = signatures is not None and len(signatures) == 1
         return kernel
 
     return wrap(func_or_sig) if func_or_sig is not None else wrap
@@ -163,6 +177,60 @@ class _Kernel(_dispatcher.VulkanDispatcher):
         if signature is not None:
             return self.compile(signature).disassemble()
         return {sig: kernel.disassemble() for sig, kernel in self.overloads.items()}
+
+    #: Whether the kernel was made for one signature given to ``cuda.jit``.
+    specialized = False
+
+    def _reported(self, signature, which):
+        """A quantity the driver reports for the kernel of ``signature``; for
+        None, that of a specialized kernel, else a dict of it by signature
+        for every kernel compiled for the current device (as numba.cuda's)."""
+        from numba_vulkan.runtime import executables as _executables
+        device = _device.current_device()
+
+        def value(sig):
+            return _executables.quantity(self.executables(sig, device=device), which,
+                                         f"device {device.info.name}",
+                                         f"{self.__qualname__}({', '.join(sig)})")
+
+        if signature is not None:
+            from numba_vulkan.compiler.compile import signature_text
+            return value(signature_text(signature))
+        _executables.require(device)
+        sigs = list(dict.fromkeys(key[0] for key in self._compiled
+                                  if key[2] == device.target and len(key) == 3))
+        if self.specialized and len(sigs) == 1:
+            return value(sigs[0])
+        return {sig: value(sig) for sig in sigs}
+
+    def get_regs_per_thread(self, signature=None):
+        """Registers each thread of the kernel uses, as its driver reports
+        them (NVIDIA's "Register Count", AMD's vector registers), for
+        ``signature``; without one, of a kernel ``cuda.jit`` was given one
+        signature, else a dict by signature of every compiled kernel.
+        Raises :class:`~numba_vulkan.errors.NotReportedError` where the
+        driver does not report it."""
+        return self._reported(signature, "registers")
+
+    def get_shared_mem_per_block(self, signature=None):
+        """Bytes of shared (workgroup) memory each block of the kernel uses,
+        as its driver reports them; ``signature`` and errors as for
+        :meth:`get_regs_per_thread`."""
+        return self._reported(signature, "shared_memory")
+
+    def get_local_mem_per_thread(self, signature=None):
+        """Bytes of local (private, spilled) memory each thread of the kernel
+        uses, as its driver reports them; ``signature`` and errors as for
+        :meth:`get_regs_per_thread`."""
+        return self._reported(signature, "local_memory")
+
+    def get_max_threads_per_block(self, signature=None):
+        """The most threads a block of the kernel may have, where its driver
+        reports it (no driver known does: a Vulkan kernel's block size is
+        fixed when it is compiled, up to the device's
+        ``max_workgroup_invocations``); ``signature`` and errors as for
+        :meth:`get_regs_per_thread`."""
+        return self._reported(signature, "max_threads")
 
 
 # Host side -------------------------------------------------------------------

@@ -16,6 +16,11 @@ ATOMIC_FLOAT_EXTENSION = "VK_EXT_shader_atomic_float"
 #: The device extension that lets the device read and write host memory it
 #: did not allocate (a NumPy array's own pages).
 HOST_IMPORT_EXTENSION = "VK_EXT_external_memory_host"
+#: The device extension through which the driver tells what it compiled a
+#: pipeline into: statistics (registers, memory) and internal
+#: representations (its IR, disassembly); see
+#: :mod:`numba_vulkan.runtime.executables`.
+EXECUTABLE_PROPERTIES_EXTENSION = "VK_KHR_pipeline_executable_properties"
 
 
 def _version(major, minor, patch=0):
@@ -343,9 +348,22 @@ class Device:
         #: Alignment of host memory imported by address, or 0 where the
         #: device cannot import host memory.
         self.host_import_alignment = 0
-        if HOST_IMPORT_EXTENSION in Instance.device_extensions(self.physical):
+        extensions_offered = Instance.device_extensions(self.physical)
+        if HOST_IMPORT_EXTENSION in extensions_offered:
             self.host_import_alignment = self._host_import_alignment()
             extensions.append(vk.new("char[]", HOST_IMPORT_EXTENSION.encode()))
+        #: Whether the driver tells about the executables of a pipeline
+        #: built to be asked (``VK_KHR_pipeline_executable_properties``).
+        #: Enabling it changes no pipeline built without its capture flags.
+        self.pipeline_executables = self._offers_executable_info(extensions_offered)
+        if self.pipeline_executables:
+            kind = v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR
+            executable_info = vk.new(
+                "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR*", {
+                    "sType": kind, "pNext": enabled.pNext,
+                    "pipelineExecutableInfo": 1})
+            enabled.pNext = executable_info
+            extensions.append(vk.new("char[]", EXECUTABLE_PROPERTIES_EXTENSION.encode()))
         self._open_queues(enabled, extensions)
         self.staging = None
         self.host_importer = None
@@ -376,6 +394,20 @@ class Device:
             "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": host})
         v.lib.vkGetPhysicalDeviceProperties2(self.physical, props)
         return int(host.minImportedHostPointerAlignment)
+
+    def _offers_executable_info(self, offered):
+        """Whether the device has ``VK_KHR_pipeline_executable_properties``
+        with its feature ``pipelineExecutableInfo``."""
+        if EXECUTABLE_PROPERTIES_EXTENSION not in offered:
+            return False
+        v = vk.module()
+        kind = v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR
+        feature = vk.new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR*",
+                         {"sType": kind})
+        features = vk.new("VkPhysicalDeviceFeatures2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": feature})
+        v.lib.vkGetPhysicalDeviceFeatures2(self.physical, features)
+        return bool(feature.pipelineExecutableInfo)
 
     def _families(self):
         """(flags, queue count, timestamp bits) of each queue family."""

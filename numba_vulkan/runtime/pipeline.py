@@ -40,45 +40,39 @@ def _check_storage_buffers(name, params, count, info):
                       "one shape as one array of one more dimension")
 
 
-class Pipeline:
-    """A compute pipeline for one SPIR-V module on one device.
+def bound_params(params):
+    """The parameters bound to descriptors, in binding order: arrays, then the
+    status and print buffers of kernels that have them, then the argument
+    buffer of a kernel whose arguments overflow its push constants."""
+    bound = [p for p in params if p.kind in ("array", "status", "print")]
+    return bound + [p for p in params if p.kind == "args"][:1]
 
-    Everything that depends only on the module is made here, once: the
-    shader module, descriptor set layout, pipeline layout, pipeline and the
-    packer of push constants. A launch with the same buffers, scalars and
-    grid as a recent one resubmits that launch's recorded command buffer.
 
-    ``name``, the kernel's, is for error messages. A kernel binding more
-    storage buffers than the device allows, or needing more push constants
-    than it offers, raises :class:`~numba_vulkan.errors.LaunchError` before
-    any driver call.
+def check_layout(device, params, push_size, name=None):
+    """Raise LaunchError unless the device can bind the kernel's buffers and
+    push constants; return :func:`bound_params`."""
+    if push_size > device.info.max_push_constants:
+        raise LaunchError(f"{_kernel(name)}: its arguments need {push_size} bytes of push "
+                          f"constants; the device offers {device.info.max_push_constants}: "
+                          "compile it for this device's target (device.target), which "
+                          "puts what does not fit in the argument buffer")
+    bound = bound_params(params)
+    _check_storage_buffers(name, params, len(bound), device.info)
+    return bound
 
-    A kernel whose arguments do not all fit the push constant block reads
-    the rest from its argument buffer (see :mod:`numba_vulkan.abi`): one
-    host-visible buffer with a slot per recorded launch. A slot is written
-    once, when its launch is recorded, and reused only after that launch is
-    evicted, which waits for the device; so a launch in flight never sees
-    another's arguments, and kernels that fit the block pay nothing.
-    """
 
-    def __init__(self, device, spirv, params, push_size, entry="main", cache=None, name=None):
+class Objects:
+    """The shader module, layouts and compute pipeline of one module, made in
+    that order; :meth:`destroy` releases those made, so a failure part way
+    leaks nothing."""
+
+    def __init__(self):
+        self.shader = self.set_layout = self.layout = self.pipeline = None
+
+    def build(self, device, spirv, bound, push_size, entry="main", cache=None, flags=0):
+        """Make every object; ``flags`` are the pipeline's create flags."""
         v = vk.module()
         ffi, lib = v.ffi, v.lib
-        self.device = device
-        self.params = tuple(params)
-        self.push_size = push_size
-        # Arrays, then the status and print buffers of kernels that have them.
-        self.arrays = [p for p in self.params if p.kind in ("array", "status", "print")]
-        self.args = next((p for p in self.params if p.kind == "args"), None)
-        bound = self.arrays + ([self.args] if self.args is not None else [])
-        self.packer = struct.Struct(abi.push_format(self.params, push_size))
-        if push_size > device.info.max_push_constants:
-            raise LaunchError(f"{_kernel(name)}: its arguments need {push_size} bytes of push "
-                              f"constants; the device offers {device.info.max_push_constants}: "
-                              "compile it for this device's target (device.target), which "
-                              "puts what does not fit in the argument buffer")
-        _check_storage_buffers(name, self.params, len(bound), device.info)
-        self._handles = []
         code = ffi.new("char[]", bytes(spirv))
         info = vk.new("VkShaderModuleCreateInfo*", {
             "sType": v.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
@@ -111,7 +105,7 @@ class Pipeline:
         self.layout = out[0]
         name = ffi.new("char[]", entry.encode())
         info = vk.new("VkComputePipelineCreateInfo*", {
-            "sType": v.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            "sType": v.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "flags": flags,
             "stage": {"sType": v.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                       "stage": v.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.shader,
                       "pName": name},
@@ -121,6 +115,58 @@ class Pipeline:
         vk.check(lib.vkCreateComputePipelines(device.handle, cache_handle, 1, info, ffi.NULL,
                                               out), "vkCreateComputePipelines")
         self.pipeline = out[0]
+
+    def destroy(self, device):
+        """Release the objects made, newest first."""
+        v = vk.module()
+        lib, null = v.lib, v.ffi.NULL
+        if self.pipeline is not None:
+            lib.vkDestroyPipeline(device.handle, self.pipeline, null)
+        if self.layout is not None:
+            lib.vkDestroyPipelineLayout(device.handle, self.layout, null)
+        if self.set_layout is not None:
+            lib.vkDestroyDescriptorSetLayout(device.handle, self.set_layout, null)
+        if self.shader is not None:
+            lib.vkDestroyShaderModule(device.handle, self.shader, null)
+        self.shader = self.set_layout = self.layout = self.pipeline = None
+
+
+class Pipeline:
+    """A compute pipeline for one SPIR-V module on one device.
+
+    Everything that depends only on the module is made here, once: the
+    shader module, descriptor set layout, pipeline layout, pipeline and the
+    packer of push constants. A launch with the same buffers, scalars and
+    grid as a recent one resubmits that launch's recorded command buffer.
+
+    ``name``, the kernel's, is for error messages. A kernel binding more
+    storage buffers than the device allows, or needing more push constants
+    than it offers, raises :class:`~numba_vulkan.errors.LaunchError` before
+    any driver call.
+
+    A kernel whose arguments do not all fit the push constant block reads
+    the rest from its argument buffer (see :mod:`numba_vulkan.abi`): one
+    host-visible buffer with a slot per recorded launch. A slot is written
+    once, when its launch is recorded, and reused only after that launch is
+    evicted, which waits for the device; so a launch in flight never sees
+    another's arguments, and kernels that fit the block pay nothing.
+    """
+
+    def __init__(self, device, spirv, params, push_size, entry="main", cache=None, name=None):
+        v = vk.module()
+        ffi, lib = v.ffi, v.lib
+        self.device = device
+        self.params = tuple(params)
+        self.push_size = push_size
+        # Arrays, then the status and print buffers of kernels that have them.
+        self.arrays = [p for p in self.params if p.kind in ("array", "status", "print")]
+        self.args = next((p for p in self.params if p.kind == "args"), None)
+        self.packer = struct.Struct(abi.push_format(self.params, push_size))
+        bound = check_layout(device, self.params, push_size, name)
+        made = Objects()
+        made.build(device, spirv, bound, push_size, entry, cache)
+        self.shader, self.set_layout = made.shader, made.set_layout
+        self.layout, self.pipeline = made.layout, made.pipeline
         if cache is not None:
             cache.changed()
         sizes = vk.new("VkDescriptorPoolSize[1]", [{
@@ -143,20 +189,15 @@ class Pipeline:
             self._free_slots = list(range(_RECORDED_LAUNCHES))
         self._default = device.stream
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(
-            self, Pipeline._release, device, self.shader, self.set_layout, self.layout,
-            self.pipeline, self.descriptor_pool)
+        self._finalizer = weakref.finalize(self, Pipeline._release, device, made,
+                                           self.descriptor_pool)
 
     @staticmethod
-    def _release(device, shader, set_layout, layout, pipeline, pool):
+    def _release(device, made, pool):
         v = vk.module()
-        lib, null = v.lib, v.ffi.NULL
         device.synchronize()
-        lib.vkDestroyDescriptorPool(device.handle, pool, null)
-        lib.vkDestroyPipeline(device.handle, pipeline, null)
-        lib.vkDestroyPipelineLayout(device.handle, layout, null)
-        lib.vkDestroyDescriptorSetLayout(device.handle, set_layout, null)
-        lib.vkDestroyShaderModule(device.handle, shader, null)
+        v.lib.vkDestroyDescriptorPool(device.handle, pool, v.ffi.NULL)
+        made.destroy(device)
 
     def pack(self, flat):
         """The push constant block of a launch, then its argument buffer's
