@@ -145,6 +145,30 @@ def test_signature_compiles_eagerly_and_device_functions_are_called():
     np.testing.assert_array_equal(out, np.clip(x, np.float32(0.25), np.float32(0.75)))
 
 
+def _fill(a, value):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = value + i
+
+
+@pytest.mark.parametrize("form", [
+    "void(float32[::1], float32)", cuda.void(cuda.float32[::1], cuda.float32),
+    (cuda.float32[::1], cuda.float32), [cuda.void(cuda.float32[::1], cuda.float32)],
+    [(cuda.float32[::1], cuda.float32)]], ids=["text", "object", "tuple", "[object]", "[tuple]"])
+def test_every_signature_form_numba_cuda_takes_compiles_eagerly(form):
+    kernel = cuda.jit(form)(_fill)
+    assert len(kernel._compiled) == 1
+    a = np.zeros(10, np.float32)
+    kernel[1, 64](a, np.float32(0.5))
+    np.testing.assert_array_equal(a, np.arange(10, dtype=np.float32) + np.float32(0.5))
+    assert len(kernel._compiled) == 1
+
+
+def test_a_signature_that_returns_a_value_is_refused():
+    with pytest.raises(TypeError, match="returns float32: a kernel returns nothing"):
+        cuda.jit("float32(float32[::1], float32)")(_fill)
+
+
 def test_eager_compile_reports_typing_errors_at_decoration():
     with pytest.raises(nv.CompilerError):
         @cuda.jit("void(float32[::1])")

@@ -12,6 +12,7 @@ import contextlib
 import sys
 
 import numpy as np
+from numba.core.typing.templates import Signature as _Signature
 from numba.core.types import (boolean, bool_, complex64, complex128, float16, float32, float64,
                               int8,
                               int16, int32, int64, intp, uint8, uint16, uint32, uint64, uintp,
@@ -96,9 +97,11 @@ def jit(func_or_sig=None, device=False, **options):
     """numba.cuda's ``@cuda.jit``: a kernel, or with ``device=True`` a device
     function that kernels call.
 
-    ``func_or_sig`` is the function, or a signature string or list of them
-    (such as ``"void(float32[:], float32[:])"``): then each is compiled when
-    the decorator runs, so that typing errors show at once. ``fastmath``,
+    ``func_or_sig`` is the function, or a signature (a string such as
+    ``"void(float32[:], float32[:])"``, a signature object such as
+    ``void(float32[:], float32[:])``, or a tuple of argument types) or a
+    list of them: then each is compiled when the decorator runs, so that
+    typing errors show at once. ``fastmath``,
     ``cache``, ``boundscheck`` and ``inline`` are :func:`numba_vulkan.jit`'s,
     except that ``fastmath=False`` (the default) means ``{"contract"}``, as
     in numba.cuda, whose compiler fuses multiplies and adds (on devices whose
@@ -110,9 +113,12 @@ def jit(func_or_sig=None, device=False, **options):
     for name in _IGNORED_OPTIONS:
         options.pop(name, None)
     signatures = None
-    if isinstance(func_or_sig, (str, list, tuple)):
-        signatures = [func_or_sig] if isinstance(func_or_sig, str) else list(func_or_sig)
-        func_or_sig = None
+    if isinstance(func_or_sig, list):
+        signatures, func_or_sig = func_or_sig, None
+    elif isinstance(func_or_sig, (str, tuple, _Signature)):
+        # One signature: "void(float32[:])", void(float32[:]) or a tuple of
+        # argument types, as numba.cuda takes them.
+        signatures, func_or_sig = [func_or_sig], None
 
     unknown = set(options) - set(_dispatcher.OPTIONS)
     if unknown:

@@ -310,6 +310,11 @@ class Device:
         # The mask as it is now, so that devices opened under different
         # masks describe different targets.
         self.info = dataclasses.replace(instance.devices[index], features=frozenset(have))
+        if self.info.api_version[:2] < (1, 2):
+            raise DriverError(f"device {self.info.name} supports Vulkan "
+                              f"{'.'.join(map(str, self.info.api_version[:2]))}; numba_vulkan's "
+                              "modules need Vulkan 1.2 or later (SPIR-V 1.5): update its driver, "
+                              "or choose another device (nv.select_device)")
         self.target = self.info.target()
         # Enable exactly what kernels may use; nothing else.
         core = f2.features
