@@ -210,6 +210,19 @@ class VulkanFastmathBackend(VulkanBackend):
         return {}
 
 
+class VulkanContractBackend(VulkanBackend):
+    """numba_vulkan with ``fastmath={"contract"}``, ``numba_vulkan.cuda.jit``'s
+    default: multiplies and adds fused as NVVM fuses them by default, every
+    other operation exact; the same float semantics as numba-cuda's kernels."""
+
+    name = "numba_vulkan_contract"
+    options = {"fastmath": {"contract"}}
+    kinds = ("compute", "memory")
+
+    def transfers(self, nbytes):
+        return {}
+
+
 #: A kernel that leaves its array as it was: a launch on a NumPy array then
 #: costs the copies in and back and nothing else.
 TOUCH = """
@@ -337,6 +350,7 @@ class CpuBackend(Backend):
 
 KERNEL_BACKENDS = {"numba_vulkan": VulkanBackend,
                    "numba_vulkan_fastmath": VulkanFastmathBackend,
+                   "numba_vulkan_contract": VulkanContractBackend,
                    "numba_cuda": CudaBackend, "cpu": CpuBackend}
 
 

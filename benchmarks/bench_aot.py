@@ -26,7 +26,15 @@ the example kernels (every signature, many workgroup sizes) built cold with
 ``-j 1``, ``-j 2``, doubling up to the CPU count, kernel cache off, the job
 counts alternating in each of ``--build-repeat`` rounds; each run records
 wall time, the CPU time of the whole build and the load average before it,
-and the table the median and the speed-up over ``-j 1``. Prints tables and
+and the table the median and the speed-up over ``-j 1``. Beside it, what
+limits the speed-up: the serial part of each build (start-up, and the build
+before its first module and after its last, from ``aot build --json``'s
+timings) and its share, the build process's own CPU, the modules' CPU, each
+worker's busy time and the straggler (the first worker out of work waiting
+for the last), the ``-j 1`` modules' time distribution, a model (the ``-j 1``
+serial time plus its modules dealt to N workers as each frees up) and the
+host's own ceiling (N processes of pure CPU work against one, which
+hyper-threads and clocks limit). Prints tables and
 writes ``aot_LABEL.json`` to ``--out`` (``benchmarks/results/``);
 ``--build-only`` measures the build alone and replaces its part of that file.
 Targets: ``aot later`` at least 20 times faster than ``jit cold`` and under
@@ -255,11 +263,13 @@ def build_throughput(scratch, modules, job_counts, repeat):
             _reap()
             if result.returncode != 0:
                 raise RuntimeError(f"build -j {jobs} failed:\n{result.stderr}")
-            built = json.loads(result.stdout)["built"]
-            if built != modules:
-                raise RuntimeError(f"build -j {jobs} built {built} modules, not {modules}")
+            summary = json.loads(result.stdout)
+            if summary["built"] != modules:
+                raise RuntimeError(f"build -j {jobs} built {summary['built']} modules, "
+                                   f"not {modules}")
             runs.append({"jobs": jobs, "round": round_, "seconds": wall,
-                         "cpu_seconds": _children_cpu() - cpu, "load_before": load})
+                         "cpu_seconds": _children_cpu() - cpu, "load_before": load,
+                         **_phases(summary, wall)})
             shutil.rmtree(output)
     table = {}
     for jobs in job_counts:
@@ -269,22 +279,135 @@ def build_throughput(scratch, modules, job_counts, repeat):
             "jobs": jobs, "modules": modules, "seconds": wall,
             "best_seconds": min(r["seconds"] for r in mine),
             "cpu_seconds": statistics.median(r["cpu_seconds"] for r in mine),
-            "modules_per_second": modules / wall}
+            "modules_per_second": modules / wall,
+            **{k: statistics.median(r[k] for r in mine) for k in _PHASES}}
     base = table["-j 1"]["seconds"]
     for row in table.values():
         row["speedup"] = base / row["seconds"]
+    serial_run = min((r for r in runs if r["jobs"] == 1), key=lambda r: r["seconds"])
+    model = _model(serial_run, job_counts)
+    for jobs, row in zip(job_counts, table.values()):
+        row["model_seconds"] = model[jobs]
+        row["model_speedup"] = serial_run["seconds"] / model[jobs]
     return {"modules": modules, "cpus": os.cpu_count(), "repeat": repeat,
-            "cpu_includes_backend_children": whole_tree, "table": table, "runs": runs}
+            "cpu_includes_backend_children": whole_tree, "host": _host(job_counts),
+            "table": table, "runs": runs,
+            "module_seconds": _distribution(serial_run["module_seconds"])}
+
+
+#: What each run's phases (:func:`_phases`) give the table, as medians.
+_PHASES = ("startup", "serial_seconds", "serial_fraction", "parent_cpu", "module_cpu",
+           "worker_busy", "straggler")
+
+
+def _phases(summary, wall):
+    """Where one build's wall time went, from its ``--json`` timings.
+
+    ``startup`` is the interpreter and imports before the build begins;
+    ``serial_seconds`` adds the build's own time before the first module
+    starts and after the last ends: the time no worker compiles.
+    ``parent_cpu`` is the build process's CPU outside compiles, and
+    ``straggler`` how long the first worker to run out of modules waited
+    for the last one.
+    """
+    timings = summary["timings"]
+    startup = max(wall - summary["seconds"], 0.0)
+    serial = startup + timings["before"] + timings["after"]
+    modules = timings["modules"]
+    ends = {}
+    for m in modules:
+        ends[m["worker"]] = max(ends.get(m["worker"], 0.0), m["start"] + m["seconds"])
+    workers = max(len(ends), 1)
+    return {"startup": startup, "serial_seconds": serial, "serial_fraction": serial / wall,
+            "parent_cpu": timings["parent_cpu"],
+            "module_cpu": sum(m["cpu"] for m in modules),
+            "worker_busy": sum(m["seconds"] for m in modules) / workers,
+            "straggler": max(ends.values()) - min(ends.values()) if ends else 0.0,
+            "module_seconds": [m["seconds"] for m in modules]}
+
+
+def _distribution(seconds):
+    ordered = sorted(seconds)
+    if not ordered:
+        return {}
+
+    def at(q):
+        return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+    return {"count": len(ordered), "sum": sum(ordered), "min": ordered[0],
+            "median": statistics.median(ordered), "p90": at(0.9), "max": ordered[-1]}
+
+
+def _model(serial_run, job_counts):
+    """Predicted wall time at each job count from the ``-j 1`` run: its serial
+    time, plus its modules, in the order it built them, handed to ``jobs``
+    workers as each frees up (what the pool does). Per-worker start-up,
+    contention and the host's cores (hyper-threads) are what the
+    measurement adds to it."""
+    import heapq
+    out = {}
+    for jobs in job_counts:
+        free = [0.0] * jobs
+        for seconds in serial_run["module_seconds"]:
+            heapq.heapreplace(free, free[0] + seconds)
+        out[jobs] = serial_run["serial_seconds"] + max(free)
+    return out
+
+
+_SPIN = "import time\nt = time.perf_counter()\nn = 0\nwhile n < 6_000_000: n += 1\n" \
+        "print(time.perf_counter() - t)"
+
+
+def _host(job_counts):
+    """The CPU, its hardware threads per core, and the speed-up the host
+    gives ``jobs`` processes of pure CPU work: the ceiling of a build's."""
+    model, siblings = "", 1
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), "")
+        with open("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list") as f:
+            text = f.read().strip()
+        siblings = sum(int(b) - int(a) + 1 if b else 1
+                       for a, _, b in (part.partition("-") for part in text.split(",")))
+    except (OSError, ValueError):
+        pass
+    ceiling = {}
+    for jobs in job_counts:
+        spins = [subprocess.Popen([sys.executable, "-c", _SPIN], stdout=subprocess.PIPE,
+                                  text=True) for _ in range(jobs)]
+        seconds = [float(p.communicate()[0]) for p in spins]
+        ceiling[jobs] = seconds
+    one = statistics.median(ceiling[job_counts[0]])
+    return {"cpu": model, "threads_per_core": siblings,
+            "cpu_scaling": {f"-j {j}": j * one / max(s) for j, s in ceiling.items()}}
 
 
 def print_throughput(throughput):
+    host = throughput["host"]
     print(f"\nBuild scaling: {throughput['modules']} modules, kernel cache off, fresh output, "
-          f"{throughput['cpus']} CPUs, median of {throughput['repeat']}")
-    print(f"{'jobs':>6}{'wall s':>9}{'best s':>9}{'CPU s':>9}{'modules/s':>11}{'speed-up':>10}")
+          f"{throughput['cpus']} CPUs ({host['cpu'] or 'unknown'}, {host['threads_per_core']} "
+          f"thread(s) per core), median of {throughput['repeat']}")
+    print(f"{'jobs':>6}{'wall s':>9}{'best s':>9}{'CPU s':>9}{'modules/s':>11}{'speed-up':>10}"
+          f"{'model':>8}{'host':>8}")
     for row in throughput["table"].values():
+        ceiling = host["cpu_scaling"][f"-j {row['jobs']}"]
         print(f"{row['jobs']:>6}{row['seconds']:9.2f}{row['best_seconds']:9.2f}"
               f"{row['cpu_seconds']:9.2f}{row['modules_per_second']:11.2f}"
-              f"{row['speedup']:9.2f}x")
+              f"{row['speedup']:9.2f}x{row['model_speedup']:7.2f}x{ceiling:7.2f}x")
+    print("  model: the -j 1 run's serial time plus its modules dealt to N workers as each "
+          "frees up;\n  host: N processes of pure CPU work against one (cores, "
+          "hyper-threads, clock)")
+    print(f"\n{'jobs':>6}{'startup':>9}{'serial':>9}{'serial %':>10}{'parent CPU':>12}"
+          f"{'module CPU':>12}{'busy/worker':>13}{'straggler':>11}   (seconds)")
+    for row in throughput["table"].values():
+        print(f"{row['jobs']:>6}{row['startup']:9.2f}{row['serial_seconds']:9.2f}"
+              f"{100 * row['serial_fraction']:9.1f}%{row['parent_cpu']:12.2f}"
+              f"{row['module_cpu']:12.2f}{row['worker_busy']:13.2f}{row['straggler']:11.2f}")
+    d = throughput["module_seconds"]
+    print(f"  serial: startup (interpreter, imports) plus the build before its first module "
+          f"and after its last;\n  modules at -j 1: {d['count']}, {d['sum']:.2f} s, min "
+          f"{d['min'] * 1e3:.0f} ms, median {d['median'] * 1e3:.0f}, p90 {d['p90'] * 1e3:.0f}, "
+          f"max {d['max'] * 1e3:.0f}")
     loads = [r["load_before"] for r in throughput["runs"]]
     print(f"  load average (1 min) before the runs: {min(loads):.2f} to {max(loads):.2f}")
 

@@ -24,12 +24,17 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from benchmarks import backends as bk  # noqa: E402
+from benchmarks import measure  # noqa: E402
 from benchmarks import suite  # noqa: E402
 
 
-def prepare(backend, bench, size):
+def prepare(backend, bench, size, kernel=None):
+    """Launch ``bench``'s kernel (``kernel``, or the backend's make of it) once
+    on seeded inputs and check the result; return a function that launches it
+    again on the same arrays."""
     host = bench.inputs(size, np.random.default_rng(1234))
-    kernel = backend.make(bench)
+    if kernel is None:
+        kernel = backend.make(bench)
     arrays = {k: backend.to_device(v) if isinstance(v, np.ndarray) else v
               for k, v in host.items()}
     args = [arrays[name] for name in bench.arguments()]
@@ -56,10 +61,7 @@ def main(argv=None):
         plain = benches[name]
         tuned = benches[plain.tuned]
         runs = [prepare(backend, b, b.sizes[args.sizes]) for b in (tuned, plain)]
-        times = ([], [])
-        for _ in range(args.repeat):
-            for k, run in enumerate(runs):
-                times[k].append(statistics.median(backend.kernel_times(run, 3)))
+        times = measure.round_robin([(backend.kernel_times, run) for run in runs], args.repeat)
         ratio = statistics.median(p / t for t, p in zip(*times))
         results[name] = {"tuned": plain.tuned, "tuned_s": statistics.median(times[0]),
                          "plain_s": statistics.median(times[1]), "plain_vs_tuned": ratio,

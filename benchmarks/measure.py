@@ -38,6 +38,22 @@ def wall_times(run, synchronize, warmup, repeat, budget):
     return samples
 
 
+def round_robin(runs, rounds, launches=3):
+    """Device seconds of several kernels launched in turns.
+
+    ``runs`` holds ``(kernel_times, run)`` pairs: a backend's
+    ``kernel_times`` and a function that launches once. Each round launches
+    every run ``launches`` times in a row and keeps the median, so that a
+    slow stretch of a shared machine falls on all of them alike. Returns one
+    list per run, a median per round.
+    """
+    times = [[] for _ in runs]
+    for _ in range(rounds):
+        for samples, (kernel_times, run) in zip(times, runs):
+            samples.append(statistics.median(kernel_times(run, launches)))
+    return times
+
+
 def summary(samples):
     """Median and spread of timing samples (seconds)."""
     if not samples:

@@ -3,7 +3,8 @@
 import json
 import os
 
-BACKEND_ORDER = ("numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "cpu", "ceiling")
+BACKEND_ORDER = ("numba_vulkan", "numba_vulkan_fastmath", "numba_vulkan_contract", "numba_cuda",
+                 "cpu", "ceiling")
 
 
 def _ms(seconds):
@@ -40,6 +41,8 @@ def _ratio_columns(backends):
         columns.append(("vulkan_vs_cuda", "vk/cuda"))
         if "numba_vulkan_fastmath" in backends:
             columns.append(("vulkan_fastmath_vs_cuda", "fm/cuda"))
+        if "numba_vulkan_contract" in backends:
+            columns.append(("vulkan_contract_vs_cuda", "ct/cuda"))
     if "cpu" in backends:
         columns.append(("vulkan_vs_cpu", "vk/cpu"))
     return columns

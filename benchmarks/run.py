@@ -6,8 +6,10 @@
 
 Backends: numba_vulkan on device arrays; numba-cuda running the same kernel
 source (where CUDA is available), and then also numba_vulkan with
-``fastmath=True`` on the compute-bound kernels (numba-cuda contracts
-multiply-adds by default, numba_vulkan does not); ``numba.njit(parallel=True)``
+``fastmath=True`` on the compute-bound kernels, and with
+``fastmath={"contract"}`` (``numba_vulkan.cuda.jit``'s default) on the
+compute- and memory-bound ones: numba-cuda contracts multiply-adds by
+default, ``nv.jit`` does not; ``numba.njit(parallel=True)``
 loops (where CUDA is missing); and a ceiling (torch or cupy copies, the GPU's fp32
 rate, pinned-memory copies; host copies on a CPU Vulkan device). A backend
 that is missing is skipped with a note, and a benchmark that fails on one
@@ -41,7 +43,8 @@ from benchmarks import backends as bk  # noqa: E402
 from benchmarks import measure, report, suite  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ALL_BACKENDS = ("numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "cpu", "ceiling")
+ALL_BACKENDS = ("numba_vulkan", "numba_vulkan_fastmath", "numba_vulkan_contract", "numba_cuda",
+                "cpu", "ceiling")
 TRANSFERS = ("copy_h2d", "copy_d2h", "copy_numpy_arg")
 COLD_TIMEOUT = 300
 STARTED = time.perf_counter()
@@ -170,9 +173,11 @@ def ratios(entry):
             out.setdefault("vulkan_of_ceiling", {})[which] = ceiling / t_vk
         if ceiling and t_cuda:
             out.setdefault("cuda_of_ceiling", {})[which] = ceiling / t_cuda
-        t_fast = report.time_of(res.get("numba_vulkan_fastmath"), which)
-        if t_fast and t_cuda:
-            out.setdefault("vulkan_fastmath_vs_cuda", {})[which] = t_fast / t_cuda
+        for backend, key in (("numba_vulkan_fastmath", "vulkan_fastmath_vs_cuda"),
+                             ("numba_vulkan_contract", "vulkan_contract_vs_cuda")):
+            t_other = report.time_of(res.get(backend), which)
+            if t_other and t_cuda:
+                out.setdefault(key, {})[which] = t_other / t_cuda
     t_vk, t_cpu = report.time_of(vk), report.time_of(cpu)
     if t_vk and t_cpu:
         out["vulkan_vs_cpu"] = {"wall": t_vk / t_cpu}
@@ -376,7 +381,8 @@ def start_backends(wanted, results):
     started = {}
     notes = results["backends"]
     cuda_ok, cuda_note = bk.cuda_status()
-    for name in ("numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "cpu"):
+    for name in ("numba_vulkan", "numba_vulkan_fastmath", "numba_vulkan_contract", "numba_cuda",
+                 "cpu"):
         if name not in wanted:
             continue
         if name == "numba_cuda" and not cuda_ok:
@@ -396,7 +402,8 @@ def start_backends(wanted, results):
 def default_backends():
     cuda_ok, _ = bk.cuda_status()
     if cuda_ok:
-        return ["numba_vulkan", "numba_vulkan_fastmath", "numba_cuda", "ceiling"]
+        return ["numba_vulkan", "numba_vulkan_fastmath", "numba_vulkan_contract", "numba_cuda",
+                "ceiling"]
     return ["numba_vulkan", "cpu", "ceiling"]
 
 

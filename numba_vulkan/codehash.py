@@ -123,14 +123,7 @@ def _jitted(value):
 
 def _options_text(options):
     """Code-changing options as canonical text (values: bools, strings, sets of them)."""
-    def plain(value):
-        if isinstance(value, (set, frozenset)):
-            return sorted(str(v) for v in value)
-        if isinstance(value, (bool, int, float, str)) or value is None:
-            return value
-        return f"{type(value).__module__}.{type(value).__qualname__}:{value}"
-    return json.dumps({k: plain(v) for k, v in jitoptions.code_options(options).items()},
-                      sort_keys=True)
+    return json.dumps(jitoptions.as_json(options), sort_keys=True)
 
 
 class _Sink:

@@ -16,13 +16,16 @@ from numba_vulkan import (abi, config, jitoptions, kernelcache, modulecheck, pri
                           records, signature)
 from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache, queue
-from numba_vulkan.runtime.device import current_device
+from numba_vulkan.runtime.device import current_device, opened_device
 from numba_vulkan.runtime.pipeline import Pipeline
 
 _COMPLEX = ("complex64", "complex128")
 
 # How a launch passes each argument (_Plan.kinds).
 _ARRAY, _SCALAR, _COMPLEX_SCALAR, _RECORD_SCALAR = range(4)
+
+#: What a parameter without a default has in ``_defaults``.
+_NO_DEFAULT = object()
 
 #: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
 OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
@@ -363,7 +366,7 @@ class VulkanDispatcher:
         if n < 0:
             raise ValueError(f"forall(n): n must not be negative, not {n}")
         if threads is None:
-            limit = current_device().info.max_workgroup_invocations
+            limit = (opened_device() or self._open_device()).info.max_workgroup_invocations
             threads = min(abi.FORALL_THREADS, limit)
         groups = -(-int(n) // threads)
         return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1), shared_bytes,
@@ -395,11 +398,11 @@ class VulkanDispatcher:
         source files of the kernel and every function it calls, without
         running Numba.
         """
-        from numba_vulkan.compiler.compile import signature_text
         features = None
         if target is None:
-            device = current_device()
+            device = opened_device() or self._open_device()
             target, features = device.target, device.info.features
+        from numba_vulkan.compiler.compile import signature_text
         return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
 
     def _compile(self, sig, threads, target, features=None, shared_bytes=0):
@@ -451,8 +454,22 @@ class VulkanDispatcher:
         names = self.__dict__.get("_names")
         if names is None:
             import inspect
-            names = self.__dict__["_names"] = list(inspect.signature(self.py_func).parameters)
+            parameters = inspect.signature(self.py_func).parameters
+            names = self.__dict__["_names"] = list(parameters)
+            self.__dict__["_defaults"] = [_NO_DEFAULT if p.default is p.empty else p.default
+                                          for p in parameters.values()]
         return names
+
+    def _with_defaults(self, args):
+        """``args`` followed by the defaults of the parameters they leave out
+        (``def k(a, n=16)`` launched as ``k[g, t](a)``), as a Python call
+        would take them; unchanged when they are all given or some missing one
+        has no default."""
+        count = len(self._parameter_names)
+        missing = self.__dict__["_defaults"][len(args):count]
+        if not missing or any(d is _NO_DEFAULT for d in missing):
+            return args
+        return (*args, *missing)
 
     def _argument_error(self, args):
         for name, value in zip(self._parameter_names, args):
@@ -599,8 +616,26 @@ class VulkanDispatcher:
                     self._plans[key] = plan
         return plan
 
+    def _open_device(self):
+        """The calling thread's current device, which this launch, the
+        process's first, opens.
+
+        Where the launch is certain to compile (no AOT directory to look in,
+        no ``functions/`` tier that could hold the kernel), the compiler's
+        set-up starts first on another thread: the driver opens a device
+        mostly outside the interpreter, so the two overlap.
+        """
+        from numba_vulkan.aot.loader import lookup
+        if not (self.options.get("cache") and config.cache_enabled()) \
+                and not lookup.directories() and not config.aot_strict():
+            from numba_vulkan.compiler import stages
+            stages.prepare_in_background()
+        return current_device()
+
     def _launch(self, groups, threads, args, shared_bytes=0, stream=None):
-        device = current_device()
+        if len(args) < len(self._parameter_names):
+            args = self._with_defaults(args)
+        device = opened_device() or self._open_device()
         if stream is not None:
             stream = queue.resolve(stream, device)
         try:
@@ -683,18 +718,32 @@ class VulkanDispatcher:
             plan.check(stream)
 
 
+def check_options(options, what):
+    """``options`` of ``what`` (``"nv.jit"``, ...) with each value in its
+    canonical form; TypeError naming an unknown option or a wrong value."""
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown {what} option(s): {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(OPTIONS)}")
+    try:
+        return {name: jitoptions.check(name, value) for name, value in options.items()}
+    except ValueError as e:
+        raise TypeError(f"{what}: {e}") from None
+
+
 def jit(func=None, **options):
     """Compile a Python function for Vulkan: ``@nv.jit`` or ``@nv.jit(fastmath=True)``.
 
     Options:
-        fastmath: Allow float reassociation and contraction.
+        fastmath: ``True`` allows float reassociation, contraction and
+            approximate division and square roots; a set of LLVM's fast-math
+            flags allows some: ``{"contract"}`` fuses multiplies and adds
+            into fused multiply-adds where the device's are fused, as
+            numba.cuda does by default.
         error_model: ``"numpy"`` (default) or ``"python"``.
         cache: Keep compiled kernels on disk (see ``docs/cache.md``).
     """
-    unknown = set(options) - set(OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown nv.jit option(s): {', '.join(sorted(unknown))}; "
-                        f"known: {', '.join(OPTIONS)}")
+    options = check_options(options, "nv.jit")
 
     def wrap(f):
         return VulkanDispatcher(f, options)

@@ -12,14 +12,20 @@ Option = namedtuple("Option", "values description code")
 Option.__doc__ = """One ``nv.jit`` option.
 
 Attributes:
-    values: ``bool``, or the tuple of strings it takes (the first is the default).
+    values: ``bool``; :data:`FLAGS`, a bool or a set of :data:`FAST_MATH_FLAGS`
+        (or ``"fast"``); or the tuple of strings it takes (the first is the default).
     description: What it does, for messages.
     code: Whether it changes the compiled code (and so belongs in keys).
 """
 
+#: LLVM's fast-math flags, which ``fastmath`` may name instead of ``True``
+#: (all of them, and ``fast``), as ``numba.njit`` takes them.
+FAST_MATH_FLAGS = frozenset(("nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"))
+FLAGS = "flags"
+
 OPTIONS = {
-    "fastmath": Option(bool, "allow float reassociation and contraction the CPU would not do",
-                       True),
+    "fastmath": Option(FLAGS, "True, or a set of LLVM's fast-math flags such as {'contract'}: "
+                       "float operations the CPU would not do", True),
     "error_model": Option(("numpy", "python"),
                           "'numpy' (default) or 'python': how integer division by zero "
                           "behaves", True),
@@ -36,3 +42,36 @@ CODE_OPTIONS = tuple(name for name, option in OPTIONS.items() if option.code)
 def code_options(options):
     """The options of a kernel (a dict) that change its code, sorted by name."""
     return {k: options[k] for k in sorted(options or {}) if k in CODE_OPTIONS}
+
+
+def as_json(options):
+    """The code-changing ``options`` as a dict JSON can hold, sorted by name:
+    a set of flags as a sorted list."""
+    def plain(value):
+        if isinstance(value, (set, frozenset)):
+            return sorted(str(v) for v in value)
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            return value
+        return f"{type(value).__module__}.{type(value).__qualname__}:{value}"
+    return {k: plain(v) for k, v in code_options(options).items()}
+
+
+def check(name, value):
+    """``value`` of option ``name`` in its canonical form (a set of flags as
+    a frozenset); ValueError saying what it takes if it is not one of its
+    values."""
+    allowed = OPTIONS[name].values
+    if allowed is bool or allowed == FLAGS:
+        if isinstance(value, bool):
+            return value
+        if allowed == FLAGS and isinstance(value, (set, frozenset, list, tuple)) and all(
+                isinstance(v, str) and v in FAST_MATH_FLAGS | {"fast"} for v in value):
+            return frozenset(value)
+        expected = "true or false" if allowed is bool else (
+            "true, false or a set of the fast-math flags "
+            + ", ".join(repr(f) for f in sorted(FAST_MATH_FLAGS | {"fast"})))
+    elif value in allowed:
+        return value
+    else:
+        expected = " or ".join(map(repr, allowed))
+    raise ValueError(f"{name} must be {expected}, not {value!r}")

@@ -276,6 +276,8 @@ def test_builds_from_two_paths_are_byte_identical(project, relocated):
             where)
     rebuilt = tree(project / "rebuilt")
     assert len(rebuilt) == N_ENTRIES + 1 and tree(relocated / "rebuilt") == rebuilt
+    # The fixture built aot/ with -j 2: workers change nothing either.
+    assert tree(project / "aot") == rebuilt
 
 
 def test_unchanged_build_reuses_and_a_change_rebuilds_only_its_kernel(relocated):
@@ -288,6 +290,13 @@ def test_unchanged_build_reuses_and_a_change_rebuilds_only_its_kernel(relocated)
     changed = run(["-m", "numba_vulkan.aot", "build", "kernels.yaml", "--json"], relocated)
     summary = json.loads(changed.stdout)
     assert (summary["built"], summary["reused"]) == (1, N_ENTRIES - 1)
+    # What a benchmark reads of where the time went: the one compile, timed.
+    timings = summary["timings"]
+    [module] = timings["modules"]
+    assert module["kernel"].startswith("aotkern:") and module["worker"] == 0
+    assert 0 < module["cpu"] and 0 < module["seconds"] <= summary["seconds"]
+    assert timings["before"] + module["seconds"] + timings["after"] <= summary["seconds"] + 1e-3
+    assert timings["parent_cpu"] >= 0
 
 
 def _variant(project, name, old, new):

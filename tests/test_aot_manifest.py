@@ -72,7 +72,7 @@ def run(capsys, *argv):
     ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
      "float32)']\n    threads: [[0]]\n", 5, "1 to 3 positive integers"),
     ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
-     "float32)']\n    options: {{fastmath: maybe}}\n", 5, "fastmath must be true or false"),
+     "float32)']\n    options: {{fastmath: maybe}}\n", 5, "fastmath must be true, false or a set of the fast-math flags"),
     ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "
      "float32)']\n    options: {{cache: true}}\n", 5, "unknown key 'cache'"),
     ("version: 1\nkernels:\n  - function: {module}:scale\n    signatures: ['void(float32[::1], "

@@ -297,12 +297,23 @@ def test_odd_integer_widths_are_refused():
 
 # Float contraction and builtins --------------------------------------------------
 
-@pytest.mark.parametrize("flags, allowed", [("", False), ("nnan ", False), ("fast ", True),
-                                            ("reassoc contract ", True)])
-def test_contraction_is_read_from_the_kernels_float_flags(flags, allowed):
+@pytest.mark.parametrize("flags, found", [
+    ("", set()), ("nnan ", {"nnan"}), ("reassoc contract ", {"reassoc", "contract"}),
+    ("fast ", {"nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"})])
+def test_fast_math_flags_are_read_from_the_kernels_float_operations(flags, found):
     text = (f"define float @f(float %a) {{\nentry:\n  %b = fmul {flags}float %a, %a\n"
-            "  ret float %b\n}\n")
-    assert exact.contraction_allowed(ir.parse(text)) is allowed
+            "  %c = call nnan float @llvm.sqrt.f32(float %a)\n  ret float %b\n}\n")
+    assert exact.fast_math_flags(ir.parse(text)) == found
+
+
+@pytest.mark.parametrize("flags, operations, special_values, rounded", [
+    (set(), True, True, True), ({"contract"}, True, True, True),
+    ({"nnan", "ninf"}, True, True, True), ({"nnan", "ninf", "nsz"}, True, False, True),
+    ({"arcp"}, True, True, False), ({"reassoc"}, False, True, True)])
+def test_each_fast_math_flag_gives_up_what_it_names(flags, operations, special_values, rounded):
+    assert exact.keeps_operations(flags) is operations
+    assert exact.keeps_special_values(flags) is special_values
+    assert exact.rounds_correctly(flags) is rounded
 
 
 def test_every_definition_is_made_no_builtins():

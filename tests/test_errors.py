@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -131,6 +132,54 @@ def test_a_forked_process_does_not_share_the_backend_child():
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert backend._child is parent_child and backend._child.alive()
     assert backend.emit(_VALID_IR, triple)[:4] == b"\x03\x02\x23\x07"
+
+
+def _serve_from_spare(spares, k, triple):
+    """In a forked process: whether it serves from ``spares[k]``, through a
+    crash of a module, and from a child of its own once that one is killed."""
+    backend.adopt(spares, k)
+    valid = b"\x03\x02\x23\x07"
+    ok = backend._child is spares[k] and backend._child.adopted()
+    ok = ok and backend.emit(_VALID_IR, triple)[:4] == valid
+    try:
+        # A crash is reported through an adopted child too, which serves on.
+        backend.emit(_CRASHING_IR, triple)
+        return False
+    except ToolError as exc:
+        ok = ok and "LLVM SPIR-V backend failed" in str(exc)
+    ok = ok and backend.emit(_VALID_IR, triple)[:4] == valid and backend._child is spares[k]
+    # One killed between modules is replaced by one of this process's own.
+    os.kill(spares[k].process.pid, 9)
+    for _ in range(500):
+        if not backend._child.alive():
+            break
+        time.sleep(0.01)
+    ok = ok and not backend._child.alive()
+    ok = ok and backend.emit(_VALID_IR, triple)[:4] == valid and not backend._child.adopted()
+    backend.shutdown()
+    return ok
+
+
+def test_forked_processes_serve_from_the_spare_backend_children_started_for_them():
+    # aot build -j N starts its workers' backend children before forking them.
+    triple = "spirv1.5-unknown-vulkan1.2-compute"
+    spares = backend.spares(2)
+    pids = []
+    for k in range(2):
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                ok = _serve_from_spare(spares, k, triple)
+            finally:
+                os._exit(0 if ok else 1)
+        pids.append(pid)
+    # Each spare ends with the process it serves once this one lets go of it.
+    backend.release(spares, wait=True)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert all(not spare.alive() for spare in spares)
 
 
 def test_import_opens_no_vulkan_library():

@@ -27,7 +27,18 @@ def test_every_part_reads_the_one_table():
 
 def _values(name):
     values = jitoptions.OPTIONS[name].values
+    if values == jitoptions.FLAGS:
+        return (False, True, {"contract"}, {"contract", "nnan"})
     return (False, True) if values is bool else values
+
+
+@pytest.mark.parametrize("name", [n for n in jitoptions.CODE_OPTIONS
+                                  if jitoptions.OPTIONS[n].values == jitoptions.FLAGS])
+def test_each_set_of_flags_has_a_key_of_its_own(name):
+    keys = {codekey.kernel_key(nv.jit(**{name: value})(_kernel)) for value in _values(name)}
+    assert len(keys) == len(_values(name))
+    assert codekey.kernel_key(nv.jit(**{name: ["nnan", "contract"]})(_kernel)) == \
+        codekey.kernel_key(nv.jit(**{name: {"contract", "nnan"}})(_kernel))
 
 
 @pytest.mark.parametrize("name", jitoptions.CODE_OPTIONS)

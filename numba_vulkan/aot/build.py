@@ -21,6 +21,7 @@ differ), runs ``spirv-val`` on it and writes the directory:
 
 import concurrent.futures
 import errno
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -34,11 +35,16 @@ import warnings
 from dataclasses import dataclass, field
 
 try:
+    import resource
+except ImportError:  # not on Windows: no CPU times in a build's timings
+    resource = None
+
+try:
     import fcntl
 except ImportError:  # not on Windows: builds of one output are not serialised there
     fcntl = None
 
-from numba_vulkan import abi, config, files, modulecheck, spirv
+from numba_vulkan import abi, config, files, jitoptions, modulecheck, spirv
 from numba_vulkan.aot import keys as signing_keys, manifest as manifests
 from numba_vulkan.aot.loader import codekey, index, signing
 from numba_vulkan.compiled import check_errors, check_print
@@ -97,6 +103,15 @@ class Result:
         failures: :class:`Failure` objects; the output is unchanged if any.
         bytes: Total size of the modules.
         seconds: Wall time.
+        timings: Where the time went, for a build's benchmark: ``before``
+            (seconds from the start to the first compile, in this process
+            alone), ``after`` (from the last compile's end to the end),
+            ``parent_cpu`` (this process's CPU seconds outside compiles) and
+            ``modules``: per compiled module, its kernel, threads and
+            profile, the ``worker`` process (numbered in order of first
+            use), its ``start`` (seconds after the build's), wall
+            ``seconds`` and ``cpu`` seconds (its worker's own and that of
+            the tools it ran; not the backend child's, which outlives it).
     """
 
     output: str
@@ -106,6 +121,7 @@ class Result:
     failures: list = field(default_factory=list)
     bytes: int = 0
     seconds: float = 0.0
+    timings: dict = field(default_factory=dict)
 
     def summary(self):
         """The result as JSON-compatible data."""
@@ -113,7 +129,7 @@ class Result:
                 "remote": self.remote,
                 "failed": len(self.failures), "bytes": self.bytes,
                 "seconds": round(self.seconds, 3),
-                "failures": [f.message for f in self.failures]}
+                "failures": [f.message for f in self.failures], "timings": self.timings}
 
 
 def _fingerprint():
@@ -124,7 +140,7 @@ def _fingerprint():
 def _build_key(key, task, fingerprint):
     data = [_BUILD_VERSION, index.FORMAT_VERSION, abi.ABI_VERSION, key, list(task.signature),
             list(task.threads), task.profile.target().key(), task.profile.name,
-            [list(o) for o in task.options], fingerprint]
+            [list(o) for o in jitoptions.as_json(dict(task.options)).items()], fingerprint]
     if task.shared_bytes:
         # Only then: the keys of modules without dynamic shared memory stay.
         data.append(["shared_bytes", task.shared_bytes])
@@ -197,6 +213,25 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
     return binary, meta
 
 
+def _cpu():
+    """CPU seconds of this process, and of the children it waited for."""
+    if resource is None:
+        return time.process_time(), 0.0
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    tools = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, tools.ru_utime + tools.ru_stime
+
+
+def _timed_compile(*arguments):
+    """:func:`_compile`, and ``(pid, start, wall seconds, own and tools' CPU
+    seconds)`` of it."""
+    start, (own, tools) = time.perf_counter(), _cpu()
+    value = _compile(*arguments)
+    own_after, tools_after = _cpu()
+    return value, (os.getpid(), start, time.perf_counter() - start, own_after - own,
+                   tools_after - tools)
+
+
 def _check_built(binary, meta, sig, threads, target, target_env):
     """Raise unless ``binary`` is a valid module with the interface ``meta``
     describes, for these argument types, threads and target."""
@@ -213,12 +248,19 @@ def _check_built(binary, meta, sig, threads, target, target_env):
         raise ValueError("capabilities differ from the module's")
 
 
-def _worker_init(paths, settings):
+def _worker_init(paths, settings, backends=(), counter=None):
     # A spawned worker does not inherit the build's overridden settings.
     config.override(settings)
     for path in reversed(paths):
         if path not in sys.path:
             sys.path.insert(0, path)
+    if backends:
+        # A forked worker takes the next of the backend children started for them.
+        from numba_vulkan.codegen import backend
+        with counter.get_lock():
+            k = counter.value
+            counter.value += 1
+        backend.adopt(backends, k)
 
 
 def _ours(output):
@@ -334,7 +376,7 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None, remote=N
 
 
 def _build(manifest_path, output, jobs, progress, sign, scheduler):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()[0]
     signer = None
     if sign is not None:
         try:
@@ -377,8 +419,11 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
     count = len(done) + len(result.failures)
     if progress:
         progress(count, total, "reused")
-    for task, outcome in _run(pending, m, jobs, scheduler):
+    timed = []
+    for task, outcome, timing in _run(pending, m, jobs, scheduler):
         count += 1
+        if timing is not None:
+            timed.append((task, timing))
         if isinstance(outcome, str):
             result.failures.append(Failure(task, outcome))
         else:
@@ -402,7 +447,26 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
         result.bytes = sum(len(d) for d in modules.values())
         _write(m, output, entries, modules, signer)
     result.seconds = time.perf_counter() - start
+    result.timings = _timings(timed, start, result.seconds, _cpu()[0] - cpu)
     return result
+
+
+def _timings(timed, start, seconds, cpu):
+    """:attr:`Result.timings` of a build whose compiles took ``timed``
+    (``(task, timing)`` pairs) and this process ``cpu`` seconds of its own."""
+    workers, modules = {}, []
+    for task, (pid, begun, wall, own, tools) in sorted(timed, key=lambda item: item[1][1]):
+        modules.append({"kernel": task.kernel, "threads": list(task.threads),
+                        "profile": task.profile.name,
+                        "worker": workers.setdefault(pid, len(workers)),
+                        "start": round(begun - start, 4), "seconds": round(wall, 4),
+                        "cpu": round(own + tools, 4)})
+    # Compiles in this process (-j 1) are the parallel part, not the serial one.
+    here = sum(timing[3] for _, timing in timed if timing[0] == os.getpid())
+    first = min((m["start"] for m in modules), default=seconds)
+    last = max((m["start"] + m["seconds"] for m in modules), default=seconds)
+    return {"before": round(first, 4), "after": round(max(seconds - last, 0.0), 4),
+            "parent_cpu": round(cpu - here, 4), "modules": modules}
 
 
 def _size(dispatcher):
@@ -462,9 +526,9 @@ def _to_remote(build_key, data, meta):
 
 
 def _cluster_compile(paths, *arguments):
-    """:func:`_compile` on a cluster's worker, with the manifest's paths importable."""
+    """:func:`_timed_compile` on a cluster's worker, with the manifest's paths importable."""
     _worker_init(paths, {})
-    return _compile(*arguments)
+    return _timed_compile(*arguments)
 
 
 def _run_on_cluster(pending, m, scheduler, arguments, outcome):
@@ -486,13 +550,14 @@ def _run_on_cluster(pending, m, scheduler, arguments, outcome):
         for future in as_completed(futures, loop=client.loop):
             task = futures[future]
             try:
-                yield task, outcome(future.result())
+                yield (task, *outcome(future.result()))
             except Exception as exc:  # a worker died or raised outside the compile
-                yield task, f"the cluster worker failed: {type(exc).__name__}: {exc}"
+                yield task, f"the cluster worker failed: {type(exc).__name__}: {exc}", None
 
 
 def _run(pending, m, jobs, scheduler=None):
-    """Compile pending tasks; yields ``(task, (spirv, metadata, False) or message)``."""
+    """Compile pending tasks; yields ``(task, (spirv, metadata, False) or message,
+    timing)``, the timing as :func:`_timed_compile` gives it or None."""
     def arguments(task):
         module_name, _, qualname = task.kernel.partition(":")
         profile = task.profile
@@ -501,21 +566,31 @@ def _run(pending, m, jobs, scheduler=None):
                 task.shared_bytes)
 
     def outcome(value):
-        data, meta = value
-        return meta if data is None else (data, meta, False)
+        (data, meta), timing = value
+        return (meta if data is None else (data, meta, False)), timing
 
     if scheduler is not None and pending:
         yield from _run_on_cluster(pending, m, scheduler, arguments, outcome)
         return
     if jobs <= 1 or len(pending) <= 1:
         for task, _ in pending:
-            yield task, outcome(_compile(*arguments(task)))
+            yield (task, *outcome(_timed_compile(*arguments(task))))
         return
+    from numba_vulkan.codegen import backend
     # Forked workers start with Numba and the kernels' modules imported, which
     # spawned ones would spend a second or more each on. A fork does not share
     # this process's backend child (codegen.backend forgets it in the child).
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    workers = min(jobs, len(pending))
+    paths = [m.directory] + [p for p in sys.path if p]
+    initargs = (paths, config.overrides())
+    backends = []
     if context.get_start_method() == "fork":
+        # Each worker's backend child loads LLVM (0.1 s of CPU) while this
+        # process sets up what the workers inherit, on cores left idle,
+        # rather than beside each worker's first module.
+        backends = backend.spares(workers)
+        initargs += (backends, context.Value("i", 0))
         # Numba's typing and target contexts take a quarter of a second to set
         # up, the code generator's modules and LLVM's targets a tenth: once
         # here rather than in every worker.
@@ -523,17 +598,28 @@ def _run(pending, m, jobs, scheduler=None):
         from numba_vulkan.compiler.compile import contexts
         contexts()
         optimize.initialise()
-    paths = [m.directory] + [p for p in sys.path if p]
-    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context,
-                                                initializer=_worker_init,
-                                                initargs=(paths, config.overrides())) as pool:
-        futures = {pool.submit(_compile, *arguments(task)): task for task, _ in pending}
-        for future in concurrent.futures.as_completed(futures):
-            task = futures[future]
-            try:
-                yield task, outcome(future.result())
-            except Exception as exc:  # a worker died or raised outside the compile
-                yield task, f"the build worker failed: {type(exc).__name__}: {exc}"
+    # The pool forks every worker at its first submit. Frozen, the objects
+    # they inherit stay out of their garbage collections: a full one walked
+    # Numba's hundreds of thousands (70 ms) and wrote to the page of each,
+    # which the kernel then copied for the worker.
+    gc.freeze()
+    try:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                    initializer=_worker_init,
+                                                    initargs=initargs) as pool:
+            futures = {pool.submit(_timed_compile, *arguments(task)): task
+                       for task, _ in pending}
+            gc.unfreeze()
+            backend.release(backends)
+            for future in concurrent.futures.as_completed(futures):
+                task = futures[future]
+                try:
+                    yield (task, *outcome(future.result()))
+                except Exception as exc:  # a worker died or raised outside the compile
+                    yield task, f"the build worker failed: {type(exc).__name__}: {exc}", None
+    finally:
+        gc.unfreeze()
+        backend.release(backends, wait=True)
 
 
 def _entry(task, key, data, meta, fingerprint, build_key):
@@ -549,7 +635,7 @@ def _entry(task, key, data, meta, fingerprint, build_key):
         "capabilities": meta["capabilities"], "features": index.features(meta["capabilities"]),
         "spirv": index.module_path(sha), "sha256": sha, "size": len(data),
         "params": meta["params"], "push_size": meta["push_size"],
-        "abi_version": meta["abi_version"], "options": dict(task.options),
+        "abi_version": meta["abi_version"], "options": jitoptions.as_json(dict(task.options)),
         "fingerprint": fingerprint,
         **({"print": meta["print"]} if "print" in meta else {}),
         **({"exceptions": meta["exceptions"]} if "exceptions" in meta else {}),

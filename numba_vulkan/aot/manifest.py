@@ -49,8 +49,8 @@ DEFAULT_TARGET_ENV = "vulkan1.2"
 _TOP = ("version", "output", "target_env", "profiles", "kernels")
 _PROFILE = ("name", "narrow", "target_env", "loop_limit", "float16", "float16_rte")
 _KERNEL = ("function", "signatures", "threads", "shared_bytes", "options", "profiles")
-#: Options a manifest may set, and the values each takes.
-_OPTIONS = {name: jitoptions.OPTIONS[name].values for name in jitoptions.CODE_OPTIONS}
+#: Options a manifest may set.
+_OPTIONS = jitoptions.CODE_OPTIONS
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _FUNCTION = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -395,12 +395,10 @@ def _options(reader, node, where):
     out = {}
     for name, value_node in fields.items():
         value = reader.plain(value_node)
-        allowed = _OPTIONS[name]
-        ok = (isinstance(value, bool) if allowed is bool else value in allowed)
-        if not ok:
-            expected = "true or false" if allowed is bool else " or ".join(map(repr, allowed))
-            raise reader.error(value_node, f"{where}.{name} must be {expected}, not {value!r}")
-        out[name] = value
+        try:
+            out[name] = jitoptions.check(name, value)
+        except ValueError as e:
+            raise reader.error(value_node, f"{where}.{e}") from None
     return out
 
 

@@ -8,9 +8,10 @@ new child for the next module.
 
 The child is :mod:`numba_vulkan.codegen.backend_child`, started as a script
 so that it loads only llvmlite. :func:`start` starts it ahead of the first
-module, while Numba types the kernel. Run as a program this module is a
-one-shot compiler of an IR file, which is what a failure's reproduce
-command runs.
+module, while Numba types the kernel; :func:`spares` starts children for
+processes about to be forked (build workers), which :func:`adopt` one each.
+Run as a program this module is a one-shot compiler of an IR file, which is
+what a failure's reproduce command runs.
 """
 
 import atexit
@@ -41,15 +42,36 @@ class _Child:
         self.process = subprocess.Popen(
             _CHILD_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
             env=config.child_environment())
+        self.owner = os.getpid()
+        self.lost = False
+
+    def adopted(self):
+        """Whether this process serves from a child another one started
+        (:func:`adopt`), which it cannot poll or wait for."""
+        return os.getpid() != self.owner
 
     def alive(self):
+        if self.adopted():
+            return not self.lost and _running(self.process.pid)
         return self.process.poll() is None
 
     def error_output(self):
         self.stderr.seek(0)
         return self.stderr.read().decode(errors="replace")
 
+    def forget(self):
+        """Close this process's copies of the child's pipes and output file:
+        another process serves from it, and it ends when that one closes them."""
+        for stream in (self.process.stdin, self.process.stdout, self.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
     def close(self):
+        if self.adopted():
+            self.forget()
+            return
         if self.alive():
             self.process.stdin.close()
             self.process.wait()
@@ -58,6 +80,18 @@ class _Child:
 
 _lock = threading.Lock()
 _child = None
+
+
+def _running(pid):
+    """Whether process ``pid``, a child of another process, still runs (not
+    a zombie): an adopted child that died between modules is replaced, as an
+    own child found dead is, instead of failing the next module."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            # The state follows the parenthesised command name.
+            return f.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
 
 
 def _save_for_reproduction(text):
@@ -105,7 +139,9 @@ def emit(text, triple, opt=2):
         except (BrokenPipeError, OSError):
             reply = None
         if reply is None:
-            child.process.wait()
+            child.lost = True
+            if not child.adopted():
+                child.process.wait()
             stderr = child.error_output()
             child.close()
             _child = None
@@ -142,6 +178,42 @@ def _emit_with_llc(llc, text, triple, opt):
     return data
 
 
+def spares(count):
+    """Start backend children for ``count`` processes about to be forked from
+    this one (build workers), each to take one with :func:`adopt`.
+
+    Started now, they load LLVM on cores the forking process leaves idle
+    while it prepares the forks, instead of beside every new process's
+    first module. None with ``NUMBA_VULKAN_LLC`` set. This process lets go
+    of them with :func:`release`.
+    """
+    if config.llc():
+        return []
+    return [_Child() for _ in range(count)]
+
+
+def adopt(children, k):
+    """In a process forked after :func:`spares`: serve this process's modules
+    from ``children[k]`` and close its copies of the others' pipes."""
+    global _child
+    for i, child in enumerate(children):
+        if i != k:
+            child.forget()
+    # Forked after release(), it would find the pipes closed: it starts its own.
+    if 0 <= k < len(children) and not children[k].process.stdin.closed:
+        _child = children[k]
+
+
+def release(children, wait=False):
+    """In the process that started ``children`` (:func:`spares`): close its
+    copies of their pipes once every process taking one has forked, so that
+    each ends with the process it serves; with ``wait``, wait for them to."""
+    for child in children:
+        child.forget()
+        if wait:
+            child.process.wait()
+
+
 def shutdown():
     """Stop the backend child, if one runs."""
     global _child
@@ -162,11 +234,7 @@ def _after_fork():
     if _child is not None:
         # Closing the copies of its pipes lets it see its input end when the
         # parent closes its own; it is not this process's to wait for.
-        for stream in (_child.process.stdin, _child.process.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        _child.forget()
         _child = None
 
 

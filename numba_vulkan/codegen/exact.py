@@ -13,12 +13,14 @@ of a zero does not matter (NVIDIA's turns Python's ``max`` into its own
 min/max instruction, which ignores NaNs), unless the entry point has the
 ``SignedZeroInfNanPreserve`` execution mode of SPV_KHR_float_controls
 (core in SPIR-V 1.4) for the float widths the module uses; this pass adds
-it too. Kernels compiled with ``fastmath`` skip both.
+it too. Kernels compiled with ``fastmath`` skip both; with a set of
+LLVM's fast-math flags (``fastmath={"nnan", "ninf", "nsz"}``), what those
+flags give up.
 """
 
 import struct
 
-from numba_vulkan import spirv
+from numba_vulkan import jitoptions, spirv
 
 _NO_CONTRACTION = 42
 _SIGNED_ZERO_INF_NAN_PRESERVE = 4466
@@ -34,13 +36,15 @@ _FLOAT_ARITHMETIC = {127, 129, 131, 133, 136, 140, 141, 142, 148}
 _FIRST_DECLARATION = set(range(19, 40)) | {41, 42, 43, 44, 45, 46, 48, 49, 50, 51, 52, 59}
 
 
-def decorate(binary):
-    """The module ``binary`` with every float arithmetic result NoContraction,
-    and NaNs, infinities and signed zeros preserved."""
+def decorate(binary, operations=True, special_values=True):
+    """The module ``binary`` with every float arithmetic result NoContraction
+    (with ``operations``), and NaNs, infinities and signed zeros preserved
+    (with ``special_values``)."""
     header, instructions = spirv.parse(binary)
-    _preserve_special_values(header, instructions)
+    if special_values:
+        _preserve_special_values(header, instructions)
     results = [inst[2] for inst in instructions if inst[0] & 0xFFFF in _FLOAT_ARITHMETIC]
-    if not results:
+    if not results or not operations:
         return spirv.assemble(header, instructions)
     already = {inst[1] for inst in instructions
                if inst[0] & 0xFFFF == spirv.OP_DECORATE and inst[2] == _NO_CONTRACTION}
@@ -107,8 +111,35 @@ def round_float16_to_nearest(binary):
 _FLOAT_OPCODES = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fneg"))
 
 
-def contraction_allowed(module):
-    """Whether the kernel's own IR (the IR model of its Numba modules linked
-    into one) lets float operations be fused (``fastmath``)."""
-    return any(inst.opcode in _FLOAT_OPCODES and ("fast" in inst.flags or "contract" in inst.flags)
-               for function in module.functions for inst in function.instructions())
+def fast_math_flags(module):
+    """The fast-math flags the kernel's own IR (the IR model of its Numba
+    modules linked into one) puts on its float operations (``fastmath``)."""
+    flags = set()
+    for function in module.functions:
+        for inst in function.instructions():
+            if inst.opcode in _FLOAT_OPCODES:
+                flags.update(jitoptions.FAST_MATH_FLAGS if "fast" in inst.flags
+                             else jitoptions.FAST_MATH_FLAGS.intersection(inst.flags))
+    return frozenset(flags)
+
+
+def keeps_operations(flags):
+    """Whether a kernel with fast-math ``flags`` has every float operation
+    kept as written (NoContraction): unless it allows reassociation, which
+    lets the driver rewrite and fuse as it likes. A kernel allowing only
+    ``contract`` is fused where it says so (:mod:`numba_vulkan.codegen.contract`)
+    and exact elsewhere."""
+    return "reassoc" not in flags
+
+
+def keeps_special_values(flags):
+    """Whether a kernel with fast-math ``flags`` needs NaNs, infinities and
+    signed zeros preserved: unless it gives up all three."""
+    return not {"nnan", "ninf", "nsz"} <= flags
+
+
+def rounds_correctly(flags):
+    """Whether a kernel with fast-math ``flags`` divides and takes square
+    roots correctly rounded: unless it allows reciprocals or approximate
+    functions."""
+    return not flags & {"arcp", "afn"}

@@ -3,7 +3,8 @@
 Each function here is one stage of the compiler's table
 (:data:`numba_vulkan.compiler.stages.STAGES`, which gives their order): it
 reads what earlier stages left in the compilation ``job``, leaves its own
-result there and returns that result, which the table can dump. The
+result there and returns that result, which the table can dump (an LLVM
+module is printed only then). The
 attributes a stage reads and writes are named in its docstring.
 
 The table holds a lock around the stages that run LLVM in this process (its
@@ -13,7 +14,7 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, exact, fixups, groupops, half, indices, int32, ir,
+from numba_vulkan.codegen import (backend, contract, exact, fixups, groupops, half, indices, int32, ir,
                                    legalize, libclc_link, logical, looplimit, narrow, optimize,
                                    rounding, strip, structurize, validate, versioning,
                                    workarounds)
@@ -35,17 +36,17 @@ def link(job):
     """``job.sources`` linked into one, narrowed, the workgroup size
     ``job.threads`` made a constant, and linked with the libclc functions they
     call into ``job.module`` (on a target with a loop limit, the library's
-    loops marked to stay rolled); ``job.contract`` says whether the kernel's
-    own float operations may be fused."""
+    loops marked to stay rolled); ``job.fastmath`` holds the fast-math flags
+    of the kernel's own float operations."""
     kernel = ir.parse(str(optimize.link(job.sources, job.target.triple, DATA_LAYOUT)))
     narrow.module(kernel, job.target.narrowed)
-    job.contract = exact.contraction_allowed(kernel)
+    job.fastmath = exact.fast_math_flags(kernel)
     logical.constant_local_size(kernel, job.threads)
     texts = libclc_link.link(kernel)
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
-    return str(job.module)
+    return job.module
 
 
 def optimise(job):
@@ -53,7 +54,7 @@ def optimise(job):
     target without a loop limit, a GPU, loops of run-time trip counts unrolled too)."""
     optimize.optimise(job.module, ENTRY_POINT, _machine(job),
                       unroll_runtime=not job.target.loop_limit)
-    return str(job.module)
+    return job.module
 
 
 def logical_addressing(job):
@@ -83,13 +84,13 @@ def reoptimise(job):
     if job.target.loop_limit:
         # A CPU does 64-bit arithmetic at no extra cost, and lavapipe counts
         # a trip of every loop an invocation passes, entered or not.
-        return str(job.module)
+        return job.module
     text = str(job.module)
     versioned = versioning.version_loops(text)
     if versioned is not text:
         job.module = optimize.link([versioned], job.target.triple, DATA_LAYOUT)
         job.module.verify()
-    return str(job.module)
+    return job.module
 
 
 def structure(job):
@@ -138,13 +139,17 @@ def driver_workarounds(job):
 
 
 def legalise(job):
-    """``job.llvm_ir``: ``job.text`` in the forms the backend can express, with
-    float64 rounding computed on 64-bit integers where the target has them
+    """``job.llvm_ir``: ``job.text`` with multiplies and adds the kernel lets
+    contract fused (on a target with a fused ``Fma``), in the forms the
+    backend can express, with float64 rounding computed on 64-bit integers where the target has them
     (:mod:`numba_vulkan.codegen.rounding`); the IR handed to the backend."""
-    final = legalize.legalize(job.text, fused_fma=job.target.fused_fma)
+    final = job.text
+    if job.target.fused_fma and "contract" in job.fastmath:
+        final = contract.fuse(final)
+    final = legalize.legalize(final, fused_fma=job.target.fused_fma)
     if "int64" not in job.target.narrowed:
         final = rounding.exact_rounding(final)
-    if "float64" not in job.target.narrowed and not job.contract:
+    if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
         final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)
     job.llvm_ir = final
@@ -169,11 +174,12 @@ def repair(job):
 
 
 def exact_floats(job):
-    """``job.spirv`` with every float operation kept as written, unless the
-    kernel allows contraction (``fastmath``), and float16 arithmetic rounded
+    """``job.spirv`` with every float operation kept as written and NaNs,
+    infinities and signed zeros preserved, unless the kernel's fast-math
+    flags give that up (``fastmath``), and float16 arithmetic rounded
     to nearest where the target lets a module ask for that."""
-    if not job.contract:
-        job.spirv = exact.decorate(job.spirv)
+    job.spirv = exact.decorate(job.spirv, exact.keeps_operations(job.fastmath),
+                               exact.keeps_special_values(job.fastmath))
     if job.target.float16 and job.target.float16_rte:
         job.spirv = exact.round_float16_to_nearest(job.spirv)
     return job.spirv

@@ -6,7 +6,9 @@ from numba.core.options import TargetOptions
 class VulkanTargetOptions(TargetOptions):
     """Maps ``@nv.jit`` options to :class:`numba.core.compiler.Flags`."""
 
-    fastmath = TargetOptions.Mapping("fastmath", cpu.FastMathOptions)
+    # Numba takes a set of flags, not the frozenset options hold them in.
+    fastmath = TargetOptions.Mapping("fastmath", lambda value: cpu.FastMathOptions(
+        set(value) if isinstance(value, frozenset) else value))
     error_model = TargetOptions.Mapping("error_model")
     boundscheck = TargetOptions.Mapping("boundscheck")
     inline = TargetOptions.Mapping("inline")

@@ -1,0 +1,78 @@
+"""benchmarks/bench_glsl.py: the committed GLSL modules of the matrix product
+are what matmul.comp compiles to, and each computes the product through the
+runtime's Pipeline (the GPU machine runs them without glslang)."""
+
+import filecmp
+import shutil
+
+import numpy as np
+import pytest
+
+
+def test_committed_spirv_is_current(tmp_path):
+    from benchmarks import bench_glsl
+    glslang = shutil.which("glslangValidator")
+    if glslang is None:
+        pytest.skip("glslangValidator is not installed")
+    with open(bench_glsl.VERSION_FILE) as f:
+        if f.read().strip() != bench_glsl.glslang_version(glslang):
+            pytest.skip("another glslang version than the one that built the .spv files")
+    bench_glsl.build(glslang, str(tmp_path))
+    stale = [v for v in bench_glsl.VARIANTS
+             if not filecmp.cmp(bench_glsl.spv_path(v), bench_glsl.spv_path(v, str(tmp_path)),
+                                shallow=False)]
+    assert not stale, f"rebuild with bench_glsl.py --rebuild: {stale}"
+
+
+def test_every_variant_computes_the_product():
+    import numba_vulkan as nv
+    from numba_vulkan import abi
+    from numba_vulkan.runtime.device import current_device
+    from benchmarks import backends as bk
+    from benchmarks import bench_glsl, suite
+    backend = bk.VulkanBackend()
+    bench = suite.by_name()["matmul"]
+    # 48 is not a multiple of 16: the last tile's bounds tests matter.
+    size = 48
+    host = bench.inputs(size, np.random.default_rng(7))
+    arrays = {name: nv.to_device(value) for name, value in host.items()}
+    groups, _ = bench.grid(size)
+    params, push_size = abi.layout(bench_glsl.ARGUMENTS)
+    for variant in bench_glsl.VARIANTS:
+        with open(bench_glsl.spv_path(variant), "rb") as f:
+            module = bench_glsl.Module(current_device(), f.read(), params, push_size, variant)
+        bench_glsl.prepare_module(backend, module, bench, host, arrays, groups)
+        # prepare_module checks sampled rows; here every element.
+        expected = host["a"].astype(np.float64) @ host["b"].astype(np.float64)
+        np.testing.assert_allclose(arrays["c"].copy_to_host(), expected, rtol=1e-5,
+                                   err_msg=variant)
+
+
+def test_driver_statistics_give_registers_and_write_representations(tmp_path, monkeypatch):
+    """What bench_glsl.py takes from the driver, with executables.inspect
+    answering as NVIDIA's driver names its statistics (lavapipe reports none)."""
+    from numba_vulkan import abi
+    from numba_vulkan.runtime import executables
+    from benchmarks import bench_glsl
+    asked = []
+
+    def inspect(device, spirv, params, push_size, entry="main", name=None,
+                representations=False):
+        asked.append((name, representations))
+        return [executables.Executable(
+            "Compute Shader", "", ("compute",), 32,
+            (executables.Statistic("Register Count", "", 40),),
+            (executables.Representation("Assembly", "", "LDS.128 R4, [R2];\n"),))]
+
+    monkeypatch.setattr(executables, "inspect", inspect)
+    params, push_size = abi.layout(bench_glsl.ARGUMENTS)
+    modules = {"glsl_vec4": (b"", params, push_size), "ours[or_to_add]": (b"", params, push_size)}
+    stats = bench_glsl.driver_statistics(None, modules, str(tmp_path))
+    assert asked == [("glsl_vec4", True), ("ours[or_to_add]", True)]
+    assert stats["glsl_vec4"]["registers"] == 40
+    assert stats["ours[or_to_add]"]["executables"][0]["statistics"] == {"Register Count": 40}
+    # File names keep to plain characters (the GPU machine's tool drops others).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "matmul_glsl_vec4.driver0.00-Assembly.txt", "matmul_ours_or_to_add_.driver0.00-Assembly.txt"]
+    text = (tmp_path / "matmul_glsl_vec4.driver0.00-Assembly.txt").read_text()
+    assert text.startswith("LDS.128")
