@@ -16,7 +16,7 @@ from numba_vulkan import (abi, config, jitoptions, kernelcache, modulecheck, pri
                           records, signature)
 from numba_vulkan.errors import DriverError, LaunchError
 from numba_vulkan.runtime import memory, pipeline_cache, queue
-from numba_vulkan.runtime.device import current_device
+from numba_vulkan.runtime.device import current_device, opened_device
 from numba_vulkan.runtime.pipeline import Pipeline
 
 _COMPLEX = ("complex64", "complex128")
@@ -363,7 +363,7 @@ class VulkanDispatcher:
         if n < 0:
             raise ValueError(f"forall(n): n must not be negative, not {n}")
         if threads is None:
-            limit = current_device().info.max_workgroup_invocations
+            limit = (opened_device() or self._open_device()).info.max_workgroup_invocations
             threads = min(abi.FORALL_THREADS, limit)
         groups = -(-int(n) // threads)
         return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1), shared_bytes,
@@ -395,11 +395,11 @@ class VulkanDispatcher:
         source files of the kernel and every function it calls, without
         running Numba.
         """
-        from numba_vulkan.compiler.compile import signature_text
         features = None
         if target is None:
-            device = current_device()
+            device = opened_device() or self._open_device()
             target, features = device.target, device.info.features
+        from numba_vulkan.compiler.compile import signature_text
         return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
 
     def _compile(self, sig, threads, target, features=None, shared_bytes=0):
@@ -599,8 +599,24 @@ class VulkanDispatcher:
                     self._plans[key] = plan
         return plan
 
+    def _open_device(self):
+        """The calling thread's current device, which this launch, the
+        process's first, opens.
+
+        Where the launch is certain to compile (no AOT directory to look in,
+        no ``functions/`` tier that could hold the kernel), the compiler's
+        set-up starts first on another thread: the driver opens a device
+        mostly outside the interpreter, so the two overlap.
+        """
+        from numba_vulkan.aot.loader import lookup
+        if not (self.options.get("cache") and config.cache_enabled()) \
+                and not lookup.directories() and not config.aot_strict():
+            from numba_vulkan.compiler import stages
+            stages.prepare_in_background()
+        return current_device()
+
     def _launch(self, groups, threads, args, shared_bytes=0, stream=None):
-        device = current_device()
+        device = opened_device() or self._open_device()
         if stream is not None:
             stream = queue.resolve(stream, device)
         try:

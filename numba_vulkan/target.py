@@ -7,9 +7,9 @@ have. The runtime maps a real device to the best description it supports.
 
 from dataclasses import dataclass, replace
 
-#: Vulkan version -> (SPIR-V version, spirv-val target environment).
+#: Vulkan version -> (SPIR-V version, spirv-val target environment). Not
+#: 1.1: LLVM's SPIR-V backend has no Vulkan 1.1 (SPIR-V 1.3) target.
 _VULKAN_VERSIONS = {
-    (1, 1): ("1.3", "vulkan1.1"),
     (1, 2): ("1.5", "vulkan1.2"),
     (1, 3): ("1.6", "vulkan1.3"),
 }
@@ -68,7 +68,8 @@ class TargetDescription:
     def __post_init__(self):
         if tuple(self.vulkan) not in _VULKAN_VERSIONS:
             known = ", ".join(f"{a}.{b}" for a, b in _VULKAN_VERSIONS)
-            raise ValueError(f"Vulkan {self.vulkan} is not supported; use one of {known}")
+            raise ValueError(f"Vulkan {'.'.join(map(str, self.vulkan))} is not supported "
+                             f"(LLVM's SPIR-V backend compiles for {known}); use one of those")
         if not isinstance(self.loop_limit, int) or self.loop_limit < 0:
             raise ValueError(f"loop_limit must be a non-negative int, not {self.loop_limit!r}")
 
@@ -137,7 +138,9 @@ class TargetDescription:
         for version, (_, env) in _VULKAN_VERSIONS.items():
             if env == target_env:
                 return cls(vulkan=version, float64=not narrow, int64=not narrow)
-        raise ValueError(f"unknown target environment {target_env!r}")
+        known = ", ".join(env for _, env in _VULKAN_VERSIONS.values())
+        raise ValueError(f"unknown target environment {target_env!r}; known: {known} (LLVM's "
+                         "SPIR-V backend has no Vulkan 1.1 target)")
 
 
 DEFAULT = TargetDescription()

@@ -214,10 +214,10 @@ def _threads():
     return min(THREADS, current_device().info.max_workgroup_invocations)
 
 
-def _launch(kernel, count, args, threads):
+def _launch(kernel, count, args, threads, stream=0):
     blocks = -(-count // threads)
     x = min(blocks, _MAX_GROUPS)
-    kernel[(x, -(-blocks // x)), threads](*args)
+    kernel[(x, -(-blocks // x)), threads, stream](*args)
 
 
 # Operands -------------------------------------------------------------------
@@ -379,9 +379,9 @@ class VulkanUFunc(_Base):
     to safely, and runs one invocation per element. The result is a device
     array when any operand is one, else a NumPy array (a NumPy scalar when
     every operand is a scalar). ``out=`` (or one more positional argument)
-    receives the result instead; ``stream=`` is accepted for numba.cuda's
-    signature (launches run in order on the device's one queue; a call with
-    device operands only returns without waiting).
+    receives the result instead; ``stream=`` runs the call's copies and
+    launches on that stream, after what it has queued (a call with device
+    operands only returns without waiting).
     """
 
     def __init__(self, func, signatures, **options):
@@ -491,7 +491,7 @@ class VulkanUFunc(_Base):
         if target[0] == "host" and not target[1].flags.writeable:
             raise ValueError(f"ufunc {self.__name__!r}: out is read-only")
         if math.prod(shape):
-            self._run(operands, dtypes, target, shape)
+            self._run(operands, dtypes, target, shape, stream)
         return target[1] if out is not None else _result(*target)
 
     def _select_cached(self, operands):
@@ -547,7 +547,7 @@ class VulkanUFunc(_Base):
         rest = value[1:]
         return reducer(rest, init=first, stream=stream) if rest.size else ret.type(first)
 
-    def _run(self, operands, dtypes, target, shape):
+    def _run(self, operands, dtypes, target, shape, stream=0):
         arrays = [(k, v) for k, v in operands if k != "scalar"] + [target]
         count = math.prod(shape)
         if all(v.shape == shape and v.flags.c_contiguous if k == "host" else
@@ -569,7 +569,7 @@ class VulkanUFunc(_Base):
         launch = [_scalar(dtype, v) if k == "scalar" else view(k, v)
                   for (k, v), dtype in zip(operands, dtypes)]
         launch.append(view(*target))
-        _launch(kernel, count, launch, _threads())
+        _launch(kernel, count, launch, _threads(), stream)
 
 
 def vectorize(signatures, **options):
@@ -746,13 +746,13 @@ class VulkanGUFunc(_Base):
                 outputs.append(_new_output(on_device, loop + tuple(sizes[d] for d in core),
                                            sig[self.nin + k][0]))
         if math.prod(loop) and all(v.size for _, v in outputs):
-            self._run(index, sig, operands, outputs, loop)
+            self._run(index, sig, operands, outputs, loop, stream)
         results = [_result(k, v) for k, v in outputs]
         if given:
             results = [v for _, v in outputs]
         return results[0] if self.nout == 1 else tuple(results)
 
-    def _run(self, index, sig, operands, outputs, loop):
+    def _run(self, index, sig, operands, outputs, loop, stream=0):
         lead = not loop
         full = loop or (1,)
         mask, launch = [], []
@@ -772,7 +772,7 @@ class VulkanGUFunc(_Base):
                 launch.append(_add_axis(kind, value, 0) if lead else value)
                 continue
             mask.append("v")
-            value = _converted(kind, value, dtype)
+            value = _converted(kind, value, dtype, stream)
             shape = loop + value.shape[value.ndim - len(core):] if core else loop
             value = _broadcast(kind, value, shape)
             if not core:
@@ -785,7 +785,7 @@ class VulkanGUFunc(_Base):
         ndim = len(full)
         name = f"loop_{index}_{ndim}d_{''.join(mask)}"
         kernel = self._kernel(name, lambda: self._source(name, sig, ndim, "".join(mask)))
-        _launch(kernel, math.prod(full), launch, _threads())
+        _launch(kernel, math.prod(full), launch, _threads(), stream)
 
 
 _casts = {}
@@ -796,7 +796,7 @@ def _same(x):
     return x
 
 
-def _converted(kind, value, dtype):
+def _converted(kind, value, dtype, stream=0):
     """An array operand in ``dtype``: converted on the host or on the device."""
     if value.dtype == dtype:
         return value
@@ -809,7 +809,7 @@ def _converted(kind, value, dtype):
             cast = _casts[key] = VulkanUFunc(_same, [f"{dtype.name}({value.dtype.name})"])
     converted = memory.device_array(value.shape, dtype)
     if value.size:
-        cast(value, out=converted)
+        cast(value, out=converted, stream=stream)
     return converted
 
 
@@ -951,7 +951,7 @@ class Reduce:
             res[0] = init
             return None
         if kind == "host":
-            arr = memory.to_device(arr)
+            arr = memory.to_device(arr, stream=stream)
         threads = _threads()
         threads = 256 if threads >= 256 else 128 if threads >= 128 else 64
         kernel = self._kernel(dtype, threads)
@@ -959,11 +959,11 @@ class Reduce:
         dst = res if res is not None else memory.device_array(1, dtype)
         if groups > 1:
             partial = memory.device_array(groups, dtype)
-            kernel[groups, threads](arr, partial, _scalar(dtype, init), np.int32(0))
+            kernel[groups, threads, stream](arr, partial, _scalar(dtype, init), np.int32(0))
             arr = partial
-        kernel[1, threads](arr, dst, _scalar(dtype, init), np.int32(1))
+        kernel[1, threads, stream](arr, dst, _scalar(dtype, init), np.int32(1))
         if res is None:
-            return dst.copy_to_host()[0]
+            return dst.copy_to_host(stream=stream)[0]
         return None
 
 

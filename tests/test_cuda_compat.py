@@ -145,6 +145,30 @@ def test_signature_compiles_eagerly_and_device_functions_are_called():
     np.testing.assert_array_equal(out, np.clip(x, np.float32(0.25), np.float32(0.75)))
 
 
+def _fill(a, value):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = value + i
+
+
+@pytest.mark.parametrize("form", [
+    "void(float32[::1], float32)", cuda.void(cuda.float32[::1], cuda.float32),
+    (cuda.float32[::1], cuda.float32), [cuda.void(cuda.float32[::1], cuda.float32)],
+    [(cuda.float32[::1], cuda.float32)]], ids=["text", "object", "tuple", "[object]", "[tuple]"])
+def test_every_signature_form_numba_cuda_takes_compiles_eagerly(form):
+    kernel = cuda.jit(form)(_fill)
+    assert len(kernel._compiled) == 1
+    a = np.zeros(10, np.float32)
+    kernel[1, 64](a, np.float32(0.5))
+    np.testing.assert_array_equal(a, np.arange(10, dtype=np.float32) + np.float32(0.5))
+    assert len(kernel._compiled) == 1
+
+
+def test_a_signature_that_returns_a_value_is_refused():
+    with pytest.raises(TypeError, match="returns float32: a kernel returns nothing"):
+        cuda.jit("float32(float32[::1], float32)")(_fill)
+
+
 def test_eager_compile_reports_typing_errors_at_decoration():
     with pytest.raises(nv.CompilerError):
         @cuda.jit("void(float32[::1])")
@@ -832,3 +856,50 @@ def mixed_item_sizes(out):
 def test_dynamic_shared_views_of_two_item_sizes_are_refused():
     with pytest.raises(nv.UnsupportedError, match="elements of one size"):
         mixed_item_sizes[1, 1, 0, 64](np.zeros(1, np.float64))
+
+
+def test_device_attributes_of_numba_cuda_read_the_devices_limits():
+    device = cuda.get_current_device()
+    info = device.info
+    assert device.MAX_THREADS_PER_BLOCK == info.max_workgroup_invocations
+    assert (device.MAX_BLOCK_DIM_X, device.MAX_BLOCK_DIM_Y, device.MAX_BLOCK_DIM_Z) == \
+        info.max_workgroup_size
+    assert (device.MAX_GRID_DIM_X, device.MAX_GRID_DIM_Y, device.MAX_GRID_DIM_Z) == \
+        info.max_workgroup_count
+    assert device.MAX_SHARED_MEMORY_PER_BLOCK == info.max_shared_memory
+    assert device.WARP_SIZE == info.subgroup_size
+    assert device.MULTIPROCESSOR_COUNT == (info.compute_units or 16) > 0
+    assert cuda.gpus[0].WARP_SIZE == device.WARP_SIZE
+    with pytest.raises(AttributeError, match="no attribute 'MAX_WARPS'"):
+        device.MAX_WARPS
+
+
+def test_memory_info_counts_the_arrays_held():
+    import gc
+    context = cuda.current_context()
+    free, total = context.get_memory_info()
+    assert 0 < free <= total
+    big = cuda.device_array(16 << 20, np.float32)
+    held, total_after = context.get_memory_info()
+    assert total_after == total
+    if "VK_EXT_memory_budget" not in nv_device_extensions():
+        # Without the driver's budget, free is what numba_vulkan does not hold.
+        assert free - held >= 64 << 20
+        del big
+        gc.collect()
+        assert context.get_memory_info().free == free
+    with cuda.defer_cleanup():
+        pass
+
+
+def nv_device_extensions():
+    from numba_vulkan.runtime.device import Instance
+    return Instance.device_extensions(cuda.get_current_device().physical)
+
+
+def test_device_arrays_are_cuda_arrays_and_other_memory_is_refused():
+    d = cuda.to_device(np.arange(4))
+    assert cuda.is_cuda_array(d) and not cuda.is_cuda_array(np.arange(4))
+    assert cuda.as_cuda_array(d) is d
+    with pytest.raises(TypeError, match="cannot be used from Vulkan: pass a NumPy array"):
+        cuda.as_cuda_array(np.arange(4))

@@ -225,3 +225,24 @@ def test_synchronize_after_the_last_reference_to_a_kernel_is_gone():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+def test_vulkan_1_1_is_refused_with_the_reason(monkeypatch):
+    """LLVM's SPIR-V backend has no Vulkan 1.1 target: a description, a
+    manifest's target_env and a device of that version each say so, rather
+    than failing in the middle of a compile."""
+    import dataclasses
+    from numba_vulkan.runtime.device import Device, current_device
+    from numba_vulkan.target import TargetDescription
+    with pytest.raises(ValueError, match=r"Vulkan 1\.1 is not supported \(LLVM's SPIR-V backend "
+                                         r"compiles for 1\.2, 1\.3\)"):
+        TargetDescription(vulkan=(1, 1))
+    with pytest.raises(ValueError, match="known: vulkan1.2, vulkan1.3"):
+        TargetDescription.from_env("vulkan1.1")
+    instance = current_device().instance
+    devices = list(instance.devices)
+    devices[0] = dataclasses.replace(devices[0], api_version=(1, 1, 0))
+    monkeypatch.setattr(instance, "devices", devices)
+    with pytest.raises(nv.DriverError, match="supports Vulkan 1.1; numba_vulkan's modules "
+                                             "need Vulkan 1.2 or later"):
+        Device(instance, 0)

@@ -3,6 +3,8 @@ dumps by stage name, and every failure a CompilerError naming the stage."""
 
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -256,3 +258,57 @@ def test_every_setting_config_reads_is_documented():
         documented = set(re.findall(r"^\| `(NUMBA_VULKAN_[A-Z0-9_]+)` \|", f.read(), re.M))
     assert "NUMBA_VULKAN_DUMP_STAGES" in read
     assert read <= documented, sorted(read - documented)
+
+
+def test_a_first_launch_prepares_the_compiler_while_the_device_opens():
+    script = (
+        "import numpy as np, numba_vulkan as nv\n"
+        "from numba_vulkan.compiler import stages\n"
+        "from numba_vulkan.runtime import device\n"
+        "@nv.jit\n"
+        "def twice(x, y):\n"
+        "    i = nv.global_id(0)\n"
+        "    if i < x.shape[0]:\n"
+        "        y[i] = 2 * x[i] + 1\n"
+        "x = np.arange(64, dtype=np.float32)\n"
+        "y = np.zeros_like(x)\n"
+        "assert device.opened_device() is None and stages._preparing is None\n"
+        "twice[1, 64](x, y)\n"
+        "assert stages._preparing is not None and not stages._preparing.is_alive()\n"
+        "assert (y == 2 * x + 1).all(), y\n"
+        "print('ok')\n")
+    env = dict(os.environ, NUMBA_VULKAN_CACHE="0")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+def test_only_a_launch_certain_to_compile_prepares_the_compiler(monkeypatch, tmp_path):
+    from numba_vulkan.aot.loader import lookup
+    prepared = []
+    monkeypatch.setattr(stages, "prepare_in_background", lambda: prepared.append(True))
+    monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
+    nv.jit(scale.py_func)._open_device()
+    assert prepared == [True]
+    # The functions/ tier may hold the kernel: Numba may not be needed.
+    nv.jit(cache=True)(scale.py_func)._open_device()
+    assert prepared == [True]
+    monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
+    nv.jit(cache=True)(scale.py_func)._open_device()
+    assert prepared == [True, True]
+    # So may an AOT directory.
+    label = lookup.register(tmp_path)
+    try:
+        nv.jit(scale.py_func)._open_device()
+    finally:
+        lookup.unregister(label)
+    assert prepared == [True, True]
+
+
+def test_a_failed_preparation_fails_the_next_compile_once(uncached, monkeypatch):
+    monkeypatch.setattr(stages, "_preparing", stages.threading.Thread(target=lambda: None))
+    stages._preparing.start()
+    monkeypatch.setattr(stages, "_prepare_errors", [ImportError("a test's broken install")])
+    with pytest.raises(nv.CompilerError, match="stage numba: ImportError: a test's broken"):
+        nv.jit(scale.py_func).compile(SIG)
+    assert nv.jit(scale.py_func).compile(SIG).spirv

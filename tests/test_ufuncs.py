@@ -450,3 +450,22 @@ def test_cache_true_ufunc_is_found_by_a_new_process_without_numba(tmp_path):
         seen.append(run.stdout.strip())
     # The first process compiled (and so imported Numba); the second found it all.
     assert seen == ["True", "False"]
+
+
+def test_calls_given_a_stream_run_on_it(rng):
+    """A ufunc's, a gufunc's and a reduce's launches go on the stream passed,
+    which counts their submissions, not on the default stream."""
+    s = nv.stream()
+    default = nv.default_stream()
+    a = rng.random(300).astype(np.float32)
+    b = rng.random((20, 8)).astype(np.float32)
+    da, db = nv.to_device(a), nv.to_device(b)
+    nv.synchronize()
+    for call, want in [(lambda: sub(da, da, stream=s), np.zeros_like(a)),
+                       (lambda: rowdot(db, db, stream=s), np.einsum("ij,ij->i", b, b)),
+                       (lambda: sum_reduce(da, stream=s), a.sum(dtype=np.float64))]:
+        before, before_default = s._submitted, default._submitted
+        got = call()
+        assert s._submitted > before and default._submitted == before_default
+        got = got.copy_to_host(stream=s) if isinstance(got, DeviceArray) else got
+        np.testing.assert_allclose(got, want, rtol=1e-5)

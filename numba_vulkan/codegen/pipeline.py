@@ -3,7 +3,8 @@
 Each function here is one stage of the compiler's table
 (:data:`numba_vulkan.compiler.stages.STAGES`, which gives their order): it
 reads what earlier stages left in the compilation ``job``, leaves its own
-result there and returns that result, which the table can dump. The
+result there and returns that result, which the table can dump (an LLVM
+module is printed only then). The
 attributes a stage reads and writes are named in its docstring.
 
 The table holds a lock around the stages that run LLVM in this process (its
@@ -45,7 +46,7 @@ def link(job):
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
-    return str(job.module)
+    return job.module
 
 
 def optimise(job):
@@ -53,7 +54,7 @@ def optimise(job):
     target without a loop limit, a GPU, loops of run-time trip counts unrolled too)."""
     optimize.optimise(job.module, ENTRY_POINT, _machine(job),
                       unroll_runtime=not job.target.loop_limit)
-    return str(job.module)
+    return job.module
 
 
 def logical_addressing(job):
@@ -83,13 +84,13 @@ def reoptimise(job):
     if job.target.loop_limit:
         # A CPU does 64-bit arithmetic at no extra cost, and lavapipe counts
         # a trip of every loop an invocation passes, entered or not.
-        return str(job.module)
+        return job.module
     text = str(job.module)
     versioned = versioning.version_loops(text)
     if versioned is not text:
         job.module = optimize.link([versioned], job.target.triple, DATA_LAYOUT)
         job.module.verify()
-    return str(job.module)
+    return job.module
 
 
 def structure(job):

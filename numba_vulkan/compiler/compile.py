@@ -73,13 +73,20 @@ def numba_types(sig):
 
 
 def signature_text(sig):
-    """Argument types in text form from a Numba signature string or types."""
-    if isinstance(sig, str):
+    """Argument types in text form from a Numba signature (a string such as
+    ``"void(float32[::1])"`` or a signature object such as
+    ``void(float32[::1])``), a tuple of Numba types, or a tuple of types in
+    text form."""
+    from numba.core.typing.templates import Signature
+    if isinstance(sig, (str, Signature)):
         from numba.core import sigutils
         try:
-            args, _ = sigutils.normalize_signature(sig)
+            args, returns = sigutils.normalize_signature(sig)
         except Exception as exc:
             raise TypeError(f"bad signature {sig!r}: {exc}") from None
+        if returns not in (None, types.none, types.void):
+            raise TypeError(f"signature {sig!r} returns {returns}: a kernel returns nothing "
+                            "(void)")
     else:
         args = tuple(sig)
     out = []

@@ -39,7 +39,8 @@ class Stage(NamedTuple):
     Attributes:
         name: What dumps and errors call it.
         run: ``run(compilation)``: does the step and returns its result (IR
-            text or a SPIR-V binary, for a dump), or :data:`FINISHED`.
+            text, an LLVM module or a SPIR-V binary, for a dump), or
+            :data:`FINISHED`.
         doc: One line on what it does, for ``docs/design.md``.
         llvm: Whether it runs LLVM in this process (and so holds the lock).
     """
@@ -132,10 +133,62 @@ class _Rerun(Exception):
         self.changes = changes
 
 
+# Preparing ahead ---------------------------------------------------------
+
+_prepare_lock = threading.Lock()
+#: The thread started by :func:`prepare_in_background` and what it raised.
+_preparing = None
+_prepare_errors = []
+
+
+def prepare_in_background():
+    """Start, on another thread, what a process's first compile does before
+    it reads the kernel: the backend child, Numba's import, the Vulkan
+    target's typing and target contexts, the code generator's modules and
+    LLVM's targets. Returns at once; does nothing the second time.
+
+    The dispatcher calls this before it opens the device for a first
+    launch that will compile: the driver opens a device mostly outside the
+    interpreter (loading its libraries, creating the instance), so the two
+    overlap. The ``numba`` stage waits for it; the first compile after it
+    raises what it raised.
+    """
+    global _preparing
+    with _prepare_lock:
+        if _preparing is None:
+            _preparing = threading.Thread(target=_prepare, name="numba_vulkan-prepare")
+            _preparing.start()
+
+
+def _prepare():
+    try:
+        from numba_vulkan.codegen import backend
+        backend.start()
+        from numba_vulkan.compiler.compile import contexts
+        contexts()
+        from numba_vulkan.codegen import optimize, pipeline  # noqa: F401
+        with _llvm_lock:
+            optimize.initialise()
+    except BaseException as exc:  # the compile waiting for it raises it
+        _prepare_errors.append(exc)
+
+
+def _wait_for_preparation():
+    thread = _preparing
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+        with _prepare_lock:
+            error = _prepare_errors.pop() if _prepare_errors else None
+        if error is not None:
+            # Once, as the compile that did the work itself would have.
+            raise error
+
+
 # Stages ------------------------------------------------------------------
 
 
 def _numba(job):
+    _wait_for_preparation()
     from numba_vulkan.codegen import backend
     # Its start-up (a Python process loading LLVM) overlaps Numba's work.
     backend.start()
@@ -360,8 +413,11 @@ class _Dumper:
                                  job.name.replace("<", "_").replace(">", "_"))
 
     def __call__(self, name, result):
-        if self.stem is None or not isinstance(result, (str, bytes)):
+        if self.stem is None or result is None:
             return
+        if not isinstance(result, (str, bytes)):
+            # An LLVM module: printed only to be written.
+            result = str(result)
         if name in self.wanted:
             self._write(f"{self.stem}.{name}", result)
         # The IR handed to the backend and the final module, always.
