@@ -1614,3 +1614,292 @@ def test_reduce_and_atomics_returning_the_old_value(rng):
     assert best[0] == x.max() and best[1] == x.size
     # The invocation holding the maximum saw a smaller old value.
     assert tickets[np.argmax(x)] and 1 <= tickets.sum() <= x.size
+
+
+# --------------------------------------------------------------------------
+# Batched small linear solves: Gaussian elimination with partial pivoting in
+# private 2-d arrays, one system per thread
+
+NSYS = 4
+NCOLS = NSYS + 1
+
+
+@cuda.jit
+def batched_solve(a, b, x, singular):
+    s = cuda.grid(1)
+    if s >= a.shape[0]:
+        return
+    m = cuda.local.array((NSYS, NCOLS), dtype=float64)
+    for r in range(NSYS):
+        for c in range(NSYS):
+            m[r, c] = a[s, r, c]
+        m[r, NSYS] = b[s, r]
+    singular[s] = False
+    for col in range(NSYS):
+        pivot = col
+        for r in range(col + 1, NSYS):
+            if abs(m[r, col]) > abs(m[pivot, col]):
+                pivot = r
+        if m[pivot, col] == 0.0:
+            singular[s] = True
+            return
+        if pivot != col:
+            for c in range(NSYS + 1):
+                m[col, c], m[pivot, c] = m[pivot, c], m[col, c]
+        for r in range(NSYS):
+            if r == col:
+                continue
+            f = m[r, col] / m[col, col]
+            for c in range(col, NSYS + 1):
+                m[r, c] -= f * m[col, c]
+    for r in range(NSYS - 1, -1, -1):
+        x[s, r] = m[r, NSYS] / m[r, r]
+
+
+def test_batched_gaussian_elimination(rng):
+    n = 300
+    a = rng.normal(size=(n, NSYS, NSYS))
+    a[7] = 0.0
+    a[11, :, 2] = 0.0
+    b = rng.normal(size=(n, NSYS))
+    x = np.zeros((n, NSYS))
+    singular = np.zeros(n, np.bool_)
+    batched_solve.forall(n)(a, b, x, singular)
+    expected_singular = np.zeros(n, bool)
+    expected_singular[[7, 11]] = True
+    np.testing.assert_array_equal(singular, expected_singular)
+    ok = ~expected_singular
+    np.testing.assert_allclose(x[ok], np.linalg.solve(a[ok], b[ok][..., None])[..., 0],
+                               rtol=1e-8, atol=1e-8)
+
+
+# --------------------------------------------------------------------------
+# Label propagation inside a block until nothing changes: syncthreads_or,
+# a shared array declared in a device function
+
+CC_THREADS = 64
+
+
+@cuda.jit(device=True)
+def block_count(predicate):
+    """How many threads of the block have ``predicate``, through a shared
+    counter of this device function's own."""
+    counter = cuda.shared.array(1, dtype=int32)
+    if cuda.threadIdx.x == 0:
+        counter[0] = 0
+    cuda.syncthreads()
+    if predicate:
+        cuda.atomic.add(counter, 0, 1)
+    cuda.syncthreads()
+    total = counter[0]
+    cuda.syncthreads()
+    return total
+
+
+@cuda.jit
+def propagate_labels(mask, labels, rounds, members):
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    inside = i < mask.size and mask[i] > 0
+    label = i if inside else -1
+    lab = cuda.shared.array(CC_THREADS, dtype=cuda.int64)
+    lab[t] = label
+    cuda.syncthreads()
+    changed = True
+    count = 0
+    while changed:
+        best = lab[t]
+        if best >= 0:
+            if t > 0 and lab[t - 1] >= 0:
+                best = min(best, lab[t - 1])
+            if t + 1 < CC_THREADS and lab[t + 1] >= 0:
+                best = min(best, lab[t + 1])
+        cuda.syncthreads()
+        mine = best != lab[t]
+        lab[t] = best
+        changed = cuda.syncthreads_or(mine)
+        count += 1
+    if i < labels.size:
+        labels[i] = lab[t]
+    roots = block_count(inside and lab[t] == i)
+    if t == 0:
+        rounds[cuda.blockIdx.x] = count
+        members[cuda.blockIdx.x] = roots
+
+
+def test_label_propagation_until_no_change(rng):
+    n = 300
+    mask = (rng.random(n) < 0.7).astype(np.int32)
+    labels = np.zeros(n, np.int64)
+    blocks = (n + CC_THREADS - 1) // CC_THREADS
+    rounds = np.zeros(blocks, np.int64)
+    roots = np.zeros(blocks, np.int64)
+    propagate_labels[blocks, CC_THREADS](mask, labels, rounds, roots)
+    expected = np.full(n, -1)
+    longest = np.zeros(blocks, np.int64)
+    for i in range(n):
+        if mask[i]:
+            start = i
+            while start > 0 and mask[start - 1] and (start - 1) // CC_THREADS == i // CC_THREADS:
+                start -= 1
+            expected[i] = start
+            longest[i // CC_THREADS] = max(longest[i // CC_THREADS], i - start)
+    np.testing.assert_array_equal(labels, expected)
+    # One round per step of the longest run, and one that changes nothing.
+    np.testing.assert_array_equal(rounds, longest + 1)
+    # The runs of each block, counted by the starts that label themselves.
+    starts = np.nonzero(expected == np.arange(n))[0]
+    np.testing.assert_array_equal(roots, np.bincount(starts // CC_THREADS, minlength=blocks))
+
+
+# --------------------------------------------------------------------------
+# Per-block float sums through atomics on shared memory, and device-array
+# views as kernel arguments
+
+SEG_THREADS = 128
+
+
+@cuda.jit
+def segment_sums(values, segment, sums):
+    partial = cuda.shared.array(8, dtype=float32)
+    t = cuda.threadIdx.x
+    if t < 8:
+        partial[t] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < values.size:
+        cuda.atomic.add(partial, segment[i], values[i])
+    cuda.syncthreads()
+    if t < 8:
+        cuda.atomic.add(sums, (cuda.blockIdx.x % 2, t), partial[t])
+
+
+@cuda.jit
+def add_one(view):
+    i, j = cuda.grid(2)
+    if i < view.shape[0] and j < view.shape[1]:
+        view[i, j] += 1
+
+
+def test_shared_float_atomics_and_device_views(rng):
+    values = (rng.integers(-64, 64, 5000) / 8).astype(np.float32)
+    segment = rng.integers(0, 8, 5000).astype(np.int32)
+    sums = cuda.to_device(np.zeros((2, 8), np.float32))
+    blocks = (values.size + SEG_THREADS - 1) // SEG_THREADS
+    segment_sums[blocks, SEG_THREADS](values, segment, sums)
+    parity = (np.arange(values.size) // SEG_THREADS) % 2
+    expected = np.zeros((2, 8))
+    np.add.at(expected, (parity, segment), values)
+    np.testing.assert_array_equal(sums.copy_to_host(), expected)
+    # Views of a device array: a block of rows and columns, and a column.
+    base = np.arange(60, dtype=np.int64).reshape(6, 10)
+    d = cuda.to_device(base)
+    add_one[(1, 1), (8, 8)](d[1:4, 2:7])
+    add_one[(1, 1), (8, 8)](d[:, 9:])
+    expected = base.copy()
+    expected[1:4, 2:7] += 1
+    expected[:, 9:] += 1
+    np.testing.assert_array_equal(d.copy_to_host(), expected)
+    np.testing.assert_array_equal(d[2].copy_to_host(), expected[2])
+
+
+# --------------------------------------------------------------------------
+# Narrow integers: int16 and uint16 images, wrapping stores, float to int
+# conversions of negatives, booleans counted as ints
+
+
+@cuda.jit
+def narrow_ints(img, a, b, out16, out8, counts):
+    i = cuda.grid(1)
+    if i < img.size:
+        out16[i, 0] = img[i] * 3
+        out16[i, 1] = a[i] * b[i]
+        out16[i, 2] = int(a[i] / 3.0)
+        out8[i, 0] = img[i]
+        out8[i, 1] = -a[i] // 5
+        c = 0
+        for k in range(8, 0, -3):
+            c += (img[i] >> k) & 1 == 1
+        counts[i] = c + (a[i] < 0) + (b[i] > 0)
+
+
+def test_narrow_integer_types(rng):
+    n = 2000
+    img = rng.integers(0, 65536, n).astype(np.uint16)
+    a = rng.integers(-2**15, 2**15, n).astype(np.int16)
+    b = rng.integers(-2**15, 2**15, n).astype(np.int16)
+    out16 = np.zeros((n, 3), np.int16)
+    out8 = np.zeros((n, 2), np.int8)
+    counts = np.zeros(n, np.int32)
+    narrow_ints.forall(n)(img, a, b, out16, out8, counts)
+    i64 = lambda v: v.astype(np.int64)  # noqa: E731
+    np.testing.assert_array_equal(out16[:, 0], (i64(img) * 3).astype(np.int16))
+    np.testing.assert_array_equal(out16[:, 1], (i64(a) * i64(b)).astype(np.int16))
+    np.testing.assert_array_equal(out16[:, 2], np.trunc(a / 3.0).astype(np.int16))
+    np.testing.assert_array_equal(out8[:, 0], img.astype(np.int8))
+    np.testing.assert_array_equal(out8[:, 1], ((-i64(a)) // 5).astype(np.int8))
+    bits = sum((i64(img) >> k) & 1 for k in (8, 5, 2))
+    np.testing.assert_array_equal(counts, bits + (a < 0) + (b > 0))
+
+
+# --------------------------------------------------------------------------
+# More of the math module
+
+
+@cuda.jit
+def more_math(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        out[i, 0] = math.log2(v) + math.log10(v)
+        out[i, 1] = math.sinh(v / 4) - math.cosh(v / 8) + math.tanh(v)
+        out[i, 2] = math.asin(1 / (1 + v)) + math.acos(-1 / (1 + v)) + math.atan(v)
+        out[i, 3] = math.degrees(math.radians(v * 10))
+        out[i, 4] = math.pi * math.e if v > 0 else -math.inf
+
+
+def test_more_math_functions(rng):
+    x = rng.uniform(0.1, 12.0, 500)
+    out = np.zeros((500, 5))
+    more_math.forall(500)(x, out)
+    expected = np.stack([np.log2(x) + np.log10(x), np.sinh(x / 4) - np.cosh(x / 8) + np.tanh(x),
+                         np.arcsin(1 / (1 + x)) + np.arccos(-1 / (1 + x)) + np.arctan(x),
+                         x * 10, np.full(500, math.pi * math.e)], axis=1)
+    np.testing.assert_allclose(out, expected, rtol=1e-13, atol=1e-14)
+
+
+# --------------------------------------------------------------------------
+# NumPy arrays launched on a stream inside auto_synchronize; dynamic shared
+# memory split into two views
+
+
+@cuda.jit
+def pairwise_dynamic(x, y, out):
+    buf = cuda.shared.array(0, dtype=float32)
+    t = cuda.threadIdx.x
+    n = cuda.blockDim.x
+    xs = buf[:n]
+    ys = buf[n:2 * n]
+    i = cuda.grid(1)
+    xs[t] = x[i] if i < x.size else 0
+    ys[t] = y[i] if i < y.size else 0
+    cuda.syncthreads()
+    if i < out.size:
+        out[i] = xs[t] * ys[n - 1 - t]
+
+
+def test_numpy_arrays_on_a_stream_with_dynamic_shared_memory(rng):
+    x = rng.integers(-50, 50, 1000).astype(np.float32)
+    y = rng.integers(-50, 50, 1000).astype(np.float32)
+    out = np.zeros_like(x)
+    stream = cuda.stream()
+    threads = 64
+    with stream.auto_synchronize():
+        d_y = cuda.to_device(y, stream=stream)
+        pairwise_dynamic[(x.size + threads - 1) // threads, threads, stream,
+                         2 * threads * 4](x, d_y, out)
+    blocks = np.arange(x.size) // threads
+    t = np.arange(x.size) % threads
+    partner = blocks * threads + threads - 1 - t
+    expected = x * np.where(partner < y.size, y[np.minimum(partner, y.size - 1)], 0)
+    np.testing.assert_array_equal(out, expected)
