@@ -219,7 +219,7 @@ def test_compiler_and_codegen_layers_import_nothing_above_them():
     assert not offenders
 
 
-def test_every_setting_config_reads_is_documented():
+def test_every_setting_config_reads_is_documented_and_every_documented_one_is_read():
     from numba_vulkan import config
     with open(config.__file__) as f:
         read = set(re.findall(r'"(NUMBA_VULKAN_[A-Z0-9_]+)"', f.read()))
@@ -227,6 +227,7 @@ def test_every_setting_config_reads_is_documented():
         documented = set(re.findall(r"^\| `(NUMBA_VULKAN_[A-Z0-9_]+)` \|", f.read(), re.M))
     assert "NUMBA_VULKAN_DUMP_STAGES" in read
     assert read <= documented, sorted(read - documented)
+    assert documented <= read, sorted(documented - read)
 
 
 def test_a_first_launch_prepares_the_compiler_while_the_device_opens():
