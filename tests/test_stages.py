@@ -90,6 +90,37 @@ def test_jit_and_aot_build_run_the_same_table(uncached, record, rng):
     assert record == jit_ran
 
 
+def test_typed_results_serve_other_workgroup_sizes_only(uncached, monkeypatch):
+    # The AOT build types a kernel and signature once for all its workgroup sizes.
+    from numba_vulkan.aot import build
+    from numba_vulkan.compiler import compile as compiler
+    typings = []
+    real = compiler.compile_kernel
+
+    def counted(*args, **kwargs):
+        typings.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile_kernel", counted)
+    target = nv.TargetDescription()
+    sig = ("float32[1d,C]", "float32[1d,C]")
+    typed = {}
+    shared = [stages.compile(scale.py_func, sig, (t, 1, 1), target, typed=typed)
+              for t in (64, 128)]
+    assert len(typings) == 1
+    # Another signature or target feature is typed afresh.
+    stages.compile(scale.py_func, ("float32[1d,A]", "float32[1d,A]"), (64, 1, 1), target,
+                   typed=typed)
+    other = target.with_features(float32_atomic_add=not target.float32_atomic_add)
+    stages.compile(scale.py_func, sig, (64, 1, 1), other, typed=typed)
+    assert len(typings) == 3
+    fresh = [stages.compile(scale.py_func, sig, (t, 1, 1), target) for t in (64, 128)]
+    assert len(typings) == 5
+    assert shared[0].spirv != shared[1].spirv
+    assert [build.strip_debug(c.spirv) for c in shared] == [build.strip_debug(c.spirv)
+                                                             for c in fresh]
+
+
 def test_a_cache_hit_ends_the_table_after_numba(record, tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
