@@ -315,7 +315,7 @@ STAGES = (
           "buffer handle and an element index instead of a byte address", llvm=True),
     Stage("unroll", _codegen("unroll_hints"), "on a target with a loop limit (lavapipe's), "
           "innermost loops left only from their latch are marked to be "
-          "unrolled 16 times"),
+          "unrolled 16 times, fewer if their body is large"),
     Stage("reoptimize", _codegen("reoptimise"), "optimised again, with what the rewrite "
           "exposed", llvm=True),
     Stage("structurize", _codegen("structure"), "structured control flow: one merge block per "
