@@ -65,6 +65,28 @@ def record(monkeypatch):
     return ran
 
 
+def test_a_kernel_launched_with_another_workgroup_size_is_not_typed_again(uncached,
+                                                                         monkeypatch, rng):
+    from numba_vulkan.compiler import compile as compiler
+    typings = []
+    real = compiler.compile_kernel
+
+    def counted(*args, **kwargs):
+        typings.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile_kernel", counted)
+    kernel = nv.jit(scale.py_func)
+    x = rng.random(100).astype(np.float32)
+    for threads in (64, 32, 128):
+        out = np.zeros_like(x)
+        kernel[-(-x.size // threads), threads](x, out)
+        np.testing.assert_allclose(out, expected_scale(x), rtol=1e-6)
+    assert len(typings) == 1
+    kernel[4, 32](x.astype(np.float64), np.zeros(100))
+    assert len(typings) == 2
+
+
 def test_design_doc_lists_exactly_the_stages():
     with open(os.path.join(DOCS, "design.md")) as f:
         text = f.read()
