@@ -856,3 +856,50 @@ def mixed_item_sizes(out):
 def test_dynamic_shared_views_of_two_item_sizes_are_refused():
     with pytest.raises(nv.UnsupportedError, match="elements of one size"):
         mixed_item_sizes[1, 1, 0, 64](np.zeros(1, np.float64))
+
+
+def test_device_attributes_of_numba_cuda_read_the_devices_limits():
+    device = cuda.get_current_device()
+    info = device.info
+    assert device.MAX_THREADS_PER_BLOCK == info.max_workgroup_invocations
+    assert (device.MAX_BLOCK_DIM_X, device.MAX_BLOCK_DIM_Y, device.MAX_BLOCK_DIM_Z) == \
+        info.max_workgroup_size
+    assert (device.MAX_GRID_DIM_X, device.MAX_GRID_DIM_Y, device.MAX_GRID_DIM_Z) == \
+        info.max_workgroup_count
+    assert device.MAX_SHARED_MEMORY_PER_BLOCK == info.max_shared_memory
+    assert device.WARP_SIZE == info.subgroup_size
+    assert device.MULTIPROCESSOR_COUNT == (info.compute_units or 16) > 0
+    assert cuda.gpus[0].WARP_SIZE == device.WARP_SIZE
+    with pytest.raises(AttributeError, match="no attribute 'MAX_WARPS'"):
+        device.MAX_WARPS
+
+
+def test_memory_info_counts_the_arrays_held():
+    import gc
+    context = cuda.current_context()
+    free, total = context.get_memory_info()
+    assert 0 < free <= total
+    big = cuda.device_array(16 << 20, np.float32)
+    held, total_after = context.get_memory_info()
+    assert total_after == total
+    if "VK_EXT_memory_budget" not in nv_device_extensions():
+        # Without the driver's budget, free is what numba_vulkan does not hold.
+        assert free - held >= 64 << 20
+        del big
+        gc.collect()
+        assert context.get_memory_info().free == free
+    with cuda.defer_cleanup():
+        pass
+
+
+def nv_device_extensions():
+    from numba_vulkan.runtime.device import Instance
+    return Instance.device_extensions(cuda.get_current_device().physical)
+
+
+def test_device_arrays_are_cuda_arrays_and_other_memory_is_refused():
+    d = cuda.to_device(np.arange(4))
+    assert cuda.is_cuda_array(d) and not cuda.is_cuda_array(np.arange(4))
+    assert cuda.as_cuda_array(d) is d
+    with pytest.raises(TypeError, match="cannot be used from Vulkan: pass a NumPy array"):
+        cuda.as_cuda_array(np.arange(4))

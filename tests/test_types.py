@@ -314,3 +314,23 @@ def test_cmath_functions(dtype, rng):
     eps = np.finfo(np.float32 if dtype == "complex64" else np.float64).eps
     error = np.abs(out - ref) / np.maximum(np.abs(ref), 1)
     assert error.max() <= 16 * eps, np.unravel_index(np.argmax(error), error.shape)
+
+
+def test_builtin_classes_resolve_to_the_types_numba_gives_them():
+    # The typing context resolves builtin classes (``bool`` of every branch)
+    # without Numba's typeof; the result must be what Numba's path gives.
+    from numba.core import typing
+    from numba_vulkan.compiler.compile import contexts
+    context, _ = contexts()
+
+    def resolved(resolve, cls):
+        try:
+            return resolve(cls)
+        except Exception as exc:  # both paths must fail alike
+            return type(exc)
+
+    for cls in (bool, int, float, complex, range, slice, tuple, list, dict, object):
+        ours = resolved(context.resolve_value_type, cls)
+        numba_s = resolved(lambda c: typing.Context.resolve_value_type(context, c), cls)
+        assert ours == numba_s, cls
+    assert isinstance(context.resolve_value_type(bool), numba.core.types.Function)

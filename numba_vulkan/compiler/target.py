@@ -41,6 +41,15 @@ class VulkanTypingContext(typing.Context):
         resolved = device_function_type(val)
         if resolved is not None:
             return resolved
+        if type(val) is type and val.__module__ == "builtins" \
+                and not issubclass(val, BaseException):
+            # ``bool``, which Numba calls on every branch condition: typeof
+            # has no type for a builtin class and Numba falls back to the
+            # global's template, but first imports numba.typed to rule out
+            # its Dict, List and Set (20 ms of a process's first compile).
+            resolved = self._get_global_type(val)
+            if resolved is not None:
+                return resolved
         return super().resolve_value_type(val)
 
 

@@ -8,6 +8,7 @@ module imports Numba, for the Numba types numba.cuda re-exports
 (``cuda.float32``, ...).
 """
 
+import collections
 import contextlib
 import sys
 
@@ -40,7 +41,7 @@ __all__ = [
     "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
     "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
     "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
-    "Reduce",
+    "Reduce", "current_context", "defer_cleanup", "is_cuda_array", "as_cuda_array",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -394,6 +395,65 @@ def close():
     numba.cuda's, the device stays open: its arrays stay valid."""
     if _device.opened_device() is not None:
         _dispatcher.synchronize()
+
+
+#: ``free`` and ``total`` bytes of a device's memory, as numba.cuda's
+#: ``get_memory_info()`` gives them.
+MemoryInfo = collections.namedtuple("MemoryInfo", "free total")
+
+
+class _Context:
+    """numba.cuda's context of a device: what code asks of
+    ``cuda.current_context()``."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def get_memory_info(self):
+        """``MemoryInfo(free, total)`` bytes of the device's largest
+        device-local memory (the driver's budget where it has one, else its
+        size less what numba_vulkan holds)."""
+        return MemoryInfo(*self.device.memory_info())
+
+    def synchronize(self):
+        """Wait for all work on the device."""
+        self.device.synchronize()
+
+    def reset(self):
+        """numba.cuda frees the context's memory here; arrays are freed when
+        nothing refers to them, so this only waits for the device's work."""
+        self.device.synchronize()
+
+
+def current_context(devnum=None):
+    """The context of the calling thread's current device (or of
+    ``gpus[devnum]``), for ``get_memory_info()``."""
+    device = _device.current_device() if devnum is None else gpus[devnum].device
+    return _Context(device)
+
+
+@contextlib.contextmanager
+def defer_cleanup():
+    """numba.cuda's pause of memory frees; accepted, and nothing is paused:
+    an array is freed once nothing refers to it and the device is done with it."""
+    yield
+
+
+def is_cuda_array(obj):
+    """Whether ``obj`` is a device array (numba.cuda: has
+    ``__cuda_array_interface__``)."""
+    return isinstance(obj, _memory.DeviceArray)
+
+
+def as_cuda_array(obj, sync=True):
+    """``obj`` if it is a device array. Memory of CUDA libraries (CuPy,
+    PyTorch) cannot be viewed from Vulkan: a TypeError says to copy it
+    through the host."""
+    if isinstance(obj, _memory.DeviceArray):
+        return obj
+    raise TypeError(f"{type(obj).__name__} is not a numba_vulkan device array; memory of CUDA "
+                    "libraries (CuPy, PyTorch) cannot be used from Vulkan: pass a NumPy array "
+                    "(such as x.get() or x.cpu().numpy()) or cuda.to_device(...) of one")
 
 
 #: numba.cuda's ``gpus``: every logical Vulkan device, by index (``nv.gpus``);

@@ -2,6 +2,7 @@
 
 import dataclasses
 import operator
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -63,6 +64,10 @@ class DeviceInfo:
             ``maxDescriptorSetStorageBuffers`` and ``maxPerStageResources``
             (32 on lavapipe; drivers crash on a layout beyond it).
         pipeline_cache_uuid: Identifies pipeline cache data the driver accepts.
+        compute_units: Streaming multiprocessors (NVIDIA, through
+            VK_NV_shader_sm_builtins), compute units (AMD, through
+            VK_AMD_shader_core_properties) or CPU threads (a CPU device); 0
+            where the driver does not say.
     """
 
     index: int
@@ -81,6 +86,7 @@ class DeviceInfo:
     max_push_constants: int
     max_storage_buffers: int
     pipeline_cache_uuid: str = field(default="")
+    compute_units: int = 0
 
     def target(self):
         """The :class:`TargetDescription` kernels for this device compile for."""
@@ -197,7 +203,31 @@ class Instance:
             max_storage_buffers=min(limits.maxPerStageDescriptorStorageBuffers,
                                     limits.maxDescriptorSetStorageBuffers,
                                     limits.maxPerStageResources),
-            pipeline_cache_uuid=uuid)
+            pipeline_cache_uuid=uuid,
+            compute_units=self._compute_units(physical, props.deviceType))
+
+    @staticmethod
+    def _compute_units(physical, device_type):
+        v = vk.module()
+        if device_type == v.VK_PHYSICAL_DEVICE_TYPE_CPU:
+            return os.cpu_count() or 0
+        extensions = Instance.device_extensions(physical)
+        if "VK_NV_shader_sm_builtins" in extensions:
+            sm = vk.new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV*", {
+                "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV})
+            v.lib.vkGetPhysicalDeviceProperties2(physical, vk.new(
+                "VkPhysicalDeviceProperties2*", {
+                    "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": sm}))
+            return sm.shaderSMCount
+        if "VK_AMD_shader_core_properties" in extensions:
+            core = vk.new("VkPhysicalDeviceShaderCorePropertiesAMD*", {
+                "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD})
+            v.lib.vkGetPhysicalDeviceProperties2(physical, vk.new(
+                "VkPhysicalDeviceProperties2*", {
+                    "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": core}))
+            return (core.shaderEngineCount * core.shaderArraysPerEngineCount
+                    * core.computeUnitsPerShaderArray)
+        return 0
 
     @staticmethod
     def query_features(physical):
@@ -278,7 +308,41 @@ class Instance:
         return {v.ffi.string(props[i].extensionName).decode() for i in range(count[0])}
 
 
-class Device:
+#: numba.cuda's device attributes (``cuda.get_current_device().WARP_SIZE``)
+#: from a :class:`DeviceInfo`.
+_CUDA_ATTRIBUTES = {
+    "MAX_THREADS_PER_BLOCK": lambda i: i.max_workgroup_invocations,
+    "MAX_BLOCK_DIM_X": lambda i: i.max_workgroup_size[0],
+    "MAX_BLOCK_DIM_Y": lambda i: i.max_workgroup_size[1],
+    "MAX_BLOCK_DIM_Z": lambda i: i.max_workgroup_size[2],
+    "MAX_GRID_DIM_X": lambda i: i.max_workgroup_count[0],
+    "MAX_GRID_DIM_Y": lambda i: i.max_workgroup_count[1],
+    "MAX_GRID_DIM_Z": lambda i: i.max_workgroup_count[2],
+    "MAX_SHARED_MEMORY_PER_BLOCK": lambda i: i.max_shared_memory,
+    "WARP_SIZE": lambda i: i.subgroup_size,
+    # Where the driver does not say (Intel's, Apple's), a middle-sized GPU's
+    # count: a grid sized from it still covers any array.
+    "MULTIPROCESSOR_COUNT": lambda i: i.compute_units or 16,
+}
+
+
+class CudaAttributes:
+    """numba.cuda's upper-case device attributes (``MAX_THREADS_PER_BLOCK``,
+    ``MAX_BLOCK_DIM_X``, ``MAX_GRID_DIM_X``, ``MAX_SHARED_MEMORY_PER_BLOCK``,
+    ``WARP_SIZE``, ``MULTIPROCESSOR_COUNT``, ...) read from ``self.info``.
+    ``MULTIPROCESSOR_COUNT`` is NVIDIA's SM count, AMD's compute units or a
+    CPU's threads, and 16 where the driver does not say."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        attribute = _CUDA_ATTRIBUTES.get(name)
+        if attribute is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return attribute(self.info)
+
+
+class Device(CudaAttributes):
     """A logical device, with its queues and streams.
 
     It opens several compute queues where its family has them (its default
@@ -465,6 +529,9 @@ class Device:
         vk.check(lib.vkCreateDevice(self.physical, info, ffi.NULL, handle), "vkCreateDevice")
         self.handle = handle[0]
         self.memory_types = self._memory_types()
+        #: Bytes numba_vulkan holds on each memory heap, by heap index.
+        self.allocated = {}
+        self._allocated_lock = threading.Lock()
         #: Queue families in use; buffers are shared by all of them
         #: (VK_SHARING_MODE_CONCURRENT) when there are several.
         self.families = tuple(family for family, _ in wanted)
@@ -528,6 +595,38 @@ class Device:
         if self.busy_streams:
             for stream in list(self.busy_streams):
                 stream.finish()
+
+    def memory_info(self):
+        """``(free, total)`` bytes of the device's largest device-local memory
+        heap: the driver's budget where it has VK_EXT_memory_budget, else the
+        heap's size less what numba_vulkan has allocated on it."""
+        v = vk.module()
+        budget = None
+        if "VK_EXT_memory_budget" in Instance.device_extensions(self.physical):
+            budget = vk.new("VkPhysicalDeviceMemoryBudgetPropertiesEXT*", {
+                "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT})
+        props2 = vk.new("VkPhysicalDeviceMemoryProperties2*", {
+            "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+            "pNext": budget if budget is not None else v.ffi.NULL})
+        v.lib.vkGetPhysicalDeviceMemoryProperties2(self.physical, props2)
+        props = props2.memoryProperties
+        heaps = [i for i in range(props.memoryHeapCount)
+                 if props.memoryHeaps[i].flags & v.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT] or [0]
+        heap = max(heaps, key=lambda i: props.memoryHeaps[i].size)
+        total = props.memoryHeaps[heap].size
+        if budget is not None:
+            free = budget.heapBudget[heap] - budget.heapUsage[heap]
+        else:
+            with self._allocated_lock:
+                free = total - self.allocated.get(heap, 0)
+        return max(0, min(free, total)), total
+
+    def count_allocation(self, memory_type, nbytes):
+        """Note ``nbytes`` (negative: freed) of memory of ``memory_type``, for
+        :meth:`memory_info`."""
+        heap = self.memory_types[memory_type][1]
+        with self._allocated_lock:
+            self.allocated[heap] = self.allocated.get(heap, 0) + nbytes
 
     def _memory_types(self):
         v = vk.module()
@@ -711,7 +810,7 @@ def current_device():
 get_current_device = current_device
 
 
-class Gpu:
+class Gpu(CudaAttributes):
     """One logical device, as an entry of :data:`gpus`; opened on first use.
 
     ``with nv.gpus[i]:`` makes it the calling thread's current device inside

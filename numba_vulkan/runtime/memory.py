@@ -96,6 +96,7 @@ class Buffer:
             self._destroy_buffer()
             vk.check(result, f"vkAllocateMemory of {requirements.size} bytes")
         self.memory = memory[0]
+        device.count_allocation(index, requirements.size)
         vk.check(lib.vkBindBufferMemory(device.handle, self.handle, self.memory, 0),
                  "vkBindBufferMemory")
         flags = device.memory_types[index][0]
@@ -111,7 +112,7 @@ class Buffer:
             self.mapped = (ctypes.c_char * self.nbytes).from_address(
                 int(ffi.cast("uintptr_t", pointer[0])))
         self._finalizer = weakref.finalize(self, Buffer._release, device, self.handle,
-                                           self.memory)
+                                           self.memory, index, requirements.size)
         # At exit the finalizer would run even while the queue still uses the
         # buffer (a copy not waited for): freeing it then crashed the driver.
         # Devices are never destroyed, so the process's end frees it.
@@ -122,10 +123,11 @@ class Buffer:
         v.lib.vkDestroyBuffer(self.device.handle, self.handle, v.ffi.NULL)
 
     @staticmethod
-    def _release(device, handle, memory):
+    def _release(device, handle, memory, memory_type, nbytes):
         v = vk.module()
         v.lib.vkDestroyBuffer(device.handle, handle, v.ffi.NULL)
         v.lib.vkFreeMemory(device.handle, memory, v.ffi.NULL)
+        device.count_allocation(memory_type, -nbytes)
 
     def host_view(self):
         """The mapped memory as a uint8 NumPy array, or None if not mappable."""
