@@ -24,6 +24,9 @@ _COMPLEX = ("complex64", "complex128")
 # How a launch passes each argument (_Plan.kinds).
 _ARRAY, _SCALAR, _COMPLEX_SCALAR, _RECORD_SCALAR = range(4)
 
+#: What a parameter without a default has in ``_defaults``.
+_NO_DEFAULT = object()
+
 #: Options of ``nv.jit`` and what they do (from :mod:`numba_vulkan.jitoptions`).
 OPTIONS = {name: option.description for name, option in jitoptions.OPTIONS.items()}
 
@@ -325,6 +328,8 @@ class VulkanDispatcher:
         self._lock = threading.RLock()
         self._plans = {}
         self._compiled = {}
+        # Numba's typing of a signature, which another workgroup size reuses.
+        self._typed = {}
         self._device_functions = {}
         self._inspected = {}
 
@@ -427,7 +432,7 @@ class VulkanDispatcher:
                 if compiled is None:
                     from numba_vulkan.compiler import stages
                     compiled = stages.compile(self.py_func, sig, threads, target, self.options,
-                                              shared_bytes=shared_bytes)
+                                              shared_bytes=shared_bytes, typed=self._typed)
                 self._compiled[key] = compiled
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
@@ -441,7 +446,8 @@ class VulkanDispatcher:
                         f"{self.__qualname__}({', '.join(sig)})")
                 if compiled is None:
                     from numba_vulkan.compiler import stages
-                    compiled = stages.compile(self.py_func, sig, threads, target, self.options)
+                    compiled = stages.compile(self.py_func, sig, threads, target, self.options,
+                                              typed=self._typed)
                     kernelcache.store_compiled(cache_key, compiled, config.validate())
                 self._compiled[key] = compiled
             return compiled
@@ -451,8 +457,22 @@ class VulkanDispatcher:
         names = self.__dict__.get("_names")
         if names is None:
             import inspect
-            names = self.__dict__["_names"] = list(inspect.signature(self.py_func).parameters)
+            parameters = inspect.signature(self.py_func).parameters
+            names = self.__dict__["_names"] = list(parameters)
+            self.__dict__["_defaults"] = [_NO_DEFAULT if p.default is p.empty else p.default
+                                          for p in parameters.values()]
         return names
+
+    def _with_defaults(self, args):
+        """``args`` followed by the defaults of the parameters they leave out
+        (``def k(a, n=16)`` launched as ``k[g, t](a)``), as a Python call
+        would take them; unchanged when they are all given or some missing one
+        has no default."""
+        count = len(self._parameter_names)
+        missing = self.__dict__["_defaults"][len(args):count]
+        if not missing or any(d is _NO_DEFAULT for d in missing):
+            return args
+        return (*args, *missing)
 
     def _argument_error(self, args):
         for name, value in zip(self._parameter_names, args):
@@ -592,7 +612,8 @@ class VulkanDispatcher:
                         lookup.refused_by_driver(compiled, exc)
                         from numba_vulkan.compiler import stages
                         compiled = stages.compile(self.py_func, sig, threads, device.target,
-                                                  self.options, shared_bytes=shared_bytes)
+                                                  self.options, shared_bytes=shared_bytes,
+                                                  typed=self._typed)
                         self._compiled[(sig, threads, device.target) + (
                             (shared_bytes,) if shared_bytes else ())] = compiled
                         plan = _Plan(compiled, device)
@@ -616,6 +637,8 @@ class VulkanDispatcher:
         return current_device()
 
     def _launch(self, groups, threads, args, shared_bytes=0, stream=None):
+        if len(args) < len(self._parameter_names):
+            args = self._with_defaults(args)
         device = opened_device() or self._open_device()
         if stream is not None:
             stream = queue.resolve(stream, device)

@@ -344,3 +344,20 @@ def test_a_stored_kernel_keeps_its_error_table_and_a_crafted_one_is_a_miss(jit, 
         lie(metadata["metadata"])
         kernelcache.store_kernel(name, dict(good, kernel=metadata))
         assert kernelcache.load_compiled(*args) is None
+
+
+def test_workers_take_runs_of_one_kernel_and_signature_in_order():
+    # A run shares Numba's result of its first module; about three per worker.
+    from types import SimpleNamespace
+    full, narrow = SimpleNamespace(name="full"), SimpleNamespace(name="narrow")
+
+    def task(kernel, signature, threads, profile=full):
+        return SimpleNamespace(kernel=kernel, signature=signature, threads=threads,
+                               options=(), profile=profile, shared_bytes=0)
+    tasks = ([task("m:a", ("f8",), t) for t in range(7)] + [task("m:a", ("f8",), 0, narrow)]
+             + [task("m:b", ("f4",), t) for t in range(4)])
+    chunks = build._chunks([(t, None) for t in tasks], 2)
+    assert [t for chunk in chunks for t in chunk] == tasks
+    assert [len(chunk) for chunk in chunks] == [2, 2, 2, 1, 1, 2, 2]
+    assert all(len({build._group(t) for t in chunk}) == 1 for chunk in chunks)
+    assert [len(c) for c in build._chunks([(t, None) for t in tasks], 16)] == [1] * len(tasks)

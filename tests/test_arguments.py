@@ -399,3 +399,22 @@ def test_numpy_scalars_as_arguments():
     for flag in (np.bool_(True), np.bool_(False)):
         pick.forall(4)(out, flag, np.float32(1.5), np.int64(3))
         np.testing.assert_array_equal(out, 4.5 if flag else -1.5)
+
+
+@nv.jit
+def _fill_with_defaults(out, value=np.float32(2.5), count=3):
+    i = nv.global_id(0)
+    if i < count:
+        out[i] = value
+
+
+def test_left_out_arguments_take_their_defaults():
+    out = np.zeros(5, np.float32)
+    _fill_with_defaults[1, 8](out)
+    np.testing.assert_array_equal(out, [2.5, 2.5, 2.5, 0, 0])
+    _fill_with_defaults[1, 8](out, np.float32(-1))
+    np.testing.assert_array_equal(out, [-1, -1, -1, 0, 0])
+    _fill_with_defaults.forall(8)(out, np.float32(4), 5)
+    np.testing.assert_array_equal(out, [4] * 5)
+    with pytest.raises(TypeError, match="takes 3 arguments, 0 were given"):
+        _fill_with_defaults[1, 8]()

@@ -107,8 +107,8 @@ class Result:
             (seconds from the start to the first compile, in this process
             alone), ``after`` (from the last compile's end to the end),
             ``parent_cpu`` (this process's CPU seconds outside compiles) and
-            ``modules``: per compiled module, its kernel, threads and
-            profile, the ``worker`` process (numbered in order of first
+            ``modules``: per compiled module, its kernel, signature, threads
+            and profile, the ``worker`` process (numbered in order of first
             use), its ``start`` (seconds after the build's), wall
             ``seconds`` and ``cpu`` seconds (its worker's own and that of
             the tools it ran; not the backend child's, which outlives it).
@@ -186,7 +186,7 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
             # A narrow profile asks for narrowing: no need to warn about it.
             warnings.simplefilter("ignore", NarrowingWarning)
             compiled = stages.compile(kernel.py_func, tuple(sig), tuple(threads), target,
-                                      dict(options), shared_bytes=shared_bytes)
+                                      dict(options), shared_bytes=shared_bytes, typed=_TYPED)
         binary = strip_debug(compiled.spirv)
         meta = {"capabilities": spirv.capabilities(binary),
                 "params": [p.to_json() for p in compiled.params],
@@ -213,6 +213,11 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
     return binary, meta
 
 
+#: Numba's results of this process's compiles of one build (``stages.compile``'s
+#: ``typed``): another workgroup size of a kernel and signature takes its IR.
+_TYPED = {}
+
+
 def _cpu():
     """CPU seconds of this process, and of the children it waited for."""
     if resource is None:
@@ -220,6 +225,12 @@ def _cpu():
     own = resource.getrusage(resource.RUSAGE_SELF)
     tools = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, tools.ru_utime + tools.ru_stime
+
+
+def _timed_compiles(argument_lists):
+    """:func:`_timed_compile` of each arguments in turn: a worker's share of
+    one kernel and signature (:func:`_chunks`)."""
+    return [_timed_compile(*arguments) for arguments in argument_lists]
 
 
 def _timed_compile(*arguments):
@@ -412,8 +423,14 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
     build_keys = dict(pending)
     pending = _from_remote(pending, done)
     # Longest first, so that no worker starts a long module when the others
-    # are done: a kernel's bytecode is a fair guess at its compile time.
-    pending.sort(key=lambda item: -_size(dispatchers[item[0].kernel]))
+    # are done: a kernel's bytecode is a fair guess at its compile time. The
+    # workgroup sizes of one kernel, signature and profile follow each other,
+    # so that they take Numba's result of the first (_TYPED).
+    groups = {}
+    for task, _ in pending:
+        groups.setdefault(_group(task), len(groups))
+    pending.sort(key=lambda item: (-_size(dispatchers[item[0].kernel]), groups[_group(item[0])]))
+    _TYPED.clear()
     result.remote = sum(1 for _, _, how in done.values() if how == _REMOTE)
     total = len(tasks)
     count = len(done) + len(result.failures)
@@ -456,8 +473,8 @@ def _timings(timed, start, seconds, cpu):
     (``(task, timing)`` pairs) and this process ``cpu`` seconds of its own."""
     workers, modules = {}, []
     for task, (pid, begun, wall, own, tools) in sorted(timed, key=lambda item: item[1][1]):
-        modules.append({"kernel": task.kernel, "threads": list(task.threads),
-                        "profile": task.profile.name,
+        modules.append({"kernel": task.kernel, "signature": list(task.signature),
+                        "threads": list(task.threads), "profile": task.profile.name,
                         "worker": workers.setdefault(pid, len(workers)),
                         "start": round(begun - start, 4), "seconds": round(wall, 4),
                         "cpu": round(own + tools, 4)})
@@ -467,6 +484,26 @@ def _timings(timed, start, seconds, cpu):
     last = max((m["start"] + m["seconds"] for m in modules), default=seconds)
     return {"before": round(first, 4), "after": round(max(seconds - last, 0.0), 4),
             "parent_cpu": round(cpu - here, 4), "modules": modules}
+
+
+def _group(task):
+    """What the modules that can share Numba's result have in common."""
+    return (task.kernel, task.signature, task.options, task.profile.name, task.shared_bytes)
+
+
+def _chunks(pending, workers):
+    """``pending``, in its order, cut into runs of one :func:`_group` for the
+    workers to take one run at a time: about three runs per worker, so that
+    a run's modules share Numba's work and the last runs are short enough
+    to even out the workers' ends."""
+    size = max(1, -(-len(pending) // (3 * workers)))
+    chunks = []
+    for task, _ in pending:
+        if chunks and len(chunks[-1]) < size and _group(chunks[-1][-1]) == _group(task):
+            chunks[-1].append(task)
+        else:
+            chunks.append([task])
+    return chunks
 
 
 def _size(dispatcher):
@@ -607,16 +644,21 @@ def _run(pending, m, jobs, scheduler=None):
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
                                                     initializer=_worker_init,
                                                     initargs=initargs) as pool:
-            futures = {pool.submit(_timed_compile, *arguments(task)): task
-                       for task, _ in pending}
+            futures = {pool.submit(_timed_compiles, [arguments(task) for task in chunk]): chunk
+                       for chunk in _chunks(pending, workers)}
             gc.unfreeze()
             backend.release(backends)
             for future in concurrent.futures.as_completed(futures):
-                task = futures[future]
+                chunk = futures[future]
                 try:
-                    yield (task, *outcome(future.result()))
+                    values = future.result()
                 except Exception as exc:  # a worker died or raised outside the compile
-                    yield task, f"the build worker failed: {type(exc).__name__}: {exc}", None
+                    for task in chunk:
+                        yield (task, f"the build worker failed: {type(exc).__name__}: {exc}",
+                               None)
+                    continue
+                for task, value in zip(chunk, values):
+                    yield (task, *outcome(value))
     finally:
         gc.unfreeze()
         backend.release(backends, wait=True)

@@ -90,6 +90,8 @@ class Compilation:
         loop_check: Whether the module reports reaching the target's loop
             limit there (:mod:`numba_vulkan.codegen.looplimit`).
         shared_bytes: Bytes of dynamic shared memory it is compiled for.
+        typed: Where the ``numba`` stage keeps its results across compiles
+            (:func:`compile`'s ``typed``), or None.
     """
 
     pyfunc: object
@@ -114,6 +116,7 @@ class Compilation:
     status: int = None
     loop_check: bool = False
     shared_bytes: int = 0
+    typed: dict = None
 
     @property
     def label(self):
@@ -190,9 +193,16 @@ def _numba(job):
     # Its start-up (a Python process loading LLVM) overlaps Numba's work.
     backend.start()
     from numba_vulkan.compiler.compile import compile_kernel, numba_types
-    kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
-                               job.options, job.target.float32_atomic_add,
-                               job.target.max_push_constants, job.shared_bytes)
+    key = _typing_key(job)
+    kernel_ir = None if key is None else job.typed.get(key)
+    if kernel_ir is None:
+        kernel_ir = compile_kernel(job.pyfunc, numba_types(job.signature), job.target.narrowed,
+                                   job.options, job.target.float32_atomic_add,
+                                   job.target.max_push_constants, job.shared_bytes)
+        if key is not None:
+            job.typed[key] = kernel_ir
+            while len(job.typed) > _TYPED_KEPT:
+                del job.typed[next(iter(job.typed))]
     _warn_if_narrowed(job, kernel_ir)
     job.kernel_ir = kernel_ir
     job.sources = kernel_ir.modules
@@ -200,6 +210,26 @@ def _numba(job):
     job.status = next((p.binding for p in kernel_ir.params if p.kind == "status"),
                       len(job.bindings))
     return "\n".join(kernel_ir.modules)
+
+
+#: Results of the ``numba`` stage a ``typed`` dictionary keeps, the latest.
+_TYPED_KEPT = 8
+
+
+def _typing_key(job):
+    """Everything Numba's result depends on, the workgroup size not among it:
+    the key of ``job.typed``, or None to compile afresh."""
+    if job.typed is None:
+        return None
+    target = job.target
+    key = (job.pyfunc, job.signature, tuple(sorted(target.narrowed)),
+           target.float32_atomic_add, target.max_push_constants,
+           tuple(sorted(job.options.items())), job.shared_bytes)
+    try:
+        hash(key)
+    except TypeError:  # an option of an unhashable value
+        return None
+    return key
 
 
 def _warn_if_narrowed(job, kernel_ir):
@@ -285,7 +315,7 @@ STAGES = (
           "buffer handle and an element index instead of a byte address", llvm=True),
     Stage("unroll", _codegen("unroll_hints"), "on a target with a loop limit (lavapipe's), "
           "innermost loops left only from their latch are marked to be "
-          "unrolled 16 times"),
+          "unrolled 16 times, fewer if their body is large"),
     Stage("reoptimize", _codegen("reoptimise"), "optimised again, with what the rewrite "
           "exposed", llvm=True),
     Stage("structurize", _codegen("structure"), "structured control flow: one merge block per "
@@ -451,7 +481,8 @@ def run(job, stages=None):
     return job
 
 
-def compile(pyfunc, signature, threads, target, options=None, name=None, shared_bytes=0):
+def compile(pyfunc, signature, threads, target, options=None, name=None, shared_bytes=0,
+            typed=None):
     """Compile a kernel for one signature, workgroup size and target.
 
     Args:
@@ -464,6 +495,13 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
         shared_bytes: Bytes of dynamic shared memory (``shared.array(0, dtype)``
             views them); the kernel cache tells sizes apart by the IR, which
             holds the size.
+        typed: A dictionary in which the ``numba`` stage keeps its latest
+            results, to take one for another workgroup size of the same
+            kernel, signature, options and target instead of typing and
+            lowering the kernel again: Numba's result does not depend on
+            the workgroup size. For a caller whose functions and their
+            globals do not change meanwhile (an AOT build); None compiles
+            afresh.
 
     Returns:
         The :class:`~numba_vulkan.compiled.CompiledKernel`.
@@ -472,7 +510,8 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
         CompilerError: The kernel cannot be compiled.
     """
     job = Compilation(pyfunc, name or pyfunc.__qualname__, tuple(signature), tuple(threads),
-                      target, target, dict(options or {}), shared_bytes=shared_bytes)
+                      target, target, dict(options or {}), shared_bytes=shared_bytes,
+                      typed=typed)
     job = run(job)
     kernel_ir = job.kernel_ir
     metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
