@@ -32,7 +32,8 @@ before its first module and after its last, from ``aot build --json``'s
 timings) and its share, the build process's own CPU, the modules' CPU, each
 worker's busy time and the straggler (the first worker out of work waiting
 for the last), the ``-j 1`` modules' time distribution, a model (the ``-j 1``
-serial time plus its modules dealt to N workers as each frees up) and the
+serial time plus its modules dealt to N workers as each frees up, in the runs
+of one kernel and signature the build hands out) and the
 host's own ceiling (N processes of pure CPU work against one, which
 hyper-threads and clocks limit). Prints tables and
 writes ``aot_LABEL.json`` to ``--out`` (``benchmarks/results/``);
@@ -323,7 +324,9 @@ def _phases(summary, wall):
             "module_cpu": sum(m["cpu"] for m in modules),
             "worker_busy": sum(m["seconds"] for m in modules) / workers,
             "straggler": max(ends.values()) - min(ends.values()) if ends else 0.0,
-            "module_seconds": [m["seconds"] for m in modules]}
+            "module_seconds": [m["seconds"] for m in modules],
+            "module_groups": [json.dumps([m["kernel"], m["signature"], m["profile"]])
+                              for m in modules]}
 
 
 def _distribution(seconds):
@@ -339,16 +342,36 @@ def _distribution(seconds):
 
 def _model(serial_run, job_counts):
     """Predicted wall time at each job count from the ``-j 1`` run: its serial
-    time, plus its modules, in the order it built them, handed to ``jobs``
-    workers as each frees up (what the pool does). Per-worker start-up,
-    contention and the host's cores (hyper-threads) are what the
-    measurement adds to it."""
+    time, plus its modules, in the order it built them, in the runs of one
+    kernel and signature the build hands out (``build._chunks``), each run
+    to the worker that frees up first. A run other than the first of its
+    kernel and signature types it again: it costs what a first module costs
+    over the others of its kernel and signature (the median over them; the
+    build's very first module, which sets up the process, left out).
+    Per-worker start-up, contention and the host's cores (hyper-threads)
+    are what the measurement adds to it."""
     import heapq
+    seconds, groups = serial_run["module_seconds"], serial_run["module_groups"]
+    members = {}
+    for k, group in enumerate(groups):
+        members.setdefault(group, []).append(seconds[k])
+    extras = [times[0] - statistics.median(times[1:]) for times in members.values()
+              if len(times) > 1 and times is not members[groups[0]]]
+    retype = max(statistics.median(extras), 0.0) if extras else 0.0
     out = {}
     for jobs in job_counts:
+        size = len(seconds) if jobs == 1 else max(1, -(-len(seconds) // (3 * jobs)))
+        runs, seen = [], set()
+        for k, group in enumerate(groups):
+            if runs and runs[-1][0] == group and runs[-1][1] < size:
+                runs[-1][1] += 1
+                runs[-1][2] += seconds[k]
+            else:
+                runs.append([group, 1, seconds[k] + (retype if group in seen else 0.0)])
+                seen.add(group)
         free = [0.0] * jobs
-        for seconds in serial_run["module_seconds"]:
-            heapq.heapreplace(free, free[0] + seconds)
+        for _, _, cost in runs:
+            heapq.heapreplace(free, free[0] + cost)
         out[jobs] = serial_run["serial_seconds"] + max(free)
     return out
 
@@ -395,8 +418,9 @@ def print_throughput(throughput):
               f"{row['cpu_seconds']:9.2f}{row['modules_per_second']:11.2f}"
               f"{row['speedup']:9.2f}x{row['model_speedup']:7.2f}x{ceiling:7.2f}x")
     print("  model: the -j 1 run's serial time plus its modules dealt to N workers as each "
-          "frees up;\n  host: N processes of pure CPU work against one (cores, "
-          "hyper-threads, clock)")
+          "frees up,\n  in runs of one kernel and signature (each run past a kernel and "
+          "signature's first types it again);\n  host: N processes of pure CPU work against "
+          "one (cores, hyper-threads, clock)")
     print(f"\n{'jobs':>6}{'startup':>9}{'serial':>9}{'serial %':>10}{'parent CPU':>12}"
           f"{'module CPU':>12}{'busy/worker':>13}{'straggler':>11}   (seconds)")
     for row in throughput["table"].values():

@@ -69,15 +69,14 @@ def inexact_float32():
 
 @contextlib.contextmanager
 def contract():
-    """Float multiplies and adds may be fused (no ``NoContraction``), as NVVM does by default."""
-    from numba_vulkan import spirv
+    """Float multiplies and adds the driver may fuse (no ``NoContraction``
+    anywhere, libclc's operations too); ``fastmath={"contract"}`` fuses only
+    the kernel's own, in the IR."""
     from numba_vulkan.codegen import exact
 
     def wrap(original):
-        def decorate(binary):
-            header, instructions = spirv.parse(binary)
-            exact._preserve_special_values(header, instructions)
-            return spirv.assemble(header, instructions)
+        def decorate(binary, operations=True, special_values=True):
+            return original(binary, False, special_values)
         return decorate
     with _patched(exact, "decorate", wrap):
         yield

@@ -48,6 +48,8 @@ class Benchmark:
     threads: tuple = (256,)
     #: For a plainly written variant, the name of the benchmark it rewrites.
     tuned: str = None
+    #: Names of the arrays the kernel writes (a class attribute, not a field).
+    written = ()
 
     @property
     def function(self):
@@ -63,12 +65,13 @@ class Benchmark:
         raise NotImplementedError
 
     def arguments(self):
-        """Argument names in the kernel's order."""
-        raise NotImplementedError
+        """Argument names in the kernel's order: the parameters of the source's function."""
+        return tuple(re.search(r"^def \w+\(([^)]*)\)", self.source, re.M).group(1)
+                     .replace(" ", "").split(","))
 
     def outputs(self):
         """Names of the arrays the kernel writes."""
-        raise NotImplementedError
+        return self.written
 
     def grid(self, size):
         """``(groups, threads)`` of the launch, as tuples."""
@@ -78,8 +81,8 @@ class Benchmark:
         return groups, threads
 
     def extent(self, size):
-        """Invocations needed along each launch axis."""
-        raise NotImplementedError
+        """Invocations needed along each launch axis: ``size`` along each by default."""
+        return (size,) * self.ndim
 
     def check(self, inputs, results):
         """Raise AssertionError unless ``results`` (host arrays) are right."""
@@ -111,21 +114,14 @@ def saxpy_cpu(a, x, y):
 
 
 class Saxpy(Benchmark):
+    written = ("y",)
+
     def describe(self, size):
         return f"{_pow2(size)} float32"
 
     def inputs(self, size, rng):
         return {"a": np.float32(2.0), "x": rng.random(size, dtype=np.float32),
                 "y": rng.random(size, dtype=np.float32)}
-
-    def arguments(self):
-        return ("a", "x", "y")
-
-    def outputs(self):
-        return ("y",)
-
-    def extent(self, size):
-        return (size,)
 
     def check(self, inputs, results):
         expected = inputs["a"] * inputs["x"] + inputs["y"]
@@ -189,20 +185,13 @@ def reduce_cpu(x, out):
 
 
 class Reduce(Benchmark):
+    written = ("out",)
+
     def describe(self, size):
         return f"{_pow2(size)} float32"
 
     def inputs(self, size, rng):
         return {"x": rng.random(size, dtype=np.float32), "out": np.zeros(1, np.float32)}
-
-    def arguments(self):
-        return ("x", "out")
-
-    def outputs(self):
-        return ("out",)
-
-    def extent(self, size):
-        return (size,)
 
     def check(self, inputs, results):
         expected = np.sum(inputs["x"], dtype=np.float64)
@@ -256,6 +245,8 @@ def matmul_cpu(a, b, c):
 
 
 class Matmul(Benchmark):
+    written = ("c",)
+
     def describe(self, size):
         return f"{size}x{size} float32"
 
@@ -263,15 +254,6 @@ class Matmul(Benchmark):
         return {"a": rng.random((size, size), dtype=np.float32),
                 "b": rng.random((size, size), dtype=np.float32),
                 "c": np.zeros((size, size), np.float32)}
-
-    def arguments(self):
-        return ("a", "b", "c")
-
-    def outputs(self):
-        return ("c",)
-
-    def extent(self, size):
-        return (size, size)
 
     def check(self, inputs, results):
         size = inputs["a"].shape[0]
@@ -333,6 +315,8 @@ MAX_ITER = 256
 
 
 class Mandelbrot(Benchmark):
+    written = ("counts",)
+
     def describe(self, size):
         return f"{size}x{size} {self.real}, {MAX_ITER} iter"
 
@@ -340,15 +324,6 @@ class Mandelbrot(Benchmark):
         real = np.dtype(self.real).type
         return {"counts": np.zeros((size, size), np.int32), "x0": real(-2.0),
                 "y0": real(-1.25), "step": real(2.5 / size), "max_iter": np.int32(MAX_ITER)}
-
-    def arguments(self):
-        return ("counts", "x0", "y0", "step", "max_iter")
-
-    def outputs(self):
-        return ("counts",)
-
-    def extent(self, size):
-        return (size, size)
 
     def check(self, inputs, results):
         counts = inputs["counts"]
@@ -412,21 +387,14 @@ def stencil_cpu(a, b):
 
 
 class Stencil(Benchmark):
+    written = ("b",)
+
     def describe(self, size):
         return f"{size}x{size} float32"
 
     def inputs(self, size, rng):
         return {"a": rng.random((size, size), dtype=np.float32),
                 "b": np.zeros((size, size), np.float32)}
-
-    def arguments(self):
-        return ("a", "b")
-
-    def outputs(self):
-        return ("b",)
-
-    def extent(self, size):
-        return (size, size)
 
     def check(self, inputs, results):
         a = inputs["a"]
@@ -462,21 +430,14 @@ def histogram_cpu(data, bins):
 
 
 class Histogram(Benchmark):
+    written = ("bins",)
+
     def describe(self, size):
         return f"{_pow2(size)} int32, 256 bins"
 
     def inputs(self, size, rng):
         return {"data": rng.integers(0, 256, size, dtype=np.int32),
                 "bins": np.zeros(256, np.int32)}
-
-    def arguments(self):
-        return ("data", "bins")
-
-    def outputs(self):
-        return ("bins",)
-
-    def extent(self, size):
-        return (size,)
 
     def check(self, inputs, results):
         expected = np.bincount(inputs["data"], minlength=256).astype(np.int32)
@@ -502,20 +463,13 @@ def tiny_cpu(x):
 
 
 class Tiny(Benchmark):
+    written = ("x",)
+
     def describe(self, size):
         return f"{size} float32: launch + synchronize"
 
     def inputs(self, size, rng):
         return {"x": rng.random(size, dtype=np.float32)}
-
-    def arguments(self):
-        return ("x",)
-
-    def outputs(self):
-        return ("x",)
-
-    def extent(self, size):
-        return (size,)
 
     def check(self, inputs, results):
         np.testing.assert_array_equal(results["x"], inputs["x"] + np.float32(1.0))
@@ -674,6 +628,9 @@ def conv2d_cpu(image, weights, out):
 class Conv2d(Benchmark):
     """A 5x5 filter over an image, zero outside it."""
 
+    written = ("out",)
+
+
     def describe(self, size):
         return f"{size}x{size} float32, 5x5 filter"
 
@@ -681,15 +638,6 @@ class Conv2d(Benchmark):
         return {"image": rng.random((size, size), dtype=np.float32),
                 "weights": rng.random((5, 5), dtype=np.float32),
                 "out": np.zeros((size, size), np.float32)}
-
-    def arguments(self):
-        return ("image", "weights", "out")
-
-    def outputs(self):
-        return ("out",)
-
-    def extent(self, size):
-        return (size, size)
 
     def check(self, inputs, results):
         image = inputs["image"].astype(np.float64)
@@ -737,18 +685,15 @@ def transpose_cpu(a, out):
 class Transpose(Benchmark):
     """32x32 tiles through workgroup memory, 32x8 groups of 4 rows each."""
 
+    written = ("out",)
+
+
     def describe(self, size):
         return f"{size}x{size} float32, 32x32 tiles"
 
     def inputs(self, size, rng):
         return {"a": rng.random((size, size), dtype=np.float32),
                 "out": np.zeros((size, size), np.float32)}
-
-    def arguments(self):
-        return ("a", "out")
-
-    def outputs(self):
-        return ("out",)
 
     def extent(self, size):
         return (size, -(-size // 32) * 8)
@@ -793,6 +738,9 @@ def scan_cpu(x, out, totals):
 class Scan(Benchmark):
     """Inclusive prefix sums within each 256-element block, and each block's total."""
 
+    written = ("out", "totals")
+
+
     def describe(self, size):
         return f"{_pow2(size)} int32, 256-blocks"
 
@@ -800,15 +748,6 @@ class Scan(Benchmark):
         return {"x": rng.integers(0, 100, size, dtype=np.int32),
                 "out": np.zeros(size, np.int32),
                 "totals": np.zeros(-(-size // 256), np.int32)}
-
-    def arguments(self):
-        return ("x", "out", "totals")
-
-    def outputs(self):
-        return ("out", "totals")
-
-    def extent(self, size):
-        return (size,)
 
     def check(self, inputs, results):
         x = inputs["x"]
@@ -871,6 +810,9 @@ NBODY_FLOPS = 19
 class Nbody(Benchmark):
     """One explicit step of softened gravity between every pair of bodies."""
 
+    written = ("new_pos", "new_vel")
+
+
     def describe(self, size):
         return f"{size} bodies float32, all pairs"
 
@@ -881,15 +823,6 @@ class Nbody(Benchmark):
                 "new_pos": np.zeros((size, 4), np.float32),
                 "new_vel": np.zeros((size, 4), np.float32),
                 "dt": np.float32(0.01), "eps2": np.float32(1e-3)}
-
-    def arguments(self):
-        return ("pos", "vel", "new_pos", "new_vel", "dt", "eps2")
-
-    def outputs(self):
-        return ("new_pos", "new_vel")
-
-    def extent(self, size):
-        return (size,)
 
     def check(self, inputs, results):
         pos = inputs["pos"].astype(np.float64)
@@ -937,6 +870,9 @@ SPMV_ROW = 16
 class Spmv(Benchmark):
     """``y = A @ x`` for a random CSR matrix, one row per invocation."""
 
+    written = ("y",)
+
+
     def describe(self, size):
         return f"{_pow2(size)} rows, ~{SPMV_ROW}/row, float32 CSR"
 
@@ -948,15 +884,6 @@ class Spmv(Benchmark):
         return {"indptr": indptr, "indices": rng.integers(0, size, nnz, dtype=np.int32),
                 "data": rng.random(nnz, dtype=np.float32),
                 "x": rng.random(size, dtype=np.float32), "y": np.zeros(size, np.float32)}
-
-    def arguments(self):
-        return ("indptr", "indices", "data", "x", "y")
-
-    def outputs(self):
-        return ("y",)
-
-    def extent(self, size):
-        return (size,)
 
     def check(self, inputs, results):
         indptr = inputs["indptr"]

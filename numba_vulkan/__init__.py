@@ -22,9 +22,9 @@ import sys
 from numba_vulkan import aot
 from numba_vulkan.compiled import CompiledKernel
 from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
-from numba_vulkan.errors import (AOTError, CacheWarning, CompilerError, DriverError,
-                                 LaunchError, NarrowingWarning, ToolError, UnsupportedError, ValidationError,
-                                 VulkanError)
+from numba_vulkan.errors import (AOTError, AOTWarning, CacheWarning, CompilerError, DriverError,
+                                 LaunchError, ManifestError, NarrowingWarning, NotReportedError,
+                                 ToolError, UnsupportedError, ValidationError, VulkanError)
 from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
                                      brev, clz, const, fence, ffs, fp16, global_id, global_size, grid,
                                      gridsize, group_id, lane_id, local, local_id, local_size,
@@ -52,8 +52,8 @@ __all__ = [
     "register_numba_target",
     "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
-    "ValidationError", "DriverError", "LaunchError", "AOTError", "NarrowingWarning", "aot",
-    "CacheWarning",
+    "ValidationError", "DriverError", "NotReportedError", "LaunchError", "AOTError",
+    "ManifestError", "NarrowingWarning", "AOTWarning", "aot", "CacheWarning",
 ]
 
 # numba.vectorize(..., target="vulkan") where Numba is already loaded; loading

@@ -328,6 +328,8 @@ class VulkanDispatcher:
         self._lock = threading.RLock()
         self._plans = {}
         self._compiled = {}
+        # Numba's typing of a signature, which another workgroup size reuses.
+        self._typed = {}
         self._device_functions = {}
         self._inspected = {}
 
@@ -430,7 +432,7 @@ class VulkanDispatcher:
                 if compiled is None:
                     from numba_vulkan.compiler import stages
                     compiled = stages.compile(self.py_func, sig, threads, target, self.options,
-                                              shared_bytes=shared_bytes)
+                                              shared_bytes=shared_bytes, typed=self._typed)
                 self._compiled[key] = compiled
             if compiled is None:
                 from numba_vulkan.aot.loader import lookup
@@ -444,7 +446,8 @@ class VulkanDispatcher:
                         f"{self.__qualname__}({', '.join(sig)})")
                 if compiled is None:
                     from numba_vulkan.compiler import stages
-                    compiled = stages.compile(self.py_func, sig, threads, target, self.options)
+                    compiled = stages.compile(self.py_func, sig, threads, target, self.options,
+                                              typed=self._typed)
                     kernelcache.store_compiled(cache_key, compiled, config.validate())
                 self._compiled[key] = compiled
             return compiled
@@ -609,7 +612,8 @@ class VulkanDispatcher:
                         lookup.refused_by_driver(compiled, exc)
                         from numba_vulkan.compiler import stages
                         compiled = stages.compile(self.py_func, sig, threads, device.target,
-                                                  self.options, shared_bytes=shared_bytes)
+                                                  self.options, shared_bytes=shared_bytes,
+                                                  typed=self._typed)
                         self._compiled[(sig, threads, device.target) + (
                             (shared_bytes,) if shared_bytes else ())] = compiled
                         plan = _Plan(compiled, device)

@@ -8,91 +8,90 @@ workgroup to ask.
 import types
 
 
-def _device_only(name):
+def _device_only(name, doc):
     def stub(*args, **kwargs):
         raise RuntimeError(f"numba_vulkan.{name}() can only be called inside a kernel")
     stub.__name__ = name
     stub.__qualname__ = name
     stub.__module__ = "numba_vulkan"
+    stub.__doc__ = doc
     return stub
 
 
-global_id = _device_only("global_id")
-global_id.__doc__ = """Index of this invocation in the whole launch along ``axis`` (0, 1 or 2)."""
+global_id = _device_only("global_id", """\
+Index of this invocation in the whole launch along ``axis`` (0, 1 or 2).""")
 
-local_id = _device_only("local_id")
-local_id.__doc__ = """Index of this invocation inside its workgroup along ``axis``."""
+local_id = _device_only("local_id", """\
+Index of this invocation inside its workgroup along ``axis``.""")
 
-group_id = _device_only("group_id")
-group_id.__doc__ = """Index of this invocation's workgroup along ``axis``."""
+group_id = _device_only("group_id", """\
+Index of this invocation's workgroup along ``axis``.""")
 
-local_size = _device_only("local_size")
-local_size.__doc__ = """Number of invocations in a workgroup along ``axis``."""
+local_size = _device_only("local_size", """\
+Number of invocations in a workgroup along ``axis``.""")
 
-num_groups = _device_only("num_groups")
-num_groups.__doc__ = """Number of workgroups in the launch along ``axis``."""
+num_groups = _device_only("num_groups", """\
+Number of workgroups in the launch along ``axis``.""")
 
-global_size = _device_only("global_size")
-global_size.__doc__ = """Number of invocations in the launch along ``axis``."""
+global_size = _device_only("global_size", """\
+Number of invocations in the launch along ``axis``.""")
 
-grid = _device_only("grid")
-grid.__doc__ = """This invocation's index in the whole launch: ``grid(ndim)`` with ``ndim``
+grid = _device_only("grid", """\
+This invocation's index in the whole launch: ``grid(ndim)`` with ``ndim``
 1, 2 or 3 known at compile time.
 
 ``grid(1)`` is ``global_id(0)``, an int; ``grid(2)`` and ``grid(3)`` are
 tuples ``(global_id(0), global_id(1)[, global_id(2)])`` (numba.cuda's
 ``cuda.grid``).
-"""
+""")
 
-gridsize = _device_only("gridsize")
-gridsize.__doc__ = """Number of invocations in the launch: ``gridsize(ndim)``, an int for 1 and
+gridsize = _device_only("gridsize", """\
+Number of invocations in the launch: ``gridsize(ndim)``, an int for 1 and
 a tuple of ``global_size(axis)`` for 2 and 3 (numba.cuda's ``cuda.gridsize``).
-"""
+""")
 
-lane_id = _device_only("lane_id")
-lane_id.__doc__ = """Index of this invocation in its subgroup (numba.cuda's ``laneid``)."""
+lane_id = _device_only("lane_id", """\
+Index of this invocation in its subgroup (numba.cuda's ``laneid``).""")
 
-subgroup_size = _device_only("subgroup_size")
-subgroup_size.__doc__ = """Invocations per subgroup, the device's (numba.cuda's ``warpsize``): 8 on
-lavapipe, 32 on NVIDIA GPUs; code must not assume 32."""
+subgroup_size = _device_only("subgroup_size", """\
+Invocations per subgroup, the device's (numba.cuda's ``warpsize``): 8 on
+lavapipe, 32 on NVIDIA GPUs; code must not assume 32.""")
 
-barrier = _device_only("barrier")
-barrier.__doc__ = """Wait until every invocation of the workgroup reaches this call.
+barrier = _device_only("barrier", """\
+Wait until every invocation of the workgroup reaches this call.
 
 Writes to workgroup memory and to arrays made before the barrier are visible
 to the whole workgroup after it (``numba.cuda.syncthreads``). Every
 invocation of the workgroup must reach the same barrier.
-"""
+""")
 
 
-fence = _device_only("fence")
-fence.__doc__ = """Order this invocation's memory accesses device-wide: every invocation
+fence = _device_only("fence", """\
+Order this invocation's memory accesses device-wide: every invocation
 that sees a write made after the fence also sees those made before it
-(numba.cuda's ``threadfence``). Not a barrier: nothing waits."""
+(numba.cuda's ``threadfence``). Not a barrier: nothing waits.""")
 
-workgroup_fence = _device_only("workgroup_fence")
-workgroup_fence.__doc__ = """:func:`fence` for the invocations of this workgroup only (numba.cuda's
-``threadfence_block``)."""
+workgroup_fence = _device_only("workgroup_fence", """\
+:func:`fence` for the invocations of this workgroup only (numba.cuda's
+``threadfence_block``).""")
 
-barrier_count = _device_only("barrier_count")
-barrier_count.__doc__ = """:func:`barrier`, returning how many invocations of the workgroup passed
-a true ``predicate`` (numba.cuda's ``syncthreads_count``)."""
+barrier_count = _device_only("barrier_count", """\
+:func:`barrier`, returning how many invocations of the workgroup passed
+a true ``predicate`` (numba.cuda's ``syncthreads_count``).""")
 
-barrier_and = _device_only("barrier_and")
-barrier_and.__doc__ = """:func:`barrier`, returning 1 if every invocation of the workgroup passed a
-true ``predicate``, else 0 (numba.cuda's ``syncthreads_and``)."""
+barrier_and = _device_only("barrier_and", """\
+:func:`barrier`, returning 1 if every invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_and``).""")
 
-barrier_or = _device_only("barrier_or")
-barrier_or.__doc__ = """:func:`barrier`, returning 1 if any invocation of the workgroup passed a
-true ``predicate``, else 0 (numba.cuda's ``syncthreads_or``)."""
+barrier_or = _device_only("barrier_or", """\
+:func:`barrier`, returning 1 if any invocation of the workgroup passed a
+true ``predicate``, else 0 (numba.cuda's ``syncthreads_or``).""")
 
 
 def _namespace(name, doc, **members):
     namespace = types.ModuleType(f"numba_vulkan.{name}", doc)
     for member, text in members.items():
-        stub = _device_only(f"{name}.{member}")
-        stub.__doc__ = text
-        setattr(namespace, member, stub)
+        setattr(namespace, member, _device_only(f"{name}.{member}", text))
     return namespace
 
 
@@ -170,20 +169,20 @@ at launch with a ``LaunchError`` naming it.
 subgroup.size = subgroup_size
 subgroup.local_id = lane_id
 
-popc = _device_only("popc")
-popc.__doc__ = """Number of bits set in an integer (numba.cuda's ``popc``)."""
+popc = _device_only("popc", """\
+Number of bits set in an integer (numba.cuda's ``popc``).""")
 
-brev = _device_only("brev")
-brev.__doc__ = """An integer's bits in reverse order, as an unsigned integer of its width
-(numba.cuda's ``brev``)."""
+brev = _device_only("brev", """\
+An integer's bits in reverse order, as an unsigned integer of its width
+(numba.cuda's ``brev``).""")
 
-clz = _device_only("clz")
-clz.__doc__ = """Number of zero bits above an integer's highest set bit, its width for 0
-(numba.cuda's ``clz``)."""
+clz = _device_only("clz", """\
+Number of zero bits above an integer's highest set bit, its width for 0
+(numba.cuda's ``clz``).""")
 
-ffs = _device_only("ffs")
-ffs.__doc__ = """Position of an integer's lowest set bit counted from 1, or 0 if none is
-set, as a uint32 (numba.cuda's ``ffs``)."""
+ffs = _device_only("ffs", """\
+Position of an integer's lowest set bit counted from 1, or 0 if none is
+set, as a uint32 (numba.cuda's ``ffs``).""")
 
 #: numba.cuda's warp functions, which :mod:`numba_vulkan.cuda` exports
 #: (``docs/cuda.md`` says how they map onto :data:`subgroup`).
@@ -232,11 +231,11 @@ atomic = _namespace(
     Floats are compared by their bits.
     """,
 )
-atomic.compare_and_swap = _device_only("atomic.compare_and_swap")
-atomic.compare_and_swap.__doc__ = """Compare-and-swap with either arity, returning the old value:
+atomic.compare_and_swap = _device_only("atomic.compare_and_swap", """\
+Compare-and-swap with either arity, returning the old value:
     ``compare_and_swap(array, expected, value)`` works on ``array[0]`` (numba.cuda's
     meaning), ``compare_and_swap(array, index, expected, value)`` is :func:`cas`.
-    """
+    """)
 
 
 class Dim3:

@@ -353,11 +353,10 @@ def test_other_threads_or_profile_is_a_miss_naming_the_manifest_lines(project, k
     narrow = TargetDescription(float64=False, int64=False)
     with pytest.warns(AOTWarning, match="profile narrow"):
         assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1), narrow) is None
+    # A Vulkan 1.3 device runs the modules built for 1.2 (1.2 is the oldest
+    # Vulkan there is a target for).
     assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
                        TargetDescription(vulkan=(1, 3))) is not None
-    with pytest.warns(AOTWarning):
-        assert lookup.find(kernels.fill, ("int32[1d,C]", "int32"), (64, 1, 1),
-                           TargetDescription(vulkan=(1, 1))) is None
 
 
 def test_dynamic_shared_memory_entries_serve_their_size_only(project, entries, kernels,

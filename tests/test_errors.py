@@ -25,6 +25,18 @@ def copy(src, dst):
         dst[i] = src[i]
 
 
+def test_every_error_and_warning_class_is_public():
+    # Users catch what the docs name (NotReportedError, AOTWarning) as nv.<name>.
+    from numba_vulkan import errors
+    defined = {name for name, value in vars(errors).items()
+               if isinstance(value, type) and issubclass(value, (Exception, Warning))
+               and value.__module__ == errors.__name__}
+    assert {"NotReportedError", "AOTWarning", "LaunchError"} <= defined
+    assert {name for name in defined if getattr(nv, name, None) is not getattr(errors, name)} \
+        == set()
+    assert defined <= set(nv.__all__)
+
+
 def test_wrong_argument_type_names_parameter():
     with pytest.raises(TypeError, match="parameter 'dst'"):
         copy.forall(4)(np.zeros(4), "not an array")

@@ -65,6 +65,28 @@ def record(monkeypatch):
     return ran
 
 
+def test_a_kernel_launched_with_another_workgroup_size_is_not_typed_again(uncached,
+                                                                         monkeypatch, rng):
+    from numba_vulkan.compiler import compile as compiler
+    typings = []
+    real = compiler.compile_kernel
+
+    def counted(*args, **kwargs):
+        typings.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile_kernel", counted)
+    kernel = nv.jit(scale.py_func)
+    x = rng.random(100).astype(np.float32)
+    for threads in (64, 32, 128):
+        out = np.zeros_like(x)
+        kernel[-(-x.size // threads), threads](x, out)
+        np.testing.assert_allclose(out, expected_scale(x), rtol=1e-6)
+    assert len(typings) == 1
+    kernel[4, 32](x.astype(np.float64), np.zeros(100))
+    assert len(typings) == 2
+
+
 def test_design_doc_lists_exactly_the_stages():
     with open(os.path.join(DOCS, "design.md")) as f:
         text = f.read()
@@ -250,7 +272,7 @@ def test_compiler_and_codegen_layers_import_nothing_above_them():
     assert not offenders
 
 
-def test_every_setting_config_reads_is_documented():
+def test_every_setting_config_reads_is_documented_and_every_documented_one_is_read():
     from numba_vulkan import config
     with open(config.__file__) as f:
         read = set(re.findall(r'"(NUMBA_VULKAN_[A-Z0-9_]+)"', f.read()))
@@ -258,6 +280,7 @@ def test_every_setting_config_reads_is_documented():
         documented = set(re.findall(r"^\| `(NUMBA_VULKAN_[A-Z0-9_]+)` \|", f.read(), re.M))
     assert "NUMBA_VULKAN_DUMP_STAGES" in read
     assert read <= documented, sorted(read - documented)
+    assert documented <= read, sorted(documented - read)
 
 
 def test_a_first_launch_prepares_the_compiler_while_the_device_opens():

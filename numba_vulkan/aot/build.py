@@ -107,8 +107,8 @@ class Result:
             (seconds from the start to the first compile, in this process
             alone), ``after`` (from the last compile's end to the end),
             ``parent_cpu`` (this process's CPU seconds outside compiles) and
-            ``modules``: per compiled module, its kernel, threads and
-            profile, the ``worker`` process (numbered in order of first
+            ``modules``: per compiled module, its kernel, signature, threads
+            and profile, the ``worker`` process (numbered in order of first
             use), its ``start`` (seconds after the build's), wall
             ``seconds`` and ``cpu`` seconds (its worker's own and that of
             the tools it ran; not the backend child's, which outlives it).
@@ -473,8 +473,8 @@ def _timings(timed, start, seconds, cpu):
     (``(task, timing)`` pairs) and this process ``cpu`` seconds of its own."""
     workers, modules = {}, []
     for task, (pid, begun, wall, own, tools) in sorted(timed, key=lambda item: item[1][1]):
-        modules.append({"kernel": task.kernel, "threads": list(task.threads),
-                        "profile": task.profile.name,
+        modules.append({"kernel": task.kernel, "signature": list(task.signature),
+                        "threads": list(task.threads), "profile": task.profile.name,
                         "worker": workers.setdefault(pid, len(workers)),
                         "start": round(begun - start, 4), "seconds": round(wall, 4),
                         "cpu": round(own + tools, 4)})

@@ -172,7 +172,7 @@ def counters(text):
         for operand in inst.operands:
             operand.value = leaves.get(operand.value, operand.value)
 
-    for name in members:
+    for name in sorted(members):
         inst = defs[name]
         if inst.opcode == "phi":
             inst.type = "i32"
@@ -197,7 +197,7 @@ def _bounded_groups(members, bounded, defs):
             m = parent[m]
         return m
 
-    for name in members:
+    for name in sorted(members):
         for operand in defs[name].operands:
             if operand.value in members:
                 parent[root(operand.value)] = root(name)
@@ -240,7 +240,7 @@ def low_bits(text):
     if not members:
         return text
     lows = 0
-    for name in members:
+    for name in sorted(members):
         inst = ops[name]
         for operand in inst.operands:
             token = operand.value

@@ -1196,21 +1196,23 @@ class _Rewriter:
             if ty != wide:
                 lines.append(f"{inst.name} = bitcast {wide} {total} to {ty}")
         else:
-            value = inst.operands[0].value
-            if ty != wide:
-                bits = self.fresh()
-                lines.append(f"{bits} = bitcast {ty} {value} to {wide}")
-                value = bits
+            value = self._bitcast(inst.operands[0].value, ty, wide, lines)
             for k, ptr in enumerate(pointers):
                 shifted, part = self.fresh(), self.fresh()
                 lines += [f"{shifted} = lshr {wide} {value}, {8 * unit * k}",
                           f"{part} = trunc {wide} {shifted} to {piece}"]
-                if elem != piece:
-                    typed = self.fresh()
-                    lines.append(f"{typed} = bitcast {piece} {part} to {elem}")
-                    part = typed
+                part = self._bitcast(part, piece, elem, lines)
                 lines.append(f"store {flags}{elem} {part}, ptr addrspace({space}) {ptr}{tail}")
         return out + [ir.instruction(text) for text in lines]
+
+    def _bitcast(self, value, ty, to, lines):
+        """``value``, of type ``ty``, as a ``to``: a bitcast appended to
+        ``lines`` where the two differ."""
+        if ty == to:
+            return value
+        cast = self.fresh()
+        lines.append(f"{cast} = bitcast {ty} {value} to {to}")
+        return cast
 
     def in_word_access(self, inst, ty, binding, offset, flags):
         """A load or store of a 1- or 2-byte ``ty`` inside a 32-bit word of
@@ -1236,11 +1238,7 @@ class _Rewriter:
             if ty != narrow:
                 lines.append(f"{inst.name} = bitcast {narrow} {name} to {ty}")
         else:
-            value = inst.operands[0].value
-            if ty != narrow:
-                cast = self.fresh()
-                lines.append(f"{cast} = bitcast {ty} {value} to {narrow}")
-                value = cast
+            value = self._bitcast(inst.operands[0].value, ty, narrow, lines)
             wide, put, mask, keep = self.fresh(), self.fresh(), self.fresh(), self.fresh()
             lines += [f"{wide} = zext {narrow} {value} to i32",
                       f"{put} = shl i32 {wide}, {shift}",

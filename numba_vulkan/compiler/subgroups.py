@@ -514,58 +514,66 @@ def _narrowed(builder, lower, context, sig, value):
     return builder.zext(result, _i64) if wide else result
 
 
-def _lower_popc(context, builder, sig, args):
-    value, ty = args[0], sig.args[0]
-    if ty.bitwidth == 64 and not _split(context, value):
-        return _narrowed(builder, _lower_popc, context, sig, value)
-    if ty.bitwidth == 64:
-        low, high = _halves(builder, value)
-        return builder.zext(builder.add(_popc32(builder, low), _popc32(builder, high)), _i64)
-    return builder.trunc(_popc32(builder, _widen(builder, value)), value.type) \
-        if ty.bitwidth < 32 else _popc32(builder, value)
+def _bit_function(on_word, on_halves):
+    """The lowering of a bit function from its two forms: ``on_word(builder,
+    word, ty)`` for an integer of type ``ty``, 8 to 32 bits, widened to the
+    32-bit ``word``; ``on_halves(builder, low, high)`` for an int64 worked on
+    as two 32-bit halves (a narrowed int64 takes the word form of its 32-bit
+    value)."""
+    def lower(context, builder, sig, args):
+        value, ty = args[0], sig.args[0]
+        if ty.bitwidth < 64:
+            return on_word(builder, _widen(builder, value), value.type)
+        if not _split(context, value):
+            return _narrowed(builder, lower, context, sig, value)
+        return on_halves(builder, *_halves(builder, value))
+    return lower
 
 
-def _lower_brev(context, builder, sig, args):
-    value, ty = args[0], sig.args[0]
-    if ty.bitwidth == 64 and not _split(context, value):
-        return _narrowed(builder, _lower_brev, context, sig, value)
-    if ty.bitwidth == 64:
-        low, high = _halves(builder, value)
-        return _join(builder, _brev32(builder, high), _brev32(builder, low))
-    reversed_ = _brev32(builder, _widen(builder, value))
-    if ty.bitwidth < 32:
-        return builder.trunc(builder.lshr(reversed_, _const(32 - ty.bitwidth)), value.type)
+def _popc_word(builder, word, ty):
+    count = _popc32(builder, word)
+    return builder.trunc(count, ty) if ty.width < 32 else count
+
+
+def _popc_halves(builder, low, high):
+    return builder.zext(builder.add(_popc32(builder, low), _popc32(builder, high)), _i64)
+
+
+def _brev_word(builder, word, ty):
+    reversed_ = _brev32(builder, word)
+    if ty.width < 32:
+        return builder.trunc(builder.lshr(reversed_, _const(32 - ty.width)), ty)
     return reversed_
 
 
-def _lower_clz(context, builder, sig, args):
-    value, ty = args[0], sig.args[0]
-    if ty.bitwidth == 64 and not _split(context, value):
-        return _narrowed(builder, _lower_clz, context, sig, value)
-    if ty.bitwidth == 64:
-        low, high = _halves(builder, value)
-        count = builder.select(builder.icmp_unsigned("==", high, _const(0)),
-                               builder.add(_const(32), _clz32(builder, low)),
-                               _clz32(builder, high))
-        return builder.zext(count, _i64)
-    count = _clz32(builder, _widen(builder, value))
-    if ty.bitwidth < 32:
-        return builder.trunc(builder.sub(count, _const(32 - ty.bitwidth)), value.type)
+def _brev_halves(builder, low, high):
+    return _join(builder, _brev32(builder, high), _brev32(builder, low))
+
+
+def _clz_word(builder, word, ty):
+    count = _clz32(builder, word)
+    if ty.width < 32:
+        return builder.trunc(builder.sub(count, _const(32 - ty.width)), ty)
     return count
 
 
-def _lower_ffs(context, builder, sig, args):
-    value, ty = args[0], sig.args[0]
-    if ty.bitwidth == 64 and not _split(context, value):
-        return _narrowed(builder, _lower_ffs, context, sig, value)
-    if ty.bitwidth == 64:
-        low, high = _halves(builder, value)
-        upper = _ffs32(builder, high)
-        from_high = builder.select(builder.icmp_unsigned("==", upper, _const(0)), _const(0),
-                                   builder.add(upper, _const(32)))
-        return builder.select(builder.icmp_unsigned("==", low, _const(0)), from_high,
-                              _ffs32(builder, low))
-    return _ffs32(builder, _widen(builder, value))
+def _clz_halves(builder, low, high):
+    count = builder.select(builder.icmp_unsigned("==", high, _const(0)),
+                           builder.add(_const(32), _clz32(builder, low)),
+                           _clz32(builder, high))
+    return builder.zext(count, _i64)
+
+
+def _ffs_word(builder, word, ty):
+    return _ffs32(builder, word)
+
+
+def _ffs_halves(builder, low, high):
+    upper = _ffs32(builder, high)
+    from_high = builder.select(builder.icmp_unsigned("==", upper, _const(0)), _const(0),
+                               builder.add(upper, _const(32)))
+    return builder.select(builder.icmp_unsigned("==", low, _const(0)), from_high,
+                          _ffs32(builder, low))
 
 
 def _bits_typer(name, result):
@@ -576,8 +584,11 @@ def _bits_typer(name, result):
     return typer
 
 
-_register(intrinsics.popc, _bits_typer("popc", lambda t: t), _lower_popc, 1)
+_register(intrinsics.popc, _bits_typer("popc", lambda t: t),
+          _bit_function(_popc_word, _popc_halves), 1)
 _register(intrinsics.brev, _bits_typer("brev", lambda t: types.Integer.from_bitwidth(
-    t.bitwidth, signed=False)), _lower_brev, 1)
-_register(intrinsics.clz, _bits_typer("clz", lambda t: t), _lower_clz, 1)
-_register(intrinsics.ffs, _bits_typer("ffs", lambda t: types.uint32), _lower_ffs, 1)
+    t.bitwidth, signed=False)), _bit_function(_brev_word, _brev_halves), 1)
+_register(intrinsics.clz, _bits_typer("clz", lambda t: t),
+          _bit_function(_clz_word, _clz_halves), 1)
+_register(intrinsics.ffs, _bits_typer("ffs", lambda t: types.uint32),
+          _bit_function(_ffs_word, _ffs_halves), 1)
