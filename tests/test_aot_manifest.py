@@ -176,3 +176,20 @@ def test_recorded_launches_with_dynamic_shared_memory_list_their_sizes(tmp_path)
     kernel, = yaml.safe_load(path.read_text())["kernels"]
     assert added == 2 and kernel["shared_bytes"] == [0, 128]
     assert kernel["threads"] == [[256], [32]]
+
+
+def test_a_reader_that_stops_early_ends_a_command_quietly():
+    """`... | head`: the command ends without a BrokenPipeError traceback."""
+    code = ("from numba_vulkan import cli\n"
+            "def main():\n"
+            "    for _ in range(20000):\n"
+            "        print('x' * 100)\n"
+            "    return 0\n"
+            "cli.run(main)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
+    writer.stdout.readline()
+    writer.stdout.close()
+    assert writer.wait(timeout=60) == 1
+    assert writer.stderr.read() == b""

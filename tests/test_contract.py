@@ -49,10 +49,16 @@ def test_fuse_rewrites_each_contractible_pair_and_nothing_else():
                      r"\(float %x, float %x, float \1\)", out)
     assert re.search(r"(%\S+) = fneg double %d\n  %s5 = call double @llvm\.fma\.f64"
                      r"\(double \1, double %d, double 2\.0\)", out)
-    # Without the flag on the multiply, or with two uses of it: as written.
+    # Without the flag on the multiply: as written.
     assert "%m4 = fmul float %x, %y" in out and "%s4 = fadd contract float %m4, %s2" in out
-    assert "%m6 = fmul" in out and "%b6 = fadd contract float %m6, %s4" in out
-    assert "%m = fmul" not in out and "%m2 = fmul" not in out
+    # A product of two adds is fused into both, as NVVM does, and goes.
+    assert "%a6 = call float @llvm.fma.f32(float %x, float %y, float %s)" in out
+    assert "%b6 = call float @llvm.fma.f32(float %x, float %y, float %s4)" in out
+    assert "%m = fmul" not in out and "%m2 = fmul" not in out and "%m6 = fmul" not in out
+    # A product also used otherwise stays for that use.
+    kept = contract.fuse(IR.replace("store float %a6, ptr %p", "store float %m6, ptr %p"))
+    assert "%m6 = fmul contract float %x, %y" in kept and "store float %m6, ptr %p" in kept
+    assert "%b6 = call float @llvm.fma.f32(float %x, float %y, float %s4)" in kept
     assert out.count("declare float @llvm.fma.f32") == 1
     assert contract.fuse(IR.replace("contract", "").replace("fast", "")) == \
         IR.replace("contract", "").replace("fast", "")

@@ -323,4 +323,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from numba_vulkan import cli
+    cli.run(main)

@@ -30,8 +30,11 @@ def _contractible(inst, opcode):
 
 
 def fuse(text):
-    """``text`` with each ``fadd``/``fsub`` of a single-use ``fmul``, both
-    allowing contraction, computed by one ``llvm.fma``."""
+    """``text`` with each ``fadd``/``fsub`` of an ``fmul``, both allowing
+    contraction, computed by one ``llvm.fma``. As NVVM does (LLVM's
+    aggressive fusion for NVIDIA GPUs), a product with several uses is fused
+    into each add that uses it (``zr*zr + zi*zi`` and ``zr*zr - zi*zi +
+    cr``), and the multiply stays only for uses that are not adds."""
     module = ir.parse(text)
     used = set()
     for function in module.functions:
@@ -48,55 +51,52 @@ def fuse(text):
 
 
 def _fuse_function(function):
-    uses = {}
-    for inst in function.instructions():
-        for _, value in inst.values():
-            if isinstance(value, str) and value.startswith("%"):
-                uses[value] = uses.get(value, 0) + 1
     products = {inst.name: inst for inst in function.instructions()
-                if _contractible(inst, "fmul") and uses.get(inst.name) == 1}
+                if _contractible(inst, "fmul")}
     if not products:
         return False
-    fused = set()
     counter = 0
+    fused = False
     for block in function.blocks:
         out = []
         for inst in block.instructions:
-            sum_ = None
+            build = None
             if _contractible(inst, "fadd") or _contractible(inst, "fsub"):
-                sum_ = _fused(inst, products, fused)
-            if sum_ is None:
+                build = _fused(inst, products)
+            if build is None:
                 out.append(inst)
                 continue
             counter += 1
-            negations, call = sum_(f"%nv.fma.{counter}")
-            out.extend(negations)
-            out.append(call)
+            out.extend(build(f"%nv.fma.{counter}"))
+            fused = True
         block.instructions = out
     if not fused:
         return False
+    # A product every use of which was fused is left without uses.
+    uses = set()
+    for inst in function.instructions():
+        uses.update(value for _, value in inst.values() if isinstance(value, str))
     for block in function.blocks:
-        block.instructions = [inst for inst in block.instructions if inst.name not in fused]
+        block.instructions = [inst for inst in block.instructions
+                              if inst.name not in products or inst.name in uses]
     return True
 
 
-def _fused(inst, products, fused):
-    """A builder of ``inst`` as an fma of one of its operands' products, or
-    None. ``a*b + c``, ``c + a*b``, ``a*b - c`` (``fma(a, b, -c)``) and
-    ``c - a*b`` (``fma(-a, b, c)``)."""
+def _fused(inst, products):
+    """A builder of the lines computing ``inst`` as an fma of its first
+    operand that is a product, or None. ``a*b + c``, ``c + a*b``, ``a*b - c``
+    (``fma(a, b, -c)``) and ``c - a*b`` (``fma(-a, b, c)``)."""
     left, right = (o.value for o in inst.operands)
     ty = inst.operands[0].type
     for position, name in ((0, left), (1, right)):
         product = products.get(name)
-        if product is None or name in fused:
+        if product is None:
             continue
         other = right if position == 0 else left
         negate_addend = inst.opcode == "fsub" and position == 0
         negate_product = inst.opcode == "fsub" and position == 1
-        fused.add(name)
 
-        def build(stem, product=product, other=other, negate_addend=negate_addend,
-                  negate_product=negate_product):
+        def build(stem):
             a, b = (o.value for o in product.operands)
             lines, c = [], other
             if negate_addend:
@@ -105,8 +105,8 @@ def _fused(inst, products, fused):
             if negate_product:
                 lines.append(ir.instruction(f"{stem}.neg = fneg {ty} {a}"))
                 a = f"{stem}.neg"
-            call = ir.instruction(f"{inst.name} = call {ty} @llvm.fma.{_TYPES[ty]}"
-                                  f"({ty} {a}, {ty} {b}, {ty} {c})")
-            return lines, call
+            lines.append(ir.instruction(f"{inst.name} = call {ty} @llvm.fma.{_TYPES[ty]}"
+                                        f"({ty} {a}, {ty} {b}, {ty} {c})"))
+            return lines
         return build
     return None
