@@ -113,6 +113,12 @@ def counters(text):
     """Rewrite the closed groups of bounded 64-bit counters in ``text`` (IR
     of a module) as 32-bit values."""
     module = ir.parse(text)
+    return str(module) if narrow_counters(module) else text
+
+
+def narrow_counters(module):
+    """:func:`counters` on the IR model ``module``, in place; returns whether
+    it changed anything."""
     defs, leaves = {}, {}
     for inst in _instructions(module):
         if inst.name is None:
@@ -122,7 +128,7 @@ def counters(text):
         if _sign_extended(inst) is not None:
             leaves[inst.name] = _sign_extended(inst)
     if not defs:
-        return text
+        return False
     uses = _uses(module, defs.keys() | leaves.keys())
 
     members = set(defs)
@@ -164,7 +170,7 @@ def counters(text):
                 changed = True
     members = _bounded_groups(members, bounded, defs)
     if not members:
-        return text
+        return False
 
     def narrow(inst):
         inst.flags = [] if inst.opcode != "icmp" else inst.flags
@@ -183,7 +189,7 @@ def counters(text):
         for use in uses.get(name, ()):
             if not _untruncate(module, use) and _is_compare(use) and use.name not in members:
                 narrow(use)
-    return str(module)
+    return True
 
 
 def _bounded_groups(members, bounded, defs):

@@ -140,7 +140,10 @@ def _narrowed(text, count, routed):
     phi it narrows."""
     suffix = f".v{count}"
     counter, kept = False, set()
-    for function in ir.parse(int32.counters(text)).functions:
+    module = ir.parse(text)
+    # Read from the model it rewrote, not from its text parsed again.
+    int32.narrow_counters(module)
+    for function in module.functions:
         for inst in function.instructions():
             if inst.opcode != "phi" or inst.type != "i32" or not inst.name:
                 continue
