@@ -134,8 +134,8 @@ def pi_darts(states, samples, hits, total):
     cuda.atomic.add(total, 0, inside)
 
 
-@numba.njit
 def pi_darts_cpu(states, samples):
+    """The same draws on the host: the generator's functions take NumPy states."""
     hits = np.zeros(states.shape[0], np.int64)
     for tid in range(states.shape[0]):
         for _ in range(samples):
@@ -689,8 +689,8 @@ def complex_functions(z, out):
         w = z[i]
         out[i, 0] = cmath.exp(w) * w.conjugate()
         out[i, 1] = cmath.sqrt(w) + abs(w)
-        out[i, 2] = cmath.log(w) / (1 + 2j)
-        out[i, 3] = complex(w.imag, w.real) ** 2 - cmath.polar(w)[1]
+        out[i, 2] = w / (1 + 2j) - 1j * w
+        out[i, 3] = complex(w.imag, w.real) ** 2 - w.real
 
 
 def test_julia_set_on_complex64():
@@ -716,8 +716,8 @@ def test_complex64_functions(rng):
     out = np.zeros((z.size, 4), np.complex64)
     complex_functions.forall(z.size)(z, out)
     z = z.astype(np.complex128)
-    expected = np.stack([np.exp(z) * z.conj(), np.sqrt(z) + np.abs(z), np.log(z) / (1 + 2j),
-                         (z.imag + 1j * z.real) ** 2 - np.angle(z)], axis=1)
+    expected = np.stack([np.exp(z) * z.conj(), np.sqrt(z) + np.abs(z), z / (1 + 2j) - 1j * z,
+                         (z.imag + 1j * z.real) ** 2 - z.real], axis=1)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -1614,3 +1614,595 @@ def test_reduce_and_atomics_returning_the_old_value(rng):
     assert best[0] == x.max() and best[1] == x.size
     # The invocation holding the maximum saw a smaller old value.
     assert tickets[np.argmax(x)] and 1 <= tickets.sum() <= x.size
+
+
+# --------------------------------------------------------------------------
+# Batched small linear solves: Gaussian elimination with partial pivoting in
+# private 2-d arrays, one system per thread
+
+NSYS = 4
+NCOLS = NSYS + 1
+
+
+@cuda.jit
+def batched_solve(a, b, x, singular):
+    s = cuda.grid(1)
+    if s >= a.shape[0]:
+        return
+    m = cuda.local.array((NSYS, NCOLS), dtype=float64)
+    for r in range(NSYS):
+        for c in range(NSYS):
+            m[r, c] = a[s, r, c]
+        m[r, NSYS] = b[s, r]
+    singular[s] = False
+    for col in range(NSYS):
+        pivot = col
+        for r in range(col + 1, NSYS):
+            if abs(m[r, col]) > abs(m[pivot, col]):
+                pivot = r
+        if m[pivot, col] == 0.0:
+            singular[s] = True
+            return
+        if pivot != col:
+            for c in range(NSYS + 1):
+                m[col, c], m[pivot, c] = m[pivot, c], m[col, c]
+        for r in range(NSYS):
+            if r == col:
+                continue
+            f = m[r, col] / m[col, col]
+            for c in range(col, NSYS + 1):
+                m[r, c] -= f * m[col, c]
+    for r in range(NSYS - 1, -1, -1):
+        x[s, r] = m[r, NSYS] / m[r, r]
+
+
+def test_batched_gaussian_elimination(rng):
+    n = 300
+    a = rng.normal(size=(n, NSYS, NSYS))
+    a[7] = 0.0
+    a[11, :, 2] = 0.0
+    b = rng.normal(size=(n, NSYS))
+    x = np.zeros((n, NSYS))
+    singular = np.zeros(n, np.bool_)
+    batched_solve.forall(n)(a, b, x, singular)
+    expected_singular = np.zeros(n, bool)
+    expected_singular[[7, 11]] = True
+    np.testing.assert_array_equal(singular, expected_singular)
+    ok = ~expected_singular
+    np.testing.assert_allclose(x[ok], np.linalg.solve(a[ok], b[ok][..., None])[..., 0],
+                               rtol=1e-8, atol=1e-8)
+
+
+# --------------------------------------------------------------------------
+# Label propagation inside a block until nothing changes: syncthreads_or,
+# a shared array declared in a device function
+
+CC_THREADS = 64
+
+
+@cuda.jit(device=True)
+def block_count(predicate):
+    """How many threads of the block have ``predicate``, through a shared
+    counter of this device function's own."""
+    counter = cuda.shared.array(1, dtype=int32)
+    if cuda.threadIdx.x == 0:
+        counter[0] = 0
+    cuda.syncthreads()
+    if predicate:
+        cuda.atomic.add(counter, 0, 1)
+    cuda.syncthreads()
+    total = counter[0]
+    cuda.syncthreads()
+    return total
+
+
+@cuda.jit
+def propagate_labels(mask, labels, rounds, members):
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    inside = i < mask.size and mask[i] > 0
+    label = i if inside else -1
+    lab = cuda.shared.array(CC_THREADS, dtype=cuda.int64)
+    lab[t] = label
+    cuda.syncthreads()
+    changed = True
+    count = 0
+    while changed:
+        best = lab[t]
+        if best >= 0:
+            if t > 0 and lab[t - 1] >= 0:
+                best = min(best, lab[t - 1])
+            if t + 1 < CC_THREADS and lab[t + 1] >= 0:
+                best = min(best, lab[t + 1])
+        cuda.syncthreads()
+        mine = best != lab[t]
+        lab[t] = best
+        changed = cuda.syncthreads_or(mine)
+        count += 1
+    if i < labels.size:
+        labels[i] = lab[t]
+    roots = block_count(inside and lab[t] == i)
+    if t == 0:
+        rounds[cuda.blockIdx.x] = count
+        members[cuda.blockIdx.x] = roots
+
+
+def test_label_propagation_until_no_change(rng):
+    n = 300
+    mask = (rng.random(n) < 0.7).astype(np.int32)
+    labels = np.zeros(n, np.int64)
+    blocks = (n + CC_THREADS - 1) // CC_THREADS
+    rounds = np.zeros(blocks, np.int64)
+    roots = np.zeros(blocks, np.int64)
+    propagate_labels[blocks, CC_THREADS](mask, labels, rounds, roots)
+    expected = np.full(n, -1)
+    longest = np.zeros(blocks, np.int64)
+    for i in range(n):
+        if mask[i]:
+            start = i
+            while start > 0 and mask[start - 1] and (start - 1) // CC_THREADS == i // CC_THREADS:
+                start -= 1
+            expected[i] = start
+            longest[i // CC_THREADS] = max(longest[i // CC_THREADS], i - start)
+    np.testing.assert_array_equal(labels, expected)
+    # One round per step of the longest run, and one that changes nothing.
+    np.testing.assert_array_equal(rounds, longest + 1)
+    # The runs of each block, counted by the starts that label themselves.
+    starts = np.nonzero(expected == np.arange(n))[0]
+    np.testing.assert_array_equal(roots, np.bincount(starts // CC_THREADS, minlength=blocks))
+
+
+# --------------------------------------------------------------------------
+# Per-block float sums through atomics on shared memory, and device-array
+# views as kernel arguments
+
+SEG_THREADS = 128
+
+
+@cuda.jit
+def segment_sums(values, segment, sums):
+    partial = cuda.shared.array(8, dtype=float32)
+    t = cuda.threadIdx.x
+    if t < 8:
+        partial[t] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < values.size:
+        cuda.atomic.add(partial, segment[i], values[i])
+    cuda.syncthreads()
+    if t < 8:
+        cuda.atomic.add(sums, (cuda.blockIdx.x % 2, t), partial[t])
+
+
+@cuda.jit
+def add_one(view):
+    i, j = cuda.grid(2)
+    if i < view.shape[0] and j < view.shape[1]:
+        view[i, j] += 1
+
+
+def test_shared_float_atomics_and_device_views(rng):
+    values = (rng.integers(-64, 64, 5000) / 8).astype(np.float32)
+    segment = rng.integers(0, 8, 5000).astype(np.int32)
+    sums = cuda.to_device(np.zeros((2, 8), np.float32))
+    blocks = (values.size + SEG_THREADS - 1) // SEG_THREADS
+    segment_sums[blocks, SEG_THREADS](values, segment, sums)
+    parity = (np.arange(values.size) // SEG_THREADS) % 2
+    expected = np.zeros((2, 8))
+    np.add.at(expected, (parity, segment), values)
+    np.testing.assert_array_equal(sums.copy_to_host(), expected)
+    # Views of a device array: a block of rows and columns, and a column.
+    base = np.arange(60, dtype=np.int64).reshape(6, 10)
+    d = cuda.to_device(base)
+    add_one[(1, 1), (8, 8)](d[1:4, 2:7])
+    add_one[(1, 1), (8, 8)](d[:, 9:])
+    expected = base.copy()
+    expected[1:4, 2:7] += 1
+    expected[:, 9:] += 1
+    np.testing.assert_array_equal(d.copy_to_host(), expected)
+    np.testing.assert_array_equal(d[2].copy_to_host(), expected[2])
+
+
+# --------------------------------------------------------------------------
+# Narrow integers: int16 and uint16 images, wrapping stores, float to int
+# conversions of negatives, booleans counted as ints
+
+
+@cuda.jit
+def narrow_ints(img, a, b, out16, out8, counts):
+    i = cuda.grid(1)
+    if i < img.size:
+        out16[i, 0] = img[i] * 3
+        out16[i, 1] = a[i] * b[i]
+        out16[i, 2] = int(a[i] / 3.0)
+        out8[i, 0] = img[i]
+        out8[i, 1] = -a[i] // 5
+        c = 0
+        for k in range(8, 0, -3):
+            c += (img[i] >> k) & 1 == 1
+        counts[i] = c + (a[i] < 0) + (b[i] > 0)
+
+
+def test_narrow_integer_types(rng):
+    n = 2000
+    img = rng.integers(0, 65536, n).astype(np.uint16)
+    a = rng.integers(-2**15, 2**15, n).astype(np.int16)
+    b = rng.integers(-2**15, 2**15, n).astype(np.int16)
+    out16 = np.zeros((n, 3), np.int16)
+    out8 = np.zeros((n, 2), np.int8)
+    counts = np.zeros(n, np.int32)
+    narrow_ints.forall(n)(img, a, b, out16, out8, counts)
+    i64 = lambda v: v.astype(np.int64)  # noqa: E731
+    np.testing.assert_array_equal(out16[:, 0], (i64(img) * 3).astype(np.int16))
+    np.testing.assert_array_equal(out16[:, 1], (i64(a) * i64(b)).astype(np.int16))
+    np.testing.assert_array_equal(out16[:, 2], np.trunc(a / 3.0).astype(np.int16))
+    np.testing.assert_array_equal(out8[:, 0], img.astype(np.int8))
+    np.testing.assert_array_equal(out8[:, 1], ((-i64(a)) // 5).astype(np.int8))
+    bits = sum((i64(img) >> k) & 1 for k in (8, 5, 2))
+    np.testing.assert_array_equal(counts, bits + (a < 0) + (b > 0))
+
+
+# --------------------------------------------------------------------------
+# More of the math module
+
+
+@cuda.jit
+def more_math(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        out[i, 0] = math.log2(v) + math.log10(v)
+        out[i, 1] = math.sinh(v / 4) - math.cosh(v / 8) + math.tanh(v)
+        out[i, 2] = math.asin(1 / (1 + v)) + math.acos(-1 / (1 + v)) + math.atan(v)
+        out[i, 3] = math.degrees(math.radians(v * 10))
+        out[i, 4] = math.pi * math.e if v > 0 else -math.inf
+
+
+def test_more_math_functions(rng):
+    x = rng.uniform(0.1, 12.0, 500)
+    out = np.zeros((500, 5))
+    more_math.forall(500)(x, out)
+    expected = np.stack([np.log2(x) + np.log10(x), np.sinh(x / 4) - np.cosh(x / 8) + np.tanh(x),
+                         np.arcsin(1 / (1 + x)) + np.arccos(-1 / (1 + x)) + np.arctan(x),
+                         x * 10, np.full(500, math.pi * math.e)], axis=1)
+    np.testing.assert_allclose(out, expected, rtol=1e-13, atol=1e-14)
+
+
+# --------------------------------------------------------------------------
+# NumPy arrays launched on a stream inside auto_synchronize; dynamic shared
+# memory split into two views
+
+
+@cuda.jit
+def pairwise_dynamic(x, y, out):
+    buf = cuda.shared.array(0, dtype=float32)
+    t = cuda.threadIdx.x
+    n = cuda.blockDim.x
+    xs = buf[:n]
+    ys = buf[n:2 * n]
+    i = cuda.grid(1)
+    xs[t] = x[i] if i < x.size else 0
+    ys[t] = y[i] if i < y.size else 0
+    cuda.syncthreads()
+    if i < out.size:
+        out[i] = xs[t] * ys[n - 1 - t]
+
+
+def test_numpy_arrays_on_a_stream_with_dynamic_shared_memory(rng):
+    x = rng.integers(-50, 50, 1000).astype(np.float32)
+    y = rng.integers(-50, 50, 1000).astype(np.float32)
+    out = np.zeros_like(x)
+    stream = cuda.stream()
+    threads = 64
+    with stream.auto_synchronize():
+        d_y = cuda.to_device(y, stream=stream)
+        pairwise_dynamic[(x.size + threads - 1) // threads, threads, stream,
+                         2 * threads * 4](x, d_y, out)
+    blocks = np.arange(x.size) // threads
+    t = np.arange(x.size) % threads
+    partner = blocks * threads + threads - 1 - t
+    expected = x * np.where(partner < y.size, y[np.minimum(partner, y.size - 1)], 0)
+    np.testing.assert_array_equal(out, expected)
+
+
+# --------------------------------------------------------------------------
+# Records with array fields: rigid transforms of bodies, a structured
+# device array made on the device
+
+BODY = np.dtype([("pos", np.float64, (3,)), ("vel", np.float32, (3,)), ("id", np.int32),
+                 ("flags", np.uint8)])
+
+
+@cuda.jit
+def transform_bodies(bodies, rot, shift, moved):
+    i = cuda.grid(1)
+    if i >= bodies.shape[0]:
+        return
+    b = bodies[i]
+    p = cuda.local.array(3, dtype=float64)
+    for r in range(3):
+        p[r] = rot[r, 0] * b.pos[0] + rot[r, 1] * b.pos[1] + rot[r, 2] * b.pos[2]
+    for r in range(3):
+        b.pos[r] = p[r] + shift[r]
+        b.vel[r] = -b.vel[r]
+    b.flags |= 1 if b.pos[2] > 0 else 2
+    if b.flags & 2:
+        cuda.atomic.add(moved, 0, 1)
+    bodies[i]["id"] = b.id * 10
+
+
+def test_records_with_array_fields(rng):
+    n = 400
+    bodies = np.zeros(n, BODY)
+    bodies["pos"] = rng.integers(-8, 9, (n, 3))
+    bodies["vel"] = rng.integers(-8, 9, (n, 3)) / 4
+    bodies["id"] = np.arange(n)
+    bodies["flags"] = rng.integers(0, 2, n) * 4
+    # A rotation by 90 degrees about x, and a shift: exact in float64.
+    rot = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])
+    shift = np.array([0.5, -1.0, 0.25])
+    d_bodies = cuda.to_device(bodies)
+    moved = cuda.to_device(np.zeros(1, np.int32))
+    transform_bodies.forall(n)(d_bodies, rot, shift, moved)
+    got = d_bodies.copy_to_host()
+    pos = bodies["pos"] @ rot.T + shift
+    np.testing.assert_array_equal(got["pos"], pos)
+    np.testing.assert_array_equal(got["vel"], -bodies["vel"])
+    flags = bodies["flags"] | np.where(pos[:, 2] > 0, 1, 2).astype(np.uint8)
+    np.testing.assert_array_equal(got["flags"], flags)
+    np.testing.assert_array_equal(got["id"], np.arange(n) * 10)
+    assert moved.copy_to_host()[0] == (pos[:, 2] <= 0).sum()
+
+
+# --------------------------------------------------------------------------
+# Device functions with keyword and default arguments, nested three deep
+# with early returns; integer powers and divmod
+
+
+@cuda.jit(device=True)
+def lerp(a, b, t=0.5):
+    return a + (b - a) * t
+
+
+@cuda.jit(device=True)
+def classify(v, lo=0, hi=100):
+    if v < lo:
+        return -1
+    if v >= hi:
+        return 1
+    return 0
+
+
+@cuda.jit(device=True)
+def score(v, weight):
+    c = classify(v, hi=50)
+    if c != 0:
+        return c * weight ** 2
+    q, r = divmod(v, 7)
+    return q * 2 ** r - weight
+
+
+@cuda.jit
+def keywords_and_powers(values, weights, out, mid):
+    i = cuda.grid(1)
+    if i < values.size:
+        out[i, 0] = score(values[i], weights[i])
+        out[i, 1] = lerp(values[i], weights[i])
+        out[i, 2] = lerp(values[i], weights[i], t=0.25)
+        out[i, 3] = lerp(b=values[i], a=weights[i], t=mid)
+
+
+def _score_py(v, w):
+    c = -1 if v < 0 else (1 if v >= 50 else 0)
+    if c != 0:
+        return c * w ** 2
+    q, r = divmod(v, 7)
+    return q * 2 ** r - w
+
+
+def test_keyword_arguments_and_integer_powers(rng):
+    values = rng.integers(-20, 80, 600).astype(np.int64)
+    weights = rng.integers(-9, 10, 600).astype(np.int64)
+    out = np.zeros((600, 4))
+    keywords_and_powers.forall(600)(values, weights, out, 0.75)
+    np.testing.assert_array_equal(out[:, 0], [_score_py(int(v), int(w))
+                                              for v, w in zip(values, weights)])
+    np.testing.assert_array_equal(out[:, 1], values + (weights - values) * 0.5)
+    np.testing.assert_array_equal(out[:, 2], values + (weights - values) * 0.25)
+    np.testing.assert_array_equal(out[:, 3], weights + (values - weights) * 0.75)
+
+
+# --------------------------------------------------------------------------
+# An image histogram of 256 bins in shared memory, indexed by uint8 pixels;
+# a kernel cached on disk and one compiled with fastmath
+
+
+@cuda.jit(cache=True)
+def histogram256(img, bins):
+    local = cuda.shared.array(256, dtype=int32)
+    t = cuda.threadIdx.x
+    for k in range(t, 256, cuda.blockDim.x):
+        local[k] = 0
+    cuda.syncthreads()
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for k in range(start, img.size, stride):
+        cuda.atomic.add(local, img[k], 1)
+    cuda.syncthreads()
+    for k in range(t, 256, cuda.blockDim.x):
+        if local[k]:
+            cuda.atomic.add(bins, k, local[k])
+
+
+@cuda.jit(fastmath=True)
+def normalise_fast(v, out):
+    i = cuda.grid(1)
+    if i < v.shape[0]:
+        n = math.sqrt(v[i, 0] * v[i, 0] + v[i, 1] * v[i, 1] + v[i, 2] * v[i, 2])
+        inv = 1.0 / n
+        for k in range(3):
+            out[i, k] = v[i, k] * inv
+
+
+def test_shared_histogram_of_pixels_cached_and_fastmath(rng):
+    img = rng.integers(0, 256, 50_000).astype(np.uint8)
+    img[:1000] = 255
+    bins = np.zeros(256, np.int32)
+    histogram256[16, 128](img, bins)
+    np.testing.assert_array_equal(bins, np.bincount(img, minlength=256))
+    v = rng.normal(size=(1000, 3)).astype(np.float32)
+    out = np.zeros_like(v)
+    normalise_fast.forall(1000)(v, out)
+    np.testing.assert_allclose(out, v / np.linalg.norm(v, axis=1, keepdims=True), rtol=1e-5)
+
+
+# --------------------------------------------------------------------------
+# Debug prints of one line per block; extrema per row by int64 atomics on a
+# 2-d array
+
+
+@cuda.jit
+def row_extrema(x, ext):
+    r, c = cuda.grid(2)
+    if r < x.shape[0] and c < x.shape[1]:
+        cuda.atomic.min(ext, (r, 0), x[r, c])
+        cuda.atomic.max(ext, (r, 1), x[r, c])
+        cuda.atomic.exch(ext, (r, 2), r)
+    if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
+        print("block", cuda.blockIdx.x, cuda.blockIdx.y, "of", cuda.gridDim.x * cuda.gridDim.y)
+
+
+def test_row_extrema_with_debug_prints(rng, capfd):
+    x = rng.integers(-2**40, 2**40, (20, 30)).astype(np.int64)
+    ext = np.zeros((20, 3), np.int64)
+    ext[:, 0] = np.iinfo(np.int64).max
+    ext[:, 1] = np.iinfo(np.int64).min
+    row_extrema[(3, 4), (8, 8)](x, ext)
+    np.testing.assert_array_equal(ext[:, 0], x.min(axis=1))
+    np.testing.assert_array_equal(ext[:, 1], x.max(axis=1))
+    np.testing.assert_array_equal(ext[:, 2], np.arange(20))
+    lines = sorted(capfd.readouterr().out.splitlines())
+    assert lines == sorted(f"block {bx} {by} of 12" for bx in range(3) for by in range(4))
+
+
+# --------------------------------------------------------------------------
+# Warp-level code: an inclusive scan by shfl_up_sync, warp-aggregated
+# atomics through match_any_sync, a loop left when no lane is active
+
+
+@cuda.jit
+def warp_scan(x, out, warp_totals):
+    i = cuda.grid(1)
+    lane = cuda.laneid
+    v = x[i] if i < x.size else 0
+    d = 1
+    while d < cuda.warpsize:
+        up = cuda.shfl_up_sync(0xFFFFFFFF, v, d)
+        if lane >= d:
+            v += up
+        d *= 2
+    if i < x.size:
+        out[i] = v
+    if lane == cuda.warpsize - 1:
+        warp_totals[i // cuda.warpsize] = v
+
+
+@cuda.jit
+def aggregated_histogram(keys, bins, leaders):
+    i = cuda.grid(1)
+    if i < keys.size:
+        key = keys[i]
+        peers = cuda.match_any_sync(cuda.activemask(), key)
+        leader = cuda.ffs(peers) - 1
+        if cuda.laneid == leader:
+            cuda.atomic.add(bins, key, cuda.popc(peers))
+            cuda.atomic.add(leaders, 0, 1)
+
+
+@cuda.jit
+def halving_steps(x, steps):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0
+    n = 0
+    active = v > 1
+    while cuda.any_sync(0xFFFFFFFF, active):
+        if active:
+            v = v // 2
+            n += 1
+            active = v > 1
+    if i < x.size:
+        steps[i] = n
+
+
+def test_warp_scan_aggregated_atomics_and_votes(rng):
+    n = 1000
+    x = rng.integers(-50, 50, n).astype(np.int32)
+    out = np.zeros(n, np.int64)
+    warps = cuda.device_array(n, np.int64)
+    warp_scan.forall(n)(x, out, warps)
+    lanes = _lanes()
+    groups = np.arange(n) // lanes
+    expected = np.concatenate([np.cumsum(x[groups == g]) for g in np.unique(groups)])
+    np.testing.assert_array_equal(out, expected)
+    keys = rng.integers(0, 6, n).astype(np.int32)
+    bins = np.zeros(6, np.int32)
+    leaders = np.zeros(1, np.int32)
+    aggregated_histogram[(n + 63) // 64, 64](keys, bins, leaders)
+    np.testing.assert_array_equal(bins, np.bincount(keys, minlength=6))
+    # One leader per distinct key of each warp.
+    assert leaders[0] == sum(len(np.unique(keys[g * lanes:(g + 1) * lanes]))
+                             for g in range((n + lanes - 1) // lanes))
+    values = rng.integers(0, 10_000, n).astype(np.int64)
+    steps = np.zeros(n, np.int64)
+    halving_steps.forall(n)(values, steps)
+    np.testing.assert_array_equal(steps, [int(v).bit_length() - 1 if v > 1 else 0
+                                          for v in values])
+
+
+def _lanes():
+    """The subgroup size a kernel sees as cuda.warpsize."""
+    @cuda.jit
+    def read(out):
+        out[0] = cuda.warpsize
+
+    out = np.zeros(1, np.int32)
+    read[1, 1](out)
+    return int(out[0])
+
+
+# --------------------------------------------------------------------------
+# Launch shapes at the edges: more groups than a dimension's limit, a block
+# of 1024 threads in three dimensions, a mapped array written in place
+
+
+@cuda.jit
+def mark_groups(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = cuda.blockIdx.x
+
+
+@cuda.jit
+def block_volume_sum(out):
+    tile = cuda.shared.array((4, 16, 16), dtype=int32)
+    tx, ty, tz = cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z
+    tile[tz, ty, tx] = tx + 16 * ty + 256 * tz
+    cuda.syncthreads()
+    if tx == 0 and ty == 0 and tz == 0:
+        s = 0
+        for z in range(4):
+            for y in range(16):
+                for x in range(16):
+                    s += tile[z, y, x]
+        out[cuda.blockIdx.x] = s
+
+
+def test_launch_shapes_at_the_edges():
+    groups = 66_000
+    out = cuda.device_array(groups, np.int32)
+    mark_groups[groups, 1](out)
+    np.testing.assert_array_equal(out.copy_to_host(), np.arange(groups))
+    sums = cuda.mapped_array(3, np.int64)
+    sums[:] = 0
+    block_volume_sum[3, (16, 16, 4)](sums)
+    cuda.synchronize()
+    np.testing.assert_array_equal(sums, [sum(range(1024))] * 3)
