@@ -2206,3 +2206,161 @@ def test_launch_shapes_at_the_edges():
     block_volume_sum[3, (16, 16, 4)](sums)
     cuda.synchronize()
     np.testing.assert_array_equal(sums, [sum(range(1024))] * 3)
+
+
+# --------------------------------------------------------------------------
+# Control flow in device functions shared with numba.njit: a return from
+# inside a loop, a byte-level state machine, a for loop with an else
+
+
+def _find_in_row(row, target):
+    for k in range(row.shape[0]):
+        if row[k] == target:
+            return k
+        if row[k] < 0:
+            return -2
+    return -1
+
+
+@numba.njit
+def is_letter(c):
+    # A numba.njit function: the host calls it, and kernels as a device function.
+    return (65 <= c <= 90) or (97 <= c <= 122)
+
+
+def _scan_text(text, start, end):
+    """Words, numbers and the longest word of ``text[start:end]``; '#'
+    comments run to the end of the line."""
+    words = numbers = longest = 0
+    i = start
+    while i < end:
+        c = text[i]
+        if is_letter(c):
+            n = 0
+            while i < end and is_letter(text[i]):
+                n += 1
+                i += 1
+            words += 1
+            longest = max(longest, n)
+            continue
+        if 48 <= c <= 57:
+            while i < end and 48 <= text[i] <= 57:
+                i += 1
+            numbers += 1
+            continue
+        if c == 35:
+            while i < end and text[i] != 10:
+                i += 1
+            continue
+        i += 1
+    return words, numbers, longest
+
+
+def _march(ox, oy, dx, dy, max_steps):
+    """Sphere tracing to circles of radius 1/4 around the integer points:
+    the distance, -1 past 50, -2 when the steps run out."""
+    t = 0.0
+    for _ in range(max_steps):
+        px, py = ox + t * dx, oy + t * dy
+        d = math.hypot(px - math.floor(px + 0.5), py - math.floor(py + 0.5)) - 0.25
+        if d < 1e-6:
+            break
+        t += d
+        if t > 50.0:
+            t = -1.0
+            break
+    else:
+        t = -2.0
+    return t
+
+
+find_in_row, scan_text, march = (cuda.jit(device=True)(f)
+                                 for f in (_find_in_row, _scan_text, _march))
+find_in_row_cpu, scan_text_cpu, march_cpu = (numba.njit(f)
+                                             for f in (_find_in_row, _scan_text, _march))
+
+
+@cuda.jit
+def control_flow(rows, target, text, starts, found, counts, rays, dist):
+    i = cuda.grid(1)
+    if i < rows.shape[0]:
+        found[i] = find_in_row(rows[i], target)
+    if i < starts.shape[0] - 1:
+        counts[i, 0], counts[i, 1], counts[i, 2] = scan_text(text, starts[i], starts[i + 1])
+    if i < rays.shape[0]:
+        dist[i] = march(rays[i, 0], rays[i, 1], rays[i, 2], rays[i, 3], 64)
+
+
+def test_control_flow_shared_with_njit(rng):
+    rows = rng.integers(0, 20, (200, 30)).astype(np.int32)
+    rows[::7, 10] = -1
+    text = np.frombuffer(b"hello world 42 times # not this 99\nfoo12bar 7 x\n" * 20, np.uint8)
+    starts = np.sort(rng.integers(0, text.size, 50))
+    starts[0], starts[-1] = 0, text.size
+    angle = rng.uniform(0, 2 * np.pi, 300)
+    rays = np.stack([rng.uniform(0.4, 0.6, 300), rng.uniform(0.4, 0.6, 300),
+                     np.cos(angle), np.sin(angle)], axis=1)
+    found = np.zeros(200, np.int64)
+    counts = np.zeros((49, 3), np.int64)
+    dist = np.zeros(300)
+    control_flow.forall(300)(rows, 7, text.copy(), starts, found, counts, rays, dist)
+    np.testing.assert_array_equal(found, [find_in_row_cpu(r, 7) for r in rows])
+    np.testing.assert_array_equal(counts, [scan_text_cpu(text, starts[k], starts[k + 1])
+                                           for k in range(49)])
+    expected = np.array([march_cpu(*r, 64) for r in rays])
+    np.testing.assert_array_equal(dist < 0, expected < 0)
+    assert (expected == -2).any() and (expected > 0).any()
+    np.testing.assert_allclose(dist, expected, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------
+# Atomics of four types on shared memory, a 2-d global table read directly
+
+
+SCALE = np.float32(8.0)
+OFFSETS = np.array([[0.0, 1.0], [2.0, 3.0]])
+
+
+@cuda.jit
+def shared_atomic_kinds(x, keys, out):
+    s64 = cuda.shared.array(4, float64)
+    i64 = cuda.shared.array(4, cuda.int64)
+    u32 = cuda.shared.array(4, cuda.uint32)
+    f32 = cuda.shared.array(4, float32)
+    t = cuda.threadIdx.x
+    if t < 4:
+        s64[t] = OFFSETS[t // 2, t % 2]
+        i64[t] = 0
+        u32[t] = 0
+        f32[t] = -np.inf
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < x.size:
+        k = keys[i]
+        cuda.atomic.add(s64, k, x[i])
+        cuda.atomic.max(i64, k, np.int64(x[i] * SCALE) << 35)
+        cuda.atomic.inc(u32, k, np.uint32(1000))
+        cuda.atomic.max(f32, k, np.float32(x[i]))
+    cuda.syncthreads()
+    if t < 4:
+        cuda.atomic.add(out, (t, 0), s64[t])
+        cuda.atomic.max(out, (t, 1), float64(i64[t] >> 35))
+        cuda.atomic.add(out, (t, 2), float64(u32[t]))
+        cuda.atomic.max(out, (t, 3), float64(f32[t]))
+
+
+def test_shared_memory_atomics_of_four_types(rng):
+    n, threads = 3000, 128
+    x = rng.integers(-64, 64, n) / 8
+    keys = rng.integers(0, 4, n).astype(np.int32)
+    out = np.zeros((4, 4))
+    out[:, [1, 3]] = -1e300
+    blocks = (n + threads - 1) // threads
+    shared_atomic_kinds[blocks, threads](x, keys, out)
+    block = np.arange(n) // threads
+    for k in range(4):
+        mine = keys == k
+        assert out[k, 0] == x[mine].sum() + blocks * OFFSETS.ravel()[k]
+        assert out[k, 1] == (x[mine] * 8).max() and out[k, 3] == x[mine].max()
+        # inc wraps past 1000: no block has that many.
+        assert out[k, 2] == sum((mine & (block == b)).sum() for b in range(blocks))

@@ -613,6 +613,14 @@ def parse(text):
                 # Numba's own printer opens the body on a line of its own.
                 continue
             if function is not None:
+                frozen = _parsed.get(stripped) if line[0].isspace() else None
+                if frozen is not None:
+                    # An instruction parsed before: whole, as no line that
+                    # continues on the next is cached.
+                    if not function.blocks:
+                        function.blocks.append(Block(None))
+                    function.blocks[-1].instructions.append(_thaw(frozen))
+                    continue
                 depth = _depth(stripped)
                 if depth > 0:
                     pending = [stripped]
