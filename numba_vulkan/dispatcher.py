@@ -21,8 +21,21 @@ from numba_vulkan.runtime.pipeline import Pipeline
 
 _COMPLEX = ("complex64", "complex128")
 
-# How a launch passes each argument (_Plan.kinds).
+# How a launch passes each argument (_Plan.kinds); a tuple's kind is a _TupleScalar.
 _ARRAY, _SCALAR, _COMPLEX_SCALAR, _RECORD_SCALAR = range(4)
+
+
+class _TupleScalar:
+    """How a launch passes a tuple of numbers: as the bytes of the record it
+    travels as (:func:`numba_vulkan.signature.tuple_record`)."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, record_text):
+        self.dtype = records.dtype(record_text)
+
+    def pack(self, value):
+        return np.array(tuple(value), self.dtype).tobytes()
 
 #: What a parameter without a default has in ``_defaults``.
 _NO_DEFAULT = object()
@@ -88,10 +101,13 @@ class _Plan:
     def __init__(self, kernel, device):
         self.kernel = kernel
         self.params = kernel.params
-        self.kinds = tuple(_ARRAY if p.kind == "array" else
+        self.kinds = tuple(_TupleScalar(p.storage) if text.startswith("(") else
+                           _ARRAY if p.kind == "array" else
                            _RECORD_SCALAR if records.is_record(p.dtype) else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
-                           for p in kernel.params if p.kind in ("array", "scalar"))
+                           for p, text in zip((p for p in kernel.params
+                                               if p.kind in ("array", "scalar")),
+                                              kernel.signature))
         if "Int64Atomics" in kernel.capabilities and "int64_atomics" not in device.info.features:
             raise LaunchError(f"{kernel.name} uses 64-bit atomics, which device "
                               f"{device.info.name} does not support")
@@ -680,8 +696,10 @@ class VulkanDispatcher:
                 flat.append(value.item() if isinstance(value, np.generic) else value)
             elif kind == _RECORD_SCALAR:
                 flat.append(value.tobytes())
-            else:
+            elif kind == _COMPLEX_SCALAR:
                 flat += (value.real, value.imag)
+            else:
+                flat.append(kind.pack(value))
         pipeline = plan.pipeline
         try:
             push = pipeline.pack(flat)

@@ -8,7 +8,9 @@ and that AOT indexes and cache keys store: a scalar is its dtype name
 or ``A`` (any strides), e.g. ``float32[1d,C]``. A record (structured)
 dtype is spelled as :func:`numba_vulkan.records.text` gives it: an array of
 them ``{x:float32@0,n:int32@4;8}[1d,C]``, a record scalar (``numpy.void``)
-``{x:float32@0,n:int32@4;8}``.
+``{x:float32@0,n:int32@4;8}``. A tuple of numbers is its items' types in
+parentheses, ``(float64,int64)``; it travels as the record of those fields
+laid out as a C struct would be (:func:`tuple_record`).
 """
 
 import re
@@ -40,8 +42,41 @@ def dtype_text(dtype):
     return "bool" if dtype == np.bool_ else dtype.name
 
 
+#: The types a tuple argument's items may have.
+TUPLE_ITEMS = frozenset(name for name in SCALAR_DTYPES if not name.startswith("complex"))
+
+
+def tuple_items(text):
+    """The item types of a tuple in text form (``"(float64,int64)"``), or
+    None if ``text`` is not a tuple's."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return None
+    items = text[1:-1].split(",")
+    if not all(item in TUPLE_ITEMS for item in items):
+        raise ValueError(f"not a kernel argument type: {text!r} (a tuple's items are "
+                         "booleans, integers or floats)")
+    return items
+
+
+#: What a tuple item narrower than 32 bits travels as, as a scalar argument does.
+_WIDENED = {"bool": "uint32", "int8": "int32", "int16": "int32", "uint8": "uint32",
+            "uint16": "uint32", "float16": "float32"}
+
+
+def tuple_record(text):
+    """The record text a tuple travels as: field ``f0``, ``f1``, ... per item
+    (one narrower than 32 bits widened, as a scalar argument is), each at its
+    natural alignment."""
+    items = tuple_items(text)
+    return records.text(np.dtype([(f"f{k}", _WIDENED.get(item, item))
+                                  for k, item in enumerate(items)], align=True))
+
+
 def parse(text):
-    """``(kind, dtype, ndim, layout)`` of a type in text form."""
+    """``(kind, dtype, ndim, layout)`` of a type in text form (a tuple's dtype
+    is the record it travels as)."""
+    if text.startswith("("):
+        return "scalar", tuple_record(text), 0, "C"
     m = _ARRAY.match(text)
     if m:
         if records.is_record(m.group(1)):
@@ -83,6 +118,12 @@ def of_value(value):
         return "complex128"
     if isinstance(value, np.void) and value.dtype.names is not None:
         return records.text(value.dtype)
+    if isinstance(value, tuple) and value:
+        items = [of_value(item) for item in value]
+        if all(item in TUPLE_ITEMS for item in items):
+            return f"({','.join(items)})"
+        raise TypeError("a tuple passed to a kernel holds booleans, integers or floats, not "
+                        + ", ".join(sorted(set(items) - TUPLE_ITEMS)))
     if isinstance(value, np.generic):
         name = value.dtype.name
         if name in SCALAR_DTYPES:

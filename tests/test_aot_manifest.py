@@ -193,3 +193,39 @@ def test_a_reader_that_stops_early_ends_a_command_quietly():
     writer.stdout.close()
     assert writer.wait(timeout=60) == 1
     assert writer.stderr.read() == b""
+
+
+TUPLE_MODULE = '''
+import numba_vulkan as nv
+
+@nv.jit
+def sized(out, shape):
+    i = nv.global_id(0)
+    if i < shape[0] * shape[1]:
+        out[i] = shape[0] + 0.5 * shape[1]
+'''
+
+
+def test_a_tuple_signature_builds_and_its_entry_serves_a_launch(tmp_path, capsys):
+    from numba_vulkan.aot.loader import lookup
+    path, module = write(tmp_path, "version: 1\noutput: out\nkernels:\n"
+                         "  - function: {module}:sized\n"
+                         "    signatures: ['void(float64[::1], UniTuple(int64, 2))']\n"
+                         "    threads: [[64]]\n", TUPLE_MODULE)
+    status, out, err = run(capsys, "build", path)
+    assert status == 0, err
+    status, out, _ = run(capsys, "list", str(tmp_path / "out"))
+    assert "void(float64[::1], UniTuple(int64, 2))" in out
+    kernel = __import__(module).sized
+    label = lookup.register(str(tmp_path / "out"))
+    try:
+        found = lookup.find(kernel, ("float64[1d,C]", "(int64,int64)"), (64, 1, 1),
+                            nv_target(), strict=True)
+        assert found is not None and found.signature == ("float64[1d,C]", "(int64,int64)")
+    finally:
+        lookup.unregister(label)
+
+
+def nv_target():
+    from numba_vulkan.runtime.device import current_device
+    return current_device().target

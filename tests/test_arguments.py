@@ -418,3 +418,54 @@ def test_left_out_arguments_take_their_defaults():
     np.testing.assert_array_equal(out, [4] * 5)
     with pytest.raises(TypeError, match="takes 3 arguments, 0 were given"):
         _fill_with_defaults[1, 8]()
+
+
+@nv.jit
+def _tuples(out, pair, mixed, shape):
+    out[0] = pair[0] + pair[1]
+    out[1] = mixed[0] * mixed[1] + mixed[2] + (10 if mixed[3] else 0) + mixed[4]
+    out[2] = shape[0] * 100 + shape[1]
+
+
+def test_tuples_of_numbers_are_arguments():
+    """A tuple of numbers passes as numba.cuda passes it (`a.shape` too),
+    its items of any width and kind (bool, int8, uint16, float32, int64)."""
+    out = np.zeros(3)
+    a = np.zeros((7, 9))
+    mixed = (np.int8(-3), np.float32(0.5), np.uint16(60000), True, 2**40)
+    _tuples[1, 1](out, (1.5, 2.25), mixed, a.shape)
+    np.testing.assert_array_equal(out, [3.75, -3 * 0.5 + 60000 + 10 + 2**40, 709])
+    _tuples[1, 1](out, (1.0, 1.0), mixed[:3] + (False, 0), (1, 2))
+    np.testing.assert_array_equal(out, [2, -1.5 + 60000, 102])
+    (compiled,) = {id(c): c for c in _tuples._compiled.values()}.values()
+    assert compiled.signature[1:] == ("(float64,float64)", "(int8,float32,uint16,bool,int64)",
+                                      "(int64,int64)")
+    assert_valid_spirv(compiled)
+
+
+def test_tuples_past_the_push_constants_travel_in_the_argument_buffer(rng):
+    tiny = current_device().target.with_features(max_push_constants=32)
+    compiled = _tuples.compile(("float64[1d,C]", "(float64,float64)",
+                                "(int8,float32,uint16,bool,int64)", "(int64,int64)"),
+                               threads=(1, 1, 1), target=tiny)
+    assert any(p.spilled for p in compiled.params if p.name == "shape")
+
+
+@pytest.mark.parametrize("value, problem", [
+    ((1j, 2.0), "complex128"), (((1, 2), 3), r"\(int64,int64\)"),
+    ((np.zeros(2), 1), r"float64\[1d,C\]")])
+def test_a_tuple_of_other_things_is_refused_naming_the_parameter(value, problem):
+    with pytest.raises(TypeError, match="parameter 'pair': a tuple passed to a kernel holds "
+                                        f"booleans, integers or floats, not {problem}"):
+        _tuples[1, 1](np.zeros(3), value, (np.int8(1), 1.0, 1, True, 1), (1, 2))
+
+
+def test_a_tuple_in_a_signature_string(tmp_path):
+    from numba_vulkan import cuda
+    kernel = cuda.jit("void(float64[::1], UniTuple(float64, 2), "
+                      "Tuple((int8, float32, uint16, boolean, int64)), UniTuple(int64, 2))")(
+        _tuples.py_func)
+    out = np.zeros(3)
+    kernel[1, 64](out, (0.5, 0.25), (np.int8(1), np.float32(2), np.uint16(3), False, 4), (5, 6))
+    np.testing.assert_array_equal(out, [0.75, 9, 506])
+    assert len(kernel._compiled) == 1

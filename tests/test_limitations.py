@@ -367,18 +367,6 @@ def test_atomic_on_a_misaligned_record_field():
     assert a[0]["h"][0] == 16
 
 
-@nv.jit
-def _tuple_sum(out, pair):
-    out[0] = pair[0] + pair[1]
-
-
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="kernel arguments are arrays, numbers "
-                   "and records, not tuples")
-def test_tuple_kernel_argument():
-    out = np.zeros(1)
-    _tuple_sum[1, 1](out, (1.5, 2.0))
-    assert out[0] == 3.5
-
 
 def test_every_limitation_names_an_xfail_test_and_every_xfail_test_is_named():
     here = os.path.dirname(os.path.abspath(__file__))

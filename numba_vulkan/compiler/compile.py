@@ -1,5 +1,6 @@
 """Compile a Python kernel with Numba for the Vulkan target, to LLVM IR."""
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -61,15 +62,27 @@ def numba_types(sig):
     """Numba types of argument types in text form (see :mod:`numba_vulkan.signature`)."""
     out = []
     for text in sig:
+        items = signature.tuple_items(text)
+        if items is not None:
+            out.append(types.Tuple.from_types([_scalar_type(item) for item in items]))
+            continue
         kind, dtype, ndim, layout = signature.parse(text)
         if records.is_record(dtype):
             scalar = numpy_support.from_dtype(records.dtype(dtype))
             out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
             continue
         else:
-            scalar = types.boolean if dtype == "bool" else getattr(types, dtype)
+            scalar = _scalar_type(dtype)
         out.append(types.Array(scalar, ndim, layout) if kind == "array" else scalar)
     return tuple(out)
+
+
+def _scalar_type(name):
+    return types.boolean if name == "bool" else getattr(types, name)
+
+
+def _item_text(ty):
+    return "bool" if isinstance(ty, types.Boolean) else str(ty)
 
 
 def signature_text(sig):
@@ -103,6 +116,9 @@ def signature_text(sig):
             out.append("bool")
         elif isinstance(ty, (types.Integer, types.Float, types.Complex)):
             out.append(str(ty))
+        elif isinstance(ty, types.BaseTuple) and len(ty) and all(
+                isinstance(item, (types.Boolean, types.Integer, types.Float)) for item in ty):
+            out.append(f"({','.join(_item_text(item) for item in ty)})")
         else:
             raise TypeError(f"type {ty} in signature {sig!r} cannot be a kernel argument")
     return tuple(out)
@@ -146,10 +162,14 @@ def _param_specs(pyfunc, argtypes):
             specs.append((name, "scalar", dtype, 0, "C"))
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
+        elif isinstance(ty, types.BaseTuple) and len(ty) and all(
+                isinstance(item, (types.Boolean, types.Integer, types.Float)) for item in ty):
+            text = f"({','.join(_item_text(item) for item in ty)})"
+            specs.append((name, "scalar", signature.tuple_record(text), 0, "C"))
         else:
             raise CompilerError(diagnostics.located(
                 pyfunc, f"parameter {name!r} has type {ty}, which a kernel cannot take; "
-                "use a scalar or an array"), kernel=pyfunc.__qualname__)
+                "use a scalar, an array or a tuple of numbers"), kernel=pyfunc.__qualname__)
     return specs
 
 
@@ -351,8 +371,42 @@ def _record(context, builder, ty, param, read):
     return builder.bitcast(slot, context.get_value_type(ty))
 
 
+def _tuple_value(context, builder, ty, param, read):
+    """A tuple of numbers, from the record it travels as
+    (:func:`numba_vulkan.signature.tuple_record`): its words copied into
+    private memory (the record is 4-byte aligned among the arguments, its
+    64-bit items need 8), each item loaded from there as its field's type and
+    then made the item's type as a scalar argument is."""
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    layout = records.dtype(param.storage)
+    slot = builder.alloca(ir.ArrayType(i8, layout.itemsize), name="nv.tuple")
+    slot.align = 8
+    base = builder.bitcast(slot, i8.as_pointer())
+    for k in range(layout.itemsize // 4):
+        at = builder.gep(base, [ir.Constant(i64, 4 * k)])
+        builder.store(read(i32, param, 4 * k), builder.bitcast(at, i32.as_pointer()), align=4)
+    items = []
+    for k, item in enumerate(ty):
+        storage, offset = layout.fields[f"f{k}"][:2]
+        llty = context.get_value_type(_scalar_type(storage.name))
+        at = builder.bitcast(builder.gep(base, [ir.Constant(i64, offset)]), llty.as_pointer())
+        raw = builder.load(at, align=storage.itemsize)
+        if isinstance(item, types.Boolean):
+            items.append(builder.icmp_unsigned("!=", raw, ir.Constant(i32, 0)))
+        elif isinstance(item, types.Integer) and item.bitwidth < 32:
+            items.append(builder.trunc(raw, context.get_value_type(item)))
+        elif isinstance(item, types.Float) and item.bitwidth < 32:
+            # Exact: the runtime widened a float16 to this float32.
+            items.append(builder.fptrunc(raw, context.get_value_type(item)))
+        else:
+            items.append(raw)
+    return context.make_tuple(builder, ty, items)
+
+
 def _scalar(context, builder, ty, param, read):
     i32 = ir.IntType(32)
+    if isinstance(ty, types.BaseTuple):
+        return _tuple_value(context, builder, ty, param, read)
     if isinstance(ty, types.Record):
         return _record(context, builder, ty, param, read)
     if isinstance(ty, types.Complex):

@@ -89,10 +89,17 @@ def numba_signature(sig):
     """A Numba signature string for argument types in text form.
 
     ``("float32", "float32[1d,C]")`` becomes ``void(float32, float32[::1])``;
-    a layout-``A`` array is written ``float32[:]``.
+    a layout-``A`` array is written ``float32[:]``, a tuple
+    ``UniTuple(float64, 2)`` or ``Tuple((float64, int64,))``.
     """
     parts = []
     for text in sig:
+        items = signature.tuple_items(text)
+        if items is not None:
+            names = ["boolean" if item == "bool" else item for item in items]
+            parts.append(f"UniTuple({names[0]}, {len(names)})" if len(set(names)) == 1
+                         else f"Tuple(({', '.join(names)},))")
+            continue
         kind, dtype, ndim, layout = signature.parse(text)
         name = "boolean" if dtype == "bool" else dtype
         if kind == "array":
