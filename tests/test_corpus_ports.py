@@ -17,9 +17,7 @@ import numpy as np
 from numba import float32, float64, int32
 
 from numba_vulkan import cuda
-from numba_vulkan.cuda.random import (create_xoroshiro128p_states,
-                                      xoroshiro128p_normal_float64,
-                                      xoroshiro128p_uniform_float32)
+from numba_vulkan.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float32
 
 # --------------------------------------------------------------------------
 # Black-Scholes: float64 through math.erf, float32 through the classic
@@ -115,8 +113,8 @@ def test_black_scholes_float32_eager(rng):
 
 
 # --------------------------------------------------------------------------
-# Monte Carlo with cuda.random: pi from uniform draws, Brownian paths from
-# normal ones, checked against the same generator run on the host
+# Monte Carlo with cuda.random: pi from uniform draws, checked against the
+# same generator run on the host
 
 
 @cuda.jit
@@ -146,16 +144,6 @@ def pi_darts_cpu(states, samples):
     return hits
 
 
-@cuda.jit
-def brownian_endpoints(states, steps, dt, out):
-    tid = cuda.grid(1)
-    if tid < out.shape[0]:
-        x = 0.0
-        for _ in range(steps):
-            x += math.sqrt(dt) * xoroshiro128p_normal_float64(states, tid)
-        out[tid] = x
-
-
 def test_monte_carlo_pi_with_xoroshiro128p():
     n, samples = 256, 100
     states = create_xoroshiro128p_states(n, seed=2024)
@@ -167,21 +155,6 @@ def test_monte_carlo_pi_with_xoroshiro128p():
     np.testing.assert_array_equal(hits.copy_to_host(), expected)
     assert total.copy_to_host()[0] == expected.sum()
     assert abs(4.0 * expected.sum() / (n * samples) - math.pi) < 0.05
-
-
-def test_brownian_paths_with_normal_draws():
-    n, steps = 512, 50
-    states = create_xoroshiro128p_states(n, seed=99)
-    host_states = states.copy_to_host()
-    out = np.zeros(n)
-    brownian_endpoints.forall(n)(states, steps, 0.01, out)
-    expected = np.zeros(n)
-    for tid in range(n):
-        for _ in range(steps):
-            expected[tid] += math.sqrt(0.01) * xoroshiro128p_normal_float64(host_states, tid)
-    # The normal draws go through the device's log and cos.
-    np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-9)
-    assert abs(out.var() - steps * 0.01) < 0.1
 
 
 # --------------------------------------------------------------------------
@@ -1840,32 +1813,6 @@ def test_narrow_integer_types(rng):
     np.testing.assert_array_equal(out8[:, 1], ((-i64(a)) // 5).astype(np.int8))
     bits = sum((i64(img) >> k) & 1 for k in (8, 5, 2))
     np.testing.assert_array_equal(counts, bits + (a < 0) + (b > 0))
-
-
-# --------------------------------------------------------------------------
-# More of the math module
-
-
-@cuda.jit
-def more_math(x, out):
-    i = cuda.grid(1)
-    if i < x.size:
-        v = x[i]
-        out[i, 0] = math.log2(v) + math.log10(v)
-        out[i, 1] = math.sinh(v / 4) - math.cosh(v / 8) + math.tanh(v)
-        out[i, 2] = math.asin(1 / (1 + v)) + math.acos(-1 / (1 + v)) + math.atan(v)
-        out[i, 3] = math.degrees(math.radians(v * 10))
-        out[i, 4] = math.pi * math.e if v > 0 else -math.inf
-
-
-def test_more_math_functions(rng):
-    x = rng.uniform(0.1, 12.0, 500)
-    out = np.zeros((500, 5))
-    more_math.forall(500)(x, out)
-    expected = np.stack([np.log2(x) + np.log10(x), np.sinh(x / 4) - np.cosh(x / 8) + np.tanh(x),
-                         np.arcsin(1 / (1 + x)) + np.arccos(-1 / (1 + x)) + np.arctan(x),
-                         x * 10, np.full(500, math.pi * math.e)], axis=1)
-    np.testing.assert_allclose(out, expected, rtol=1e-13, atol=1e-14)
 
 
 # --------------------------------------------------------------------------
