@@ -26,9 +26,10 @@ from numba_vulkan.errors import (AOTError, AOTWarning, CacheWarning, CompilerErr
                                  LaunchError, ManifestError, NarrowingWarning, NotReportedError,
                                  ToolError, UnsupportedError, ValidationError, VulkanError)
 from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
-                                     brev, clz, const, fence, ffs, fp16, global_id, global_size, grid,
+                                     brev, clz, const, fence, ffs, fma, fp16, global_id, global_size,
+                                     grid,
                                      gridsize, group_id, lane_id, local, local_id, local_size,
-                                     num_groups, popc, shared, subgroup, subgroup_size,
+                                     num_groups, popc, selp, shared, subgroup, subgroup_size,
                                      workgroup_fence)
 from numba_vulkan.runtime.device import get_current_device, gpus, list_devices, select_device
 from numba_vulkan.runtime.memory import (DeviceArray, HostArray, device_array, device_array_like,
@@ -46,7 +47,7 @@ __all__ = [
     "group_id",
     "local_size", "num_groups", "global_size", "grid", "gridsize", "shared", "local", "const",
     "barrier", "barrier_count", "barrier_and", "barrier_or", "lane_id", "subgroup_size",
-    "subgroup", "popc", "brev", "clz", "ffs", "fp16",
+    "subgroup", "popc", "brev", "clz", "ffs", "fma", "selp", "fp16",
     "fence", "workgroup_fence",
     "atomic", "vectorize", "guvectorize", "reduce", "Reduce", "VulkanUFunc", "VulkanGUFunc",
     "register_numba_target",

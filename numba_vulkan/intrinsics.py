@@ -184,6 +184,13 @@ ffs = _device_only("ffs", """\
 Position of an integer's lowest set bit counted from 1, or 0 if none is
 set, as a uint32 (numba.cuda's ``ffs``).""")
 
+fma = _device_only("fma", """\
+``a * b + c`` of floats rounded once, as a fused multiply-add (numba.cuda's
+``fma``): the device's own where it fuses, else computed exactly.""")
+
+selp = _device_only("selp", """\
+``a`` if ``condition`` else ``b`` (numba.cuda's ``selp(condition, a, b)``).""")
+
 #: numba.cuda's warp functions, which :mod:`numba_vulkan.cuda` exports
 #: (``docs/cuda.md`` says how they map onto :data:`subgroup`).
 cuda_warp = _namespace(

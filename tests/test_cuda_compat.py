@@ -903,3 +903,24 @@ def test_device_arrays_are_cuda_arrays_and_other_memory_is_refused():
     assert cuda.as_cuda_array(d) is d
     with pytest.raises(TypeError, match="cannot be used from Vulkan: pass a NumPy array"):
         cuda.as_cuda_array(np.arange(4))
+
+
+@cuda.jit
+def _intrinsic_math(x, c, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i, 0] = cuda.fma(x[i], x[i], -c[i])
+        out[i, 1] = cuda.cbrt(c[i])
+        out[i, 2] = cuda.selp(x[i] > c[i], x[i], c[i])
+
+
+def test_fma_rounds_once_and_cbrt_and_selp_compute_as_numba_cudas():
+    # (1 + 2**-12)**2 - (1 + 2**-11) is 2**-24 rounded once, 0 rounded twice:
+    # fma rounds once on every device (emulated where the device's does not).
+    x = np.array([1 + 2.0 ** -12, 3, 0.5], np.float32)
+    c = np.array([1 + 2.0 ** -11, 8, 27], np.float32)
+    out = np.zeros((3, 3), np.float32)
+    _intrinsic_math.forall(3)(x, c, out)
+    np.testing.assert_array_equal(out[:, 0], [2.0 ** -24, 1, -26.75])
+    np.testing.assert_allclose(out[:, 1], np.cbrt(c), rtol=1e-6)
+    np.testing.assert_array_equal(out[:, 2], np.maximum(x, c))

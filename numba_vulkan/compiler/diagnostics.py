@@ -64,7 +64,9 @@ CUDA_NAMES = {
                          "nv.atomic.cas(array, index, expected, value) takes an index"),
     "laneid": ("nv.lane_id()", "the index in the subgroup, Vulkan's warp"),
     "warpsize": ("nv.subgroup_size()", "the device's: 8 on lavapipe, 32 on NVIDIA GPUs"),
-    "selp": ("a conditional expression", "a if condition else b"),
+    "selp": ("nv.selp(condition, a, b)", "or a conditional expression: a if condition else b"),
+    "fma": ("nv.fma(a, b, c)", "a * b + c rounded once"),
+    "cbrt": ("math.cbrt(x)", "Python's cube root"),
     "jit": ("nv.jit", "kernels call numba.njit functions as device functions"),
     "to_device": ("nv.to_device(array)", "on the host, not in a kernel"),
     "device_array": ("nv.device_array(shape, dtype)", "on the host, not in a kernel"),
@@ -81,7 +83,7 @@ CUDA_MODULE_NAMES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "grid", "gr
                      "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
                      "all_sync", "any_sync", "eq_sync", "ballot_sync", "activemask",
                      "lanemask_lt", "match_any_sync", "match_all_sync", "popc", "brev",
-                     "clz", "ffs")
+                     "clz", "ffs", "selp", "fma", "cbrt")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: "During: typing of call at /path/file.py (12)" and "File "file.py", line 12:".

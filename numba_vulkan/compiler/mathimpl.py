@@ -18,7 +18,9 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
-from numba.core.typing.templates import ConcreteTemplate, Registry, signature
+from numba.core.typing.templates import AbstractTemplate, ConcreteTemplate, Registry, signature
+
+from numba_vulkan import intrinsics
 
 typing_registry = Registry()
 lowering_registry = LoweringRegistry("numba_vulkan.mathimpl")
@@ -56,6 +58,43 @@ for _func, _name in ((math.fmod, "fmod"), (math.remainder, "remainder")):
 
 
 _unary(math.cbrt)
+
+_FMA = type("Math_fma", (ConcreteTemplate,), {
+    "key": intrinsics.fma, "cases": [signature(ty, ty, ty, ty) for ty in _FLOATS]})
+typing_registry.register_global(intrinsics.fma, types.Function(_FMA))
+
+
+@lowering_registry.lower(intrinsics.fma, types.Float, types.Float, types.Float)
+def _lower_fma(context, builder, sig, args):
+    # llvm.fma: native on a target whose Fma rounds once, else emulated
+    # exactly by codegen (legalize).
+    ty = context.get_value_type(sig.return_type)
+    values = [context.cast(builder, a, t, sig.return_type) for a, t in zip(args, sig.args)]
+    name = "llvm.fma.f32" if sig.return_type == types.float32 else "llvm.fma.f64"
+    fnty = ir.FunctionType(ty, [ty] * 3)
+    return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), values)
+
+
+class _Selp(AbstractTemplate):
+    key = intrinsics.selp
+
+    def generic(self, args, kws):
+        if kws or len(args) != 3:
+            return None
+        condition, a, b = args
+        unified = self.context.unify_types(a, b)
+        if unified is None or not isinstance(condition, (types.Boolean, types.Integer)):
+            return None
+        return signature(unified, condition, unified, unified)
+
+
+typing_registry.register_global(intrinsics.selp, types.Function(_Selp))
+
+
+@lowering_registry.lower(intrinsics.selp, types.Any, types.Any, types.Any)
+def _lower_selp(context, builder, sig, args):
+    condition = context.cast(builder, args[0], sig.args[0], types.boolean)
+    return builder.select(condition, args[1], args[2])
 
 
 @lowering_registry.lower(math.cbrt, types.Float)

@@ -10,6 +10,7 @@ module imports Numba, for the Numba types numba.cuda re-exports
 
 import collections
 import contextlib
+import math
 import sys
 
 import numpy as np
@@ -41,7 +42,8 @@ __all__ = [
     "detect", "select_device", "get_current_device", "close", "gpus", "boolean", "bool_",
     "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
     "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
-    "Reduce", "current_context", "defer_cleanup", "is_cuda_array", "as_cuda_array",
+    "Reduce", "current_context", "defer_cleanup", "is_cuda_array", "as_cuda_array", "fma",
+    "selp", "cbrt",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -83,6 +85,10 @@ match_any_sync = _intrinsics.cuda_warp.match_any_sync
 match_all_sync = _intrinsics.cuda_warp.match_all_sync
 # numba.cuda's float16 functions (hadd, hfma, heq, ...): nv.fp16's.
 fp16 = _intrinsics.fp16
+fma = _intrinsics.fma
+selp = _intrinsics.selp
+#: numba.cuda's ``cbrt``: Python's ``math.cbrt``, which kernels compile.
+cbrt = math.cbrt
 popc = _intrinsics.popc
 brev = _intrinsics.brev
 clz = _intrinsics.clz
