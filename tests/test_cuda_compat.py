@@ -924,3 +924,14 @@ def test_fma_rounds_once_and_cbrt_and_selp_compute_as_numba_cudas():
     np.testing.assert_array_equal(out[:, 0], [2.0 ** -24, 1, -26.75])
     np.testing.assert_allclose(out[:, 1], np.cbrt(c), rtol=1e-6)
     np.testing.assert_array_equal(out[:, 2], np.maximum(x, c))
+
+
+def test_list_devices_and_profiler_brackets():
+    assert cuda.list_devices() is cuda.gpus and len(cuda.list_devices()) >= 1
+    out = cuda.device_array(16, np.float32)
+    ones = cuda.to_device(np.ones(16, np.float32))
+    cuda.profile_start()
+    with cuda.profiling():
+        vector_add.forall(16)(ones, ones, out)
+    cuda.profile_stop()
+    np.testing.assert_array_equal(out.copy_to_host(), 2)
