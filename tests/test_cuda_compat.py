@@ -935,3 +935,21 @@ def test_list_devices_and_profiler_brackets():
         vector_add.forall(16)(ones, ones, out)
     cuda.profile_stop()
     np.testing.assert_array_equal(out.copy_to_host(), 2)
+
+
+@cuda.jit(debug=True, opt=False)
+def _raises_when_negative(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        if a[i] < 0:
+            raise ValueError("negative")
+        a[i] = 1
+
+
+def test_debug_true_reports_a_raise_on_the_host():
+    # As numba.cuda with debug=True: the exception reaches the host after
+    # the launch, and the other invocations finish.
+    a = np.array([2.0, -1.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match="negative"):
+        _raises_when_negative[1, 4](a)
+    np.testing.assert_array_equal(a, [1.0, -1.0, 1.0, 1.0])

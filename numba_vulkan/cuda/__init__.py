@@ -97,7 +97,7 @@ ffs = _intrinsics.ffs
 #: What ``fastmath=False`` (numba.cuda's default) means in numba.cuda.
 _CUDA_FASTMATH = frozenset({"contract"})
 #: numba.cuda.jit options that only tune numba.cuda's own code generation.
-_IGNORED_OPTIONS = ("debug", "opt", "lineinfo", "max_registers", "link")
+_IGNORED_OPTIONS = ("opt", "lineinfo", "max_registers", "link")
 
 
 def jit(func_or_sig=None, device=False, **options):
@@ -113,10 +113,13 @@ def jit(func_or_sig=None, device=False, **options):
     except that ``fastmath=False`` (the default) means ``{"contract"}``, as
     in numba.cuda, whose compiler fuses multiplies and adds (on devices whose
     fused multiply-add is fused; ``fastmath=set()`` keeps every operation as
-    written);
-    ``debug``, ``opt``, ``lineinfo``, ``max_registers`` and ``link`` are
-    accepted and have no effect.
+    written); ``debug=True`` turns on error checks (``error_model="python"``),
+    so that an exception a kernel raises reaches the host, as numba.cuda's
+    does with it;
+    ``opt``, ``lineinfo``, ``max_registers`` and ``link`` are accepted and
+    have no effect.
     """
+    debug = options.pop("debug", False)
     for name in _IGNORED_OPTIONS:
         options.pop(name, None)
     signatures = None
@@ -130,7 +133,9 @@ def jit(func_or_sig=None, device=False, **options):
     unknown = set(options) - set(_dispatcher.OPTIONS)
     if unknown:
         raise TypeError(f"unknown cuda.jit option(s): {', '.join(sorted(unknown))}; known: "
-                        f"{', '.join((*_dispatcher.OPTIONS, *_IGNORED_OPTIONS))}")
+                        f"{', '.join((*_dispatcher.OPTIONS, 'debug', *_IGNORED_OPTIONS))}")
+    if debug:
+        options.setdefault("error_model", "python")
     options = _dispatcher.check_options(options, "cuda.jit")
     if options.get("fastmath", False) is False:
         # NVVM fuses multiplies and adds unless told not to, and numba.cuda
