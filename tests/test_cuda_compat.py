@@ -957,3 +957,14 @@ def test_libdevice_functions_compute_as_numba_cudas():
     np.testing.assert_array_equal(out[:, 6], [1, np.nan, -10, 0])
     np.testing.assert_array_equal(out[:, 7], np.isnan(y))
     np.testing.assert_array_equal(out[:, 8], np.fmax(x, 1))
+
+
+def test_list_devices_and_profiler_brackets():
+    assert cuda.list_devices() is cuda.gpus and len(cuda.list_devices()) >= 1
+    out = cuda.device_array(16, np.float32)
+    ones = cuda.to_device(np.ones(16, np.float32))
+    cuda.profile_start()
+    with cuda.profiling():
+        vector_add.forall(16)(ones, ones, out)
+    cuda.profile_stop()
+    np.testing.assert_array_equal(out.copy_to_host(), 2)

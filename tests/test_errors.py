@@ -1,6 +1,7 @@
 """Bad input gets a clear error, and failures of tools leave the process alive."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -419,3 +420,19 @@ def test_a_call_nothing_defines_is_a_compile_error_not_a_module():
     with pytest.raises(nv.CompilerError, match="nv_test_nowhere_defined") as info:
         calls_nowhere.compile("void(int64[:])")
     assert info.value.kernel and "calls_nowhere" in str(info.value)
+
+
+def _row_max(a, out):
+    out[0] = a[0].max()
+
+
+def test_a_method_failing_inside_numba_names_the_kernels_line():
+    # Numba's array max takes an element through a method that allocates,
+    # which kernels cannot: the innermost location is Numba's own file.
+    message = str(_compile_error(_row_max, "void(float64[:, ::1], float64[::1])"))
+    line = _line_of(_row_max, "a[0].max()")
+    first, source = message.splitlines()[:2]
+    assert re.fullmatch(rf"cannot compile kernel _row_max: {re.escape(__file__)}:{line}: No "
+                        r"implementation of function Function\(<function npy_max at \w+>\) "
+                        r"found for signature: npy_max\(array\(float64, 1d, C\)\)", first), first
+    assert source == "    out[0] = a[0].max()"

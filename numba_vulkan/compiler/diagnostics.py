@@ -145,7 +145,9 @@ def _reason(text):
     """Numba's reason: the first line after its header (two when the first
     announces the second, as "found for signature:" does)."""
     lines = [line.strip() for line in _ANSI.sub("", text).splitlines()]
-    lines = [line for line in lines if line and not line.startswith("Failed in ")]
+    # "- Resolution failure for literal arguments:" heads Numba's first attempt.
+    lines = [line for line in lines if line and not line.startswith(("Failed in ",
+                                                                      "- Resolution failure"))]
     if not lines:
         return "Numba could not compile it"
     reason = lines[0]
@@ -155,19 +157,29 @@ def _reason(text):
 
 
 def _location_in(text):
-    """The first (innermost) source location Numba's message names."""
+    """The first (innermost) source location Numba's message names outside
+    Numba's own files (a method such as ``a.max()`` fails inside Numba's
+    implementation of it, a line the user did not write); the innermost of
+    all if every one is Numba's."""
     found = []
     for pattern in (_AT, _FILE):
-        m = pattern.search(text)
-        if m:
+        for m in pattern.finditer(text):
             name = m.group(1)
             # "<...>" names source held in linecache (generated code), not a file.
             found.append((m.start(), name if name.startswith("<") else os.path.abspath(name),
                           int(m.group(2))))
     if not found:
         return None
-    _, filename, line = min(found)
+    found.sort()
+    own = [item for item in found if not _in_numba(item[1])]
+    _, filename, line = (own or found)[0]
     return filename, line
+
+
+def _in_numba(filename):
+    # Only a failing compile asks, and Numba is imported by then.
+    import numba
+    return filename.startswith(os.path.dirname(os.path.abspath(numba.__file__)) + os.sep)
 
 
 def _loc(value):

@@ -43,7 +43,7 @@ __all__ = [
     "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
     "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
     "Reduce", "current_context", "defer_cleanup", "is_cuda_array", "as_cuda_array", "fma",
-    "selp", "cbrt",
+    "selp", "cbrt", "list_devices", "profile_start", "profile_stop", "profiling",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -401,6 +401,32 @@ def close():
     numba.cuda's, the device stays open: its arrays stay valid."""
     if _device.opened_device() is not None:
         _dispatcher.synchronize()
+
+
+def list_devices():
+    """numba.cuda's list of devices: :data:`gpus`."""
+    return gpus
+
+
+def profile_start():
+    """numba.cuda's start of the CUDA profiler's capture: nothing to start
+    here (a Vulkan profiler captures on its own), so benchmark code that
+    brackets its kernels with it runs unchanged."""
+
+
+def profile_stop():
+    """numba.cuda's end of the profiler's capture: nothing to stop here."""
+
+
+@contextlib.contextmanager
+def profiling():
+    """numba.cuda's ``with cuda.profiling():``, between :func:`profile_start`
+    and :func:`profile_stop`."""
+    profile_start()
+    try:
+        yield
+    finally:
+        profile_stop()
 
 
 #: ``free`` and ``total`` bytes of a device's memory, as numba.cuda's
