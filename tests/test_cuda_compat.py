@@ -13,6 +13,7 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan import cuda
+from numba_vulkan.cuda import libdevice
 
 from helpers import assert_valid_spirv, compiled_kernels
 
@@ -924,6 +925,38 @@ def test_fma_rounds_once_and_cbrt_and_selp_compute_as_numba_cudas():
     np.testing.assert_array_equal(out[:, 0], [2.0 ** -24, 1, -26.75])
     np.testing.assert_allclose(out[:, 1], np.cbrt(c), rtol=1e-6)
     np.testing.assert_array_equal(out[:, 2], np.maximum(x, c))
+
+
+@cuda.jit
+def _libdevice_calls(out, x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i, 0] = libdevice.expf(x[i])
+        out[i, 1] = libdevice.rsqrtf(x[i])
+        out[i, 2] = libdevice.fminf(x[i], y[i])
+        out[i, 3] = libdevice.roundf(x[i])
+        out[i, 4] = libdevice.floorf(x[i])
+        out[i, 5] = libdevice.fast_fdividef(x[i], y[i])
+        out[i, 6] = libdevice.fmaf(x[i], y[i], x[i])
+        out[i, 7] = libdevice.isnanf(y[i])
+        out[i, 8] = cuda.libdevice.fmax(np.float64(x[i]), 1.0)
+
+
+def test_libdevice_functions_compute_as_numba_cudas():
+    x = np.array([0.5, 2.5, -2.5, 0.49999997], np.float32)
+    y = np.array([1.0, np.nan, 3.0, -1.0], np.float32)
+    out = np.zeros((4, 9), np.float32)
+    _libdevice_calls.forall(4)(out, x, y)
+    np.testing.assert_allclose(out[:, 0], np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(out[:, 1], 1 / np.sqrt(np.abs(x)) * np.where(x < 0, np.nan, 1),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(out[:, 2], np.fmin(x, y))
+    np.testing.assert_array_equal(out[:, 3], [1, 3, -3, 0])        # ties away from zero
+    np.testing.assert_array_equal(out[:, 4], np.floor(x))
+    np.testing.assert_allclose(out[:, 5], x / y, rtol=1e-6)
+    np.testing.assert_array_equal(out[:, 6], [1, np.nan, -10, 0])
+    np.testing.assert_array_equal(out[:, 7], np.isnan(y))
+    np.testing.assert_array_equal(out[:, 8], np.fmax(x, 1))
 
 
 def test_list_devices_and_profiler_brackets():

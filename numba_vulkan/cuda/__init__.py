@@ -517,3 +517,6 @@ Reduce = reduce = _ufunc.Reduce
 
 # Importing this module imports Numba: numba.vectorize(target="vulkan") too.
 _numba_target.register_numba_target()
+
+# numba.cuda has it as an attribute too: kernels call cuda.libdevice.expf(x).
+from numba_vulkan.cuda import libdevice  # noqa: E402
