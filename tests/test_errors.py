@@ -436,3 +436,17 @@ def test_a_method_failing_inside_numba_names_the_kernels_line():
                         r"implementation of function Function\(<function npy_max at \w+>\) "
                         r"found for signature: npy_max\(array\(float64, 1d, C\)\)", first), first
     assert source == "    out[0] = a[0].max()"
+
+
+def _imports_inside(out):
+    import math
+    out[0] = math.pi
+
+
+def test_an_import_inside_a_kernel_is_an_error_at_its_line_saying_what_to_do():
+    with pytest.raises(nv.CompilerError) as caught:
+        nv.jit(_imports_inside)[1, 1](np.zeros(1))
+    text = str(caught.value)
+    line = _imports_inside.__code__.co_firstlineno + 1
+    assert f"test_errors.py:{line}: an import inside the kernel: import at the top" in text
+    assert "    import math" in text and "internal error" not in text

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 from numba.core import compiler, types
 from numba.core.compiler_lock import global_compiler_lock
-from numba.core.errors import NumbaError
+from numba.core.errors import NumbaError, UnsupportedBytecodeError
 from numba.core.target_extension import target_override
 from numba.np import numpy_support
 
@@ -229,6 +229,8 @@ def compile_kernel(pyfunc, argtypes, narrowed=(), options=None, float32_atomic_a
             # Numba's own message and traceback run to dozens of lines; they
             # stay reachable as the error's __context__.
             raise diagnostics.numba_error(pyfunc, exc) from None
+        except UnsupportedBytecodeError as exc:
+            raise diagnostics.bytecode_error(pyfunc, exc) from None
         except AttributeError as exc:
             error = diagnostics.attribute_error(pyfunc, exc)
             if error is None:

@@ -203,6 +203,27 @@ def numba_error(pyfunc, exc):
                          kernel=pyfunc.__qualname__)
 
 
+_BYTECODE = re.compile(r"unsupported opcode \((\w+)\) found\. Raised from (.+) \((\d+)\)")
+#: What the Python bytecode Numba cannot compile comes from, and what to do.
+_OPCODES = {
+    "IMPORT_NAME": "an import inside the kernel: import at the top of the module, and use "
+                   "the name in the kernel",
+    "IMPORT_FROM": "an import inside the kernel: import at the top of the module",
+}
+
+
+def bytecode_error(pyfunc, exc):
+    """The CompilerError for Python that Numba cannot compile
+    (``UnsupportedBytecodeError``, which is no ``NumbaError``)."""
+    text = str(exc)
+    m = _BYTECODE.search(text)
+    location = ((os.path.abspath(m.group(2)), int(m.group(3))) if m else definition(pyfunc))
+    reason = (f"{_OPCODES.get(m.group(1), f'Python that kernels cannot run ({m.group(1)})')}"
+              if m else text)
+    return CompilerError(message(pyfunc.__qualname__, location, reason),
+                         kernel=pyfunc.__qualname__)
+
+
 def traceback_location(tb):
     """The innermost Numba IR location among the frames of a traceback, or
     None: the typing constraint or the lowering of the failing instruction
