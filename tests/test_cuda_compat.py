@@ -986,3 +986,9 @@ def test_debug_true_reports_a_raise_on_the_host():
     with pytest.raises(ValueError, match="negative"):
         _raises_when_negative[1, 4](a)
     np.testing.assert_array_equal(a, [1.0, -1.0, 1.0, 1.0])
+
+
+def test_a_device_function_called_from_the_host_says_what_it_is():
+    with pytest.raises(nv.LaunchError, match="clamp is a device function "
+                                             r"\(cuda.jit\(device=True\)\): call it from a kernel"):
+        clamp(1.0, 0.0, 2.0)

@@ -144,6 +144,7 @@ def jit(func_or_sig=None, device=False, **options):
 
     def wrap(func):
         kernel = _Kernel(func, options)
+        kernel.device = device
         if not device:
             for sig in signatures or ():
                 kernel.compile(sig)
@@ -161,6 +162,15 @@ class _Kernel(_dispatcher.VulkanDispatcher):
     ``kernel[blocks, threads, stream, shared_bytes]``: ``shared_bytes`` of
     dynamic shared memory, which every ``cuda.shared.array(0, dtype)`` of the
     kernel views (compiled once per distinct size)."""
+
+    #: Whether ``cuda.jit(device=True)`` made it: kernels call it, the host does not.
+    device = False
+
+    def __call__(self, *args, **kwargs):
+        if self.device:
+            raise LaunchError(f"{self.__qualname__} is a device function "
+                              "(cuda.jit(device=True)): call it from a kernel, not from the host")
+        return super().__call__(*args, **kwargs)
 
     def __getitem__(self, config):
         if isinstance(config, tuple) and len(config) in (3, 4):
