@@ -213,18 +213,14 @@ class Instance:
             return os.cpu_count() or 0
         extensions = Instance.device_extensions(physical)
         if "VK_NV_shader_sm_builtins" in extensions:
-            sm = vk.new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV*", {
-                "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV})
-            v.lib.vkGetPhysicalDeviceProperties2(physical, vk.new(
-                "VkPhysicalDeviceProperties2*", {
-                    "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": sm}))
+            sm = _extension_properties(
+                physical, "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV",
+                v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV)
             return sm.shaderSMCount
         if "VK_AMD_shader_core_properties" in extensions:
-            core = vk.new("VkPhysicalDeviceShaderCorePropertiesAMD*", {
-                "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD})
-            v.lib.vkGetPhysicalDeviceProperties2(physical, vk.new(
-                "VkPhysicalDeviceProperties2*", {
-                    "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": core}))
+            core = _extension_properties(
+                physical, "VkPhysicalDeviceShaderCorePropertiesAMD",
+                v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD)
             return (core.shaderEngineCount * core.shaderArraysPerEngineCount
                     * core.computeUnitsPerShaderArray)
         return 0
@@ -306,6 +302,16 @@ class Instance:
         vk.check(v.lib.vkEnumerateDeviceExtensionProperties(physical, v.ffi.NULL, count, props),
                  "vkEnumerateDeviceExtensionProperties", allowed=(0, v.VK_INCOMPLETE))
         return {v.ffi.string(props[i].extensionName).decode() for i in range(count[0])}
+
+
+def _extension_properties(physical, struct, structure_type):
+    """The properties struct ``struct`` of a device extension, filled by
+    vkGetPhysicalDeviceProperties2."""
+    v = vk.module()
+    properties = vk.new(f"{struct}*", {"sType": structure_type})
+    v.lib.vkGetPhysicalDeviceProperties2(physical, vk.new("VkPhysicalDeviceProperties2*", {
+        "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": properties}))
+    return properties
 
 
 #: numba.cuda's device attributes (``cuda.get_current_device().WARP_SIZE``)
