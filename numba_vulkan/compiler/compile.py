@@ -81,8 +81,12 @@ def _scalar_type(name):
     return types.boolean if name == "bool" else getattr(types, name)
 
 
-def _item_text(ty):
-    return "bool" if isinstance(ty, types.Boolean) else str(ty)
+def _tuple_text(ty):
+    """The text form of a tuple of numbers, or None if ``ty`` is not one."""
+    if not (isinstance(ty, types.BaseTuple) and len(ty) and all(
+            isinstance(item, (types.Boolean, types.Integer, types.Float)) for item in ty)):
+        return None
+    return f"({','.join('bool' if isinstance(i, types.Boolean) else str(i) for i in ty)})"
 
 
 def signature_text(sig):
@@ -116,9 +120,8 @@ def signature_text(sig):
             out.append("bool")
         elif isinstance(ty, (types.Integer, types.Float, types.Complex)):
             out.append(str(ty))
-        elif isinstance(ty, types.BaseTuple) and len(ty) and all(
-                isinstance(item, (types.Boolean, types.Integer, types.Float)) for item in ty):
-            out.append(f"({','.join(_item_text(item) for item in ty)})")
+        elif _tuple_text(ty) is not None:
+            out.append(_tuple_text(ty))
         else:
             raise TypeError(f"type {ty} in signature {sig!r} cannot be a kernel argument")
     return tuple(out)
@@ -162,10 +165,8 @@ def _param_specs(pyfunc, argtypes):
             specs.append((name, "scalar", dtype, 0, "C"))
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
-        elif isinstance(ty, types.BaseTuple) and len(ty) and all(
-                isinstance(item, (types.Boolean, types.Integer, types.Float)) for item in ty):
-            text = f"({','.join(_item_text(item) for item in ty)})"
-            specs.append((name, "scalar", signature.tuple_record(text), 0, "C"))
+        elif _tuple_text(ty) is not None:
+            specs.append((name, "scalar", signature.tuple_record(_tuple_text(ty)), 0, "C"))
         else:
             raise CompilerError(diagnostics.located(
                 pyfunc, f"parameter {name!r} has type {ty}, which a kernel cannot take; "
@@ -362,15 +363,22 @@ def _record(context, builder, ty, param, read):
     """A record scalar: its words copied into a private byte array, which
     Numba's record value points to (the kernel may write its fields, as a
     copy of the caller's)."""
+    slot = _private_copy(builder, param, read, param.push_size, "nv.record")
+    return builder.bitcast(slot, context.get_value_type(ty))
+
+
+def _private_copy(builder, param, read, nbytes, name):
+    """The first ``nbytes`` (a multiple of 4) of an argument, copied word by
+    word into a private byte array aligned to 8 (the block places records
+    at 4)."""
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-    words = param.push_size // 4
-    slot = builder.alloca(ir.ArrayType(i8, 4 * words), name="nv.record")
+    slot = builder.alloca(ir.ArrayType(i8, nbytes), name=name)
     slot.align = 8
     base = builder.bitcast(slot, i8.as_pointer())
-    for k in range(words):
+    for k in range(nbytes // 4):
         at = builder.gep(base, [ir.Constant(i64, 4 * k)])
         builder.store(read(i32, param, 4 * k), builder.bitcast(at, i32.as_pointer()), align=4)
-    return builder.bitcast(slot, context.get_value_type(ty))
+    return slot
 
 
 def _tuple_value(context, builder, ty, param, read):
@@ -379,30 +387,31 @@ def _tuple_value(context, builder, ty, param, read):
     private memory (the record is 4-byte aligned among the arguments, its
     64-bit items need 8), each item loaded from there as its field's type and
     then made the item's type as a scalar argument is."""
-    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    i8, i64 = ir.IntType(8), ir.IntType(64)
     layout = records.dtype(param.storage)
-    slot = builder.alloca(ir.ArrayType(i8, layout.itemsize), name="nv.tuple")
-    slot.align = 8
-    base = builder.bitcast(slot, i8.as_pointer())
-    for k in range(layout.itemsize // 4):
-        at = builder.gep(base, [ir.Constant(i64, 4 * k)])
-        builder.store(read(i32, param, 4 * k), builder.bitcast(at, i32.as_pointer()), align=4)
+    base = builder.bitcast(_private_copy(builder, param, read, layout.itemsize, "nv.tuple"),
+                           i8.as_pointer())
     items = []
     for k, item in enumerate(ty):
         storage, offset = layout.fields[f"f{k}"][:2]
         llty = context.get_value_type(_scalar_type(storage.name))
         at = builder.bitcast(builder.gep(base, [ir.Constant(i64, offset)]), llty.as_pointer())
-        raw = builder.load(at, align=storage.itemsize)
-        if isinstance(item, types.Boolean):
-            items.append(builder.icmp_unsigned("!=", raw, ir.Constant(i32, 0)))
-        elif isinstance(item, types.Integer) and item.bitwidth < 32:
-            items.append(builder.trunc(raw, context.get_value_type(item)))
-        elif isinstance(item, types.Float) and item.bitwidth < 32:
-            # Exact: the runtime widened a float16 to this float32.
-            items.append(builder.fptrunc(raw, context.get_value_type(item)))
-        else:
-            items.append(raw)
+        items.append(_unwidened(context, builder, item,
+                                builder.load(at, align=storage.itemsize)))
     return context.make_tuple(builder, ty, items)
+
+
+def _unwidened(context, builder, ty, raw):
+    """A value of ``ty`` from the 32-bit value it travels as: a bool, an
+    integer narrower than 32 bits, a float16; another value as it is."""
+    if isinstance(ty, types.Boolean):
+        return builder.icmp_unsigned("!=", raw, ir.Constant(raw.type, 0))
+    if isinstance(ty, types.Integer) and ty.bitwidth < 32:
+        return builder.trunc(raw, context.get_value_type(ty))
+    if isinstance(ty, types.Float) and ty.bitwidth < 32:
+        # Exact: the runtime widened a float16 to this float32.
+        return builder.fptrunc(raw, context.get_value_type(ty))
+    return raw
 
 
 def _scalar(context, builder, ty, param, read):
@@ -419,15 +428,10 @@ def _scalar(context, builder, ty, param, read):
             raw = read(context.get_value_type(part), param, k * size)
             setattr(value, component, context.cast(builder, raw, part, ty.underlying_float))
         return value._getvalue()
-    if isinstance(ty, types.Boolean):
-        raw = read(i32, param)
-        return builder.icmp_unsigned("!=", raw, ir.Constant(i32, 0))
+    if isinstance(ty, types.Boolean) or ty.bitwidth < 32:
+        return _unwidened(context, builder, ty,
+                          read(ir.FloatType() if isinstance(ty, types.Float) else i32, param))
     llty = context.get_value_type(ty)
-    if isinstance(ty, types.Integer) and ty.bitwidth < 32:
-        return builder.trunc(read(i32, param), llty)
-    if isinstance(ty, types.Float) and ty.bitwidth < 32:
-        # Exact: the runtime widened a float16 to this float32.
-        return builder.fptrunc(read(ir.FloatType(), param), llty)
     if param.storage != param.dtype:
         narrow = ir.FloatType() if isinstance(ty, types.Float) else ir.IntType(32)
         raw = read(narrow, param)
