@@ -65,17 +65,23 @@ def record(monkeypatch):
     return ran
 
 
-def test_a_kernel_launched_with_another_workgroup_size_is_not_typed_again(uncached,
-                                                                         monkeypatch, rng):
+@pytest.fixture
+def typings(monkeypatch):
+    """The argument types of every Numba typing from here on (compile_kernel calls)."""
     from numba_vulkan.compiler import compile as compiler
-    typings = []
+    seen = []
     real = compiler.compile_kernel
 
     def counted(*args, **kwargs):
-        typings.append(args[1])
+        seen.append(args[1])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(compiler, "compile_kernel", counted)
+    return seen
+
+
+def test_a_kernel_launched_with_another_workgroup_size_is_not_typed_again(uncached, typings,
+                                                                         rng):
     kernel = nv.jit(scale.py_func)
     x = rng.random(100).astype(np.float32)
     for threads in (64, 32, 128):
@@ -112,18 +118,9 @@ def test_jit_and_aot_build_run_the_same_table(uncached, record, rng):
     assert record == jit_ran
 
 
-def test_typed_results_serve_other_workgroup_sizes_only(uncached, monkeypatch):
+def test_typed_results_serve_other_workgroup_sizes_only(uncached, typings):
     # The AOT build types a kernel and signature once for all its workgroup sizes.
     from numba_vulkan.aot import build
-    from numba_vulkan.compiler import compile as compiler
-    typings = []
-    real = compiler.compile_kernel
-
-    def counted(*args, **kwargs):
-        typings.append(args[1])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(compiler, "compile_kernel", counted)
     target = nv.TargetDescription()
     sig = ("float32[1d,C]", "float32[1d,C]")
     typed = {}
