@@ -423,7 +423,8 @@ class Device(CudaAttributes):
         #: Alignment of host memory imported by address, or 0 where the
         #: device cannot import host memory.
         self.host_import_alignment = 0
-        extensions_offered = Instance.device_extensions(self.physical)
+        #: The device extensions the driver offers.
+        self.extensions_offered = extensions_offered = Instance.device_extensions(self.physical)
         if HOST_IMPORT_EXTENSION in extensions_offered:
             self.host_import_alignment = self._host_import_alignment()
             extensions.append(vk.new("char[]", HOST_IMPORT_EXTENSION.encode()))
@@ -608,7 +609,7 @@ class Device(CudaAttributes):
         heap's size less what numba_vulkan has allocated on it."""
         v = vk.module()
         budget = None
-        if "VK_EXT_memory_budget" in Instance.device_extensions(self.physical):
+        if "VK_EXT_memory_budget" in self.extensions_offered:
             budget = vk.new("VkPhysicalDeviceMemoryBudgetPropertiesEXT*", {
                 "sType": v.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT})
         props2 = vk.new("VkPhysicalDeviceMemoryProperties2*", {
