@@ -8,6 +8,7 @@ import re
 import shutil
 import sys
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
@@ -176,3 +177,29 @@ def test_a_loop_of_divisions_and_roots_matches_numpy(monkeypatch):
         for value in b:
             expected += a / (value * np.sqrt(value))
     np.testing.assert_array_equal(q, expected)
+
+
+def test_a_split_moves_the_phis_after_it_to_the_block_that_ends_it():
+    text = """define float @f(float %a, float %b, i1 %c) {
+entry:
+  %q = fdiv float %a, %b
+  br i1 %c, label %loop, label %done
+loop:
+  %x = phi float [ %q, %entry ], [ %r, %loop ]
+  %r = call float @llvm.sqrt.f32(float %x)
+  br i1 %c, label %loop, label %done
+done:
+  %y = phi float [ %q, %entry ], [ %r, %loop ]
+  ret float %y
+}
+declare float @llvm.sqrt.f32(float)
+"""
+    out = legalize.exact_float32(text, fused_fma=True)
+    llvm.parse_assembly(out).verify()
+    assert "%x = phi float [ %q, %nv.exact.1.join ], [ %r, %nv.exact.2.join ]" in out
+    assert "%y = phi float [ %q, %nv.exact.1.join ], [ %r, %nv.exact.2.join ]" in out
+    assert re.search(r"%q = phi float \[ %nv\.exact\.1\.\d+, %entry \], "
+                     r"\[ %nv\.exact\.1\.f64\.\d+, %nv\.exact\.1\.slow \]", out)
+    plain = text.replace("fdiv", "fmul").replace("call float @llvm.sqrt.f32(float %x)",
+                                                 "fadd float %x, %x")
+    assert legalize.exact_float32(plain, fused_fma=True) == plain
