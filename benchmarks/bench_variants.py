@@ -90,8 +90,18 @@ def unfused():
         yield
 
 
+@contextlib.contextmanager
+def full_barriers():
+    """Every workgroup barrier orders storage-buffer memory too (``UniformMemory``),
+    as numba.cuda's syncthreads does, not only those that can need it."""
+    from numba_vulkan.codegen import barriers
+    with _patched(barriers, "workgroup_only", lambda original: (lambda text: text)):
+        yield
+
+
 VARIANTS = {"base": contextlib.nullcontext, "unfused": unfused, "unroll_runtime": unroll_runtime,
-            "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract}
+            "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
+            "full_barriers": full_barriers}
 
 
 @contextlib.contextmanager
