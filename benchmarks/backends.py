@@ -174,12 +174,8 @@ class VulkanBackend(Backend):
 
     def transfers(self, nbytes):
         nv = self.nv
-        host = np.arange(nbytes // 4, dtype=np.float32)
-        back = np.empty_like(host)
-        dev = nv.device_array(host.shape, np.float32)
         touch = nv.jit(define(TOUCH, "touch", {"nv": nv, **_numba_types("float32")}, "touch"))
-        arg = host.copy()
-        return _transfer_cases(host, back, dev, touch, arg)
+        return _transfer_cases(nv, nbytes, touch)
 
     def environment(self):
         info = self.device.info
@@ -290,14 +286,10 @@ class CudaBackend(Backend):
 
     def transfers(self, nbytes):
         cuda = self.cuda
-        host = np.arange(nbytes // 4, dtype=np.float32)
-        back = np.empty_like(host)
-        dev = cuda.device_array(host.shape, np.float32)
         source = to_cuda(TOUCH, 1)
         touch = cuda.jit(define(source, "touch", {"cuda": cuda, **_numba_types("float32")},
                                 "touch (cuda)"))
-        arg = host.copy()
-        return _transfer_cases(host, back, dev, touch, arg)
+        return _transfer_cases(cuda, nbytes, touch)
 
     def environment(self):
         cuda = self.cuda
@@ -481,7 +473,8 @@ class TorchCeiling(Ceiling):
             back.copy_(dev)
 
         return {"copy_h2d": lambda: dev.copy_(pinned), "copy_d2h": lambda: back.copy_(dev),
-                "copy_numpy_arg": round_trip}
+                "copy_numpy_arg": round_trip, "copy_h2d_pinned": lambda: dev.copy_(pinned),
+                "copy_d2h_pinned": lambda: back.copy_(dev)}
 
     def environment(self):
         torch = self.torch
@@ -553,7 +546,8 @@ class CupyCeiling(Ceiling):
             dev.get(out=back)
 
         return {"copy_h2d": lambda: dev.set(pinned), "copy_d2h": lambda: dev.get(out=back),
-                "copy_numpy_arg": round_trip}
+                "copy_numpy_arg": round_trip, "copy_h2d_pinned": lambda: dev.set(pinned),
+                "copy_d2h_pinned": lambda: dev.get(out=back)}
 
     def environment(self):
         return {"source": "cupy", "cupy": self.cupy.__version__}
@@ -590,7 +584,8 @@ class HostCeiling(Ceiling):
             np.copyto(src, dst)
 
         return {"copy_h2d": lambda: np.copyto(dst, src), "copy_d2h": lambda: np.copyto(src, dst),
-                "copy_numpy_arg": round_trip}
+                "copy_numpy_arg": round_trip, "copy_h2d_pinned": lambda: np.copyto(dst, src),
+                "copy_d2h_pinned": lambda: np.copyto(src, dst)}
 
 
 def make_ceiling(vulkan_is_cpu):
@@ -607,10 +602,19 @@ def make_ceiling(vulkan_is_cpu):
     return None, notes
 
 
-def _transfer_cases(host, back, dev, touch, arg):
-    """The copy benchmarks as ``(run, check)`` pairs, for any backend whose
-    device arrays copy like numba.cuda's and whose ``touch`` kernel launches
-    on one NumPy array."""
+def _transfer_cases(lib, nbytes, touch):
+    """The copy benchmarks as ``(run, check)`` pairs, for any backend ``lib``
+    (``numba_vulkan`` or ``numba.cuda``) whose arrays copy like numba.cuda's
+    and whose ``touch`` kernel launches on one NumPy array: from and to
+    NumPy's (pageable) memory, and from and to the library's pinned arrays,
+    which is what torch's copies of the ceiling use."""
+    host = np.arange(nbytes // 4, dtype=np.float32)
+    back = np.empty_like(host)
+    dev = lib.device_array(host.shape, np.float32)
+    arg = host.copy()
+    pinned = lib.pinned_array(host.shape, np.float32)
+    pinned[...] = host
+    pinned_back = lib.pinned_array(host.shape, np.float32)
     return {
         "copy_h2d": (lambda: dev.copy_to_device(host),
                      lambda: np.array_equal(dev.copy_to_host(), host)),
@@ -618,4 +622,8 @@ def _transfer_cases(host, back, dev, touch, arg):
                      lambda: np.array_equal(back, host)),
         "copy_numpy_arg": (lambda: touch[1, 1](arg),
                            lambda: np.array_equal(arg, host)),
+        "copy_h2d_pinned": (lambda: dev.copy_to_device(pinned),
+                            lambda: np.array_equal(dev.copy_to_host(), host)),
+        "copy_d2h_pinned": (lambda: dev.copy_to_host(pinned_back),
+                            lambda: np.array_equal(pinned_back, host)),
     }

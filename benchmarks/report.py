@@ -101,7 +101,8 @@ def table(results):
 
 
 def markdown_table(results):
-    """The main results as a Markdown table (for the README)."""
+    """The main results as a Markdown table (for the README): device time
+    where a backend measured it (kernels), else wall time (copies, launches)."""
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
     ratio_keys = _ratio_columns(backends)
     head = ["benchmark", "size"] + [f"{b} (ms)" for b in backends] + [
@@ -114,17 +115,22 @@ def markdown_table(results):
             if backend == "ceiling":
                 seconds = result.get("time") if result else None
             else:
-                seconds = time_of(result)
+                seconds = time_of(result, "kernel") or time_of(result)
             if seconds is None:
                 cells.append((result or {}).get("status", "-") if backend != "ceiling" else "-")
             else:
                 cells.append(f"{seconds * 1e3:.3f}")
         ratios = bench.get("ratios", {})
-        cells += [_ratio(ratios.get(key, {}).get("wall")) for key, _ in ratio_keys]
-        cells.append(_ratio(ratios.get("vulkan_of_ceiling", {}).get("wall"), True))
+        cells += [_ratio(_device_first(ratios.get(key))) for key, _ in ratio_keys]
+        cells.append(_ratio(_device_first(ratios.get("vulkan_of_ceiling")), True))
         cells.append(_ratio(plain_ratio(bench)) if bench.get("tuned") else "")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def _device_first(ratio):
+    ratio = ratio or {}
+    return ratio.get("kernel", ratio.get("wall"))
 
 
 def cold_table(results):

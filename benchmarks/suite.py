@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import prange
 
-#: Problem sizes: "full" is the GPU run of issue 6, "quick" fits lavapipe on
+#: Problem sizes: "full" is the GPU run (issue 14), "quick" fits lavapipe on
 #: two cores in a few minutes, "tiny" is a smoke test (and small enough for
 #: numba's CUDA simulator).
 SIZES = ("full", "quick", "tiny")

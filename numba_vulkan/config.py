@@ -303,6 +303,20 @@ def robust_access():
     return _flag("NUMBA_VULKAN_ROBUST_ACCESS", True)
 
 
+def freeze_imports():
+    """Whether the first compile moves the objects alive after the compiler's
+    set-up out of the cyclic garbage collector's reach (``gc.freeze``).
+
+    On by default: without it every full collection during the compiles to
+    come walks Numba's types and registries, 50-100 ms of a first call.
+    Frozen objects are still freed when their last reference goes; only
+    reference cycles among them that become garbage later are kept. Turn it
+    off where a process must collect such cycles of objects it made before
+    its first compile.
+    """
+    return _flag("NUMBA_VULKAN_FREEZE_IMPORTS", True)
+
+
 def host_import():
     """Whether large copies import the NumPy array's own memory.
 

@@ -332,3 +332,19 @@ def test_a_failed_preparation_fails_the_next_compile_once(uncached, monkeypatch)
     with pytest.raises(nv.CompilerError, match="stage numba: ImportError: a test's broken"):
         nv.jit(scale.py_func).compile(SIG)
     assert nv.jit(scale.py_func).compile(SIG).spirv
+
+
+@pytest.mark.parametrize("setting, frozen", [("1", True), ("0", False)])
+def test_the_compilers_set_up_takes_numbas_objects_out_of_garbage_collections(setting, frozen):
+    script = ("import gc\n"
+              "from numba_vulkan.compiler.compile import contexts\n"
+              "assert gc.get_freeze_count() == 0\n"
+              "contexts()\n"
+              "print(gc.get_freeze_count())\n")
+    env = dict(os.environ, NUMBA_VULKAN_FREEZE_IMPORTS=setting)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    count = int(result.stdout.split()[-1])
+    # Numba's typing and target contexts alone are tens of thousands of objects.
+    assert (count > 10000) if frozen else count == 0, count

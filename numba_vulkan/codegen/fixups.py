@@ -21,7 +21,9 @@ Each repair undoes one known defect of LLVM 22's SPIR-V backend for Vulkan:
   ``OpControlBarrier`` whose memory semantics name no storage class, which
   orders no memory in Vulkan's model. The barrier gets the semantics of
   ``numba.cuda.syncthreads``: acquire-release on workgroup and storage
-  buffer memory.
+  buffer memory. A barrier whose semantics name storage classes was placed
+  by the compiler with the ones it needs (:mod:`numba_vulkan.codegen.barriers`,
+  ``cuda.syncwarp``) and keeps them.
 * An LLVM ``fence`` becomes an ``OpMemoryBarrier`` whose semantics name no
   storage class either, which Vulkan rejects; it gets the same semantics.
 """
@@ -63,7 +65,7 @@ def repair(binary):
         elif opcode == spirv.OP_COMPOSITE_INSERT and inst[1] in widths and len(inst) == 6:
             source = inst[3] if inst[5] == 0 else inst[4]
             inst = [(4 << 16) | spirv.OP_COPY_OBJECT, inst[1], inst[2], source]
-        elif opcode == spirv.OP_CONTROL_BARRIER:
+        elif opcode == spirv.OP_CONTROL_BARRIER and not _names_storage(constants, inst[3]):
             ty = constants[inst[3]][0]
             inst = inst[:3] + [_constant(header, constants, inserted, ty, BARRIER_SEMANTICS)]
         elif opcode == spirv.OP_MEMORY_BARRIER:
@@ -127,6 +129,15 @@ def _wide_atomics(instructions, header, constants, inserted):
                if not ((i[0] & 0xFFFF) == spirv.OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
     out.insert(0, [(2 << 16) | spirv.OP_CAPABILITY, _CAPABILITY_INT64_ATOMICS])
     return out
+
+
+#: The storage-class bits of memory semantics (UniformMemory to ImageMemory).
+_STORAGE_CLASSES = 0xFC0
+
+
+def _names_storage(constants, semantics):
+    """Whether the memory semantics constant ``semantics`` names a storage class."""
+    return bool(constants[semantics][1][0] & _STORAGE_CLASSES)
 
 
 def _constant(header, constants, inserted, ty, value):

@@ -10,7 +10,8 @@ instruction's operands in order. The backend emits each as an
 ``OpFunctionCall`` of an imported function; :func:`lower` turns every such
 call into the ``OpGroupNonUniform*`` instruction (or, for ``syncwarp``, the
 ``OpControlBarrier``) it names, drops the placeholders and declares the
-capabilities the instructions need.
+capabilities the instructions need. A plain ``OpControlBarrier`` (of
+Workgroup scope, :mod:`numba_vulkan.codegen.barriers`) needs none.
 
 The placeholders are ``convergent``: LLVM must not move a call into or out
 of a branch, which would change the invocations taking part.
@@ -112,7 +113,8 @@ def _placeholders(instructions):
             for prefix in (PREFIX, PLAIN):
                 if name.startswith(prefix):
                     opcode, operation = name[len(prefix):].split(".")[:2]
-                    found[inst[1]] = (int(opcode), None if operation == "x" else int(operation))
+                    found[inst[1]] = (int(opcode), None if operation == "x" else int(operation),
+                                      prefix == PREFIX)
     return found
 
 
@@ -135,13 +137,13 @@ def lower(binary):
         if opcode in (spirv.OP_NAME, spirv.OP_DECORATE) and inst[1] in placeholders:
             continue
         if opcode == spirv.OP_FUNCTION_CALL and inst[3] in placeholders:
-            op, operation = placeholders[inst[3]]
+            op, operation, subgroup = placeholders[inst[3]]
             literal = [] if operation is None else [operation]
             # The scope (of a group instruction) comes before the literal.
             operands = inst[4:5] + literal + inst[5:]
             words = operands if inst[1] in void else [inst[1], inst[2], *operands]
             inst = [((1 + len(words)) << 16) | op, *words]
-            if op in _CAPABILITY_OF or op == CONTROL_BARRIER:
+            if op in _CAPABILITY_OF or (op == CONTROL_BARRIER and subgroup):
                 needed.add(_CAPABILITY_OF.get(op, _GROUP_NON_UNIFORM))
         out.append(inst)
     if not any((i[0] & 0xFFFF) == spirv.OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):

@@ -14,7 +14,7 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, contract, exact, fixups, groupops, half, indices, int32, ir,
+from numba_vulkan.codegen import (backend, barriers, contract, exact, fixups, groupops, half, indices, int32, ir,
                                    legalize, libclc_link, logical, looplimit, narrow, optimize,
                                    rounding, strip, structurize, validate, versioning,
                                    workarounds)
@@ -142,7 +142,7 @@ def legalise(job):
     """``job.llvm_ir``: ``job.text`` with multiplies and adds the kernel lets
     contract fused (on a target with a fused ``Fma``), in the forms the
     backend can express, with float64 rounding computed on 64-bit integers where the target has them
-    (:mod:`numba_vulkan.codegen.rounding`); the IR handed to the backend."""
+    (:mod:`numba_vulkan.codegen.rounding`)."""
     final = job.text
     if job.target.fused_fma and "contract" in job.fastmath:
         final = contract.fuse(final)
@@ -154,6 +154,14 @@ def legalise(job):
     final = legalize.fold_constants(final)
     job.llvm_ir = final
     return final
+
+
+def barrier_semantics(job):
+    """``job.llvm_ir`` with each workgroup barrier that cannot need to order
+    storage-buffer memory made a barrier of workgroup memory only
+    (:mod:`numba_vulkan.codegen.barriers`); the IR handed to the backend."""
+    job.llvm_ir = barriers.workgroup_only(job.llvm_ir)
+    return job.llvm_ir
 
 
 def emit(job):

@@ -335,8 +335,10 @@ STAGES = (
           "contraction and the target's fma is fused; rewrites into forms LLVM's SPIR-V backend "
           "can express (fma emulated unless the target's is fused), float32 division and square "
           "roots made correctly rounded in float64 (unless `fastmath` allows reciprocals or "
-          "approximate functions), integer operations on constants folded; "
-          "the result is the IR handed to the backend", llvm=True),
+          "approximate functions), integer operations on constants folded", llvm=True),
+    Stage("barriers", _codegen("barrier_semantics"), "workgroup barriers that cannot need to "
+          "order storage-buffer memory order workgroup memory only; the result is the IR "
+          "handed to the backend"),
     Stage("emit", _codegen("emit"), "LLVM's SPIR-V backend, in a child process"),
     Stage("repair", _repair, "placeholder calls become subgroup instructions, debug noise is "
           "stripped, the backend's known mistakes fixed and the 16-bit storage capability "
