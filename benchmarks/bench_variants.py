@@ -169,9 +169,19 @@ def full_barriers():
         yield
 
 
+@contextlib.contextmanager
+def no_carried():
+    """No operation of a loop taken from its previous trip through a phi
+    (``codegen/carried.py`` off): a rotated loop's test computed again at
+    the top of the next trip."""
+    from numba_vulkan.codegen import carried
+    with _patched(carried, "carry", lambda original: (lambda text: text)):
+        yield
+
+
 VARIANTS = {"base": contextlib.nullcontext, "readonly": readonly, "restrict": restrict, "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
-            "full_barriers": full_barriers}
+            "full_barriers": full_barriers, "no_carried": no_carried}
 
 
 @contextlib.contextmanager
@@ -215,13 +225,16 @@ def main(argv=None):
     unknown = unknown_variants(variants)
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    benches = suite.by_name()
+    missing = [name for name in args.only.split(",") if name not in benches]
+    if missing:
+        parser.error(f"unknown benchmarks {missing}; known: {', '.join(benches)}")
     backends = {v: VariantBackend(v) for v in variants}
     sizes = args.sizes or ("quick" if backends["base"].is_cpu else "full")
     cuda_ok, _ = bk.cuda_status()
     if cuda_ok:
         backends["numba_cuda"] = bk.KERNEL_BACKENDS["numba_cuda"]()
     plan = measure.PLANS[sizes]
-    benches = suite.by_name()
     results = {"environment": backends["base"].environment(), "sizes": sizes, "kernels": {}}
     print(f"{'kernel':24}" + "".join(f"{v:>18}" for v in backends))
     for name in args.only.split(","):
