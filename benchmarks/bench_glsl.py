@@ -141,6 +141,9 @@ SPMV_VARIANTS = {
     "unroll4": (("PRECISE", "UNROLL4"),
                 "plain unrolled by four, the four indices' and data's loads first: "
                 "whether more loads in flight per invocation help"),
+    "vec4": (("PRECISE", "VEC4"),
+             "plain with indices and data read as 128-bit loads, four nonzeros each: "
+             "whether the number of storage-buffer load instructions is the limit"),
     "no_unroll": (("PRECISE", "NO_UNROLL"),
                   "plain marked dont_unroll: what the driver's own unrolling gains"),
     "uint": (("PRECISE", "UINT"),

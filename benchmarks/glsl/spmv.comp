@@ -29,6 +29,10 @@
 //                first, then the four x, then accumulates; the remainder
 //                after
 //   NO_UNROLL    the plain loop marked [[dont_unroll]]
+//   VEC4         indices and data read four at a time, as one 128-bit load
+//                each, from the first k that is a multiple of 4 (one by
+//                one before it and after the last whole four, and for the
+//                whole row where their offsets are not multiples of 4)
 //   UINT         every index and offset unsigned: indptr and indices read
 //                as uint, uint loop counters and address arithmetic
 //   READONLY     indptr, indices, data and x declared readonly restrict
@@ -74,6 +78,16 @@ layout(set = 0, binding = 1) INPUT buffer BufferIndices { INT indices[]; };
 layout(set = 0, binding = 2) INPUT buffer BufferData { float data[]; };
 layout(set = 0, binding = 3) INPUT buffer BufferX { float x[]; };
 layout(set = 0, binding = 4) buffer BufferY { float y[]; };
+#ifdef VEC4
+// The same buffers seen as vectors (aliases of the bindings above).
+#ifdef UINT
+#define INT4 uvec4
+#else
+#define INT4 ivec4
+#endif
+layout(set = 0, binding = 1) INPUT buffer BufferIndices4 { INT4 indices4[]; };
+layout(set = 0, binding = 2) INPUT buffer BufferData4 { vec4 data4[]; };
+#endif
 
 // The element index of k in array A. Macros, not functions: the module
 // then has one function, as ours has.
@@ -153,6 +167,27 @@ void main() {
                 acc += d2 * x2;
                 acc += d3 * x3;
             })
+        GUARDED(
+            [[dont_unroll]] for (; k < end; ++k) {
+                STEP(k);
+            })
+#elif defined(VEC4)
+        INT k = start;
+        if (((p.indices.offset | p.data.offset) & 3) == 0) {
+            GUARDED(
+                [[dont_unroll]] for (; k < end && (k & 3) != 0; ++k) {
+                    STEP(k);
+                })
+            GUARDED(
+                [[dont_unroll]] for (; k + 4 <= end; k += 4) {
+                    INT4 j = indices4[AT(indices, k) >> 2];
+                    vec4 d = data4[AT(data, k) >> 2];
+                    acc += d.x * x[AT(x, j.x)];
+                    acc += d.y * x[AT(x, j.y)];
+                    acc += d.z * x[AT(x, j.z)];
+                    acc += d.w * x[AT(x, j.w)];
+                })
+        }
         GUARDED(
             [[dont_unroll]] for (; k < end; ++k) {
                 STEP(k);
