@@ -562,7 +562,7 @@ def main(argv=None):
         if memory:
             entry["bandwidth"] = nbytes / median
             entry["of_copy"] = entry["bandwidth"] / copy_bandwidth if copy_bandwidth else None
-            cells += f" {entry['bandwidth'] / 1e9:>6.0f}"
+            cells += f" {entry['bandwidth'] / 1e9:>6.4g}"
             cells += f" {entry['of_copy']:>5.0%}" if entry["of_copy"] else f" {'-':>5}"
         registers = (stats.get(label) or {}).get("registers")
         cells += f" {registers if registers is not None else '-':>5}"

@@ -94,7 +94,9 @@ layout(set = 0, binding = 2) INPUT buffer BufferData4 { vec4 data4[]; };
 #if defined(UINT)
 #define AT(A, k) ((k) + uint(p.A.offset))
 #elif defined(WRAP)
-#define AT(A, k) ((k) + p.A.offset + ((k) < 0 ? p.A.n : 0))
+// mix() with a bool selector is OpSelect, as in our module; glslang makes
+// a ?: into branches.
+#define AT(A, k) ((k) + p.A.offset + mix(0, p.A.n, (k) < 0))
 #else
 #define AT(A, k) ((k) + p.A.offset)
 #endif
