@@ -37,6 +37,7 @@ representations where it gives them, and numba-cuda's PTX and SASS.
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -219,15 +220,17 @@ def build(glslang="glslangValidator", directory=GLSL_DIR, kernels=None):
     its .comp into ``directory``, and record the compiler's version there."""
     with open(os.path.join(directory, os.path.basename(VERSION_FILE)), "w") as f:
         f.write(glslang_version(glslang) + "\n")
-    for name in kernels or KERNELS:
-        kernel = KERNELS[name]
-        for variant, (macros, _) in kernel.variants.items():
-            command = [glslang, "-V", "--target-env", "vulkan1.2",
-                       *(f"-D{m}" for m in macros), "-o",
-                       spv_path(variant, directory, name), kernel.source]
-            proc = subprocess.run(command, capture_output=True, text=True)
-            if proc.returncode:
-                raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stdout}{proc.stderr}")
+    commands = [[glslang, "-V", "--target-env", "vulkan1.2", *(f"-D{m}" for m in macros),
+                 "-o", spv_path(variant, directory, name), KERNELS[name].source]
+                for name in kernels or KERNELS
+                for variant, (macros, _) in KERNELS[name].variants.items()]
+    # One glslang per core at a time: the test that the files are current builds all.
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        procs = list(pool.map(lambda c: subprocess.run(c, capture_output=True, text=True),
+                              commands))
+    for command, proc in zip(commands, procs):
+        if proc.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stdout}{proc.stderr}")
 
 
 def find_spirv_opt(given=None):
