@@ -14,10 +14,10 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, barriers, contract, exact, fixups, groupops, half, indices, int32, ir,
-                                   legalize, libclc_link, logical, looplimit, narrow, optimize,
-                                   readonly, rounding, strip, structurize, validate, versioning,
-                                   workarounds)
+from numba_vulkan.codegen import (backend, barriers, contract, exact, fixups, groupops, half,
+                                   indices, int32, ir, legalize, libclc_link, logical, looplimit,
+                                   narrow, optimize, readonly, rounding, strip, structurize,
+                                   validate, versioning, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
