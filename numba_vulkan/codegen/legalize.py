@@ -429,8 +429,153 @@ def _declare(module, name, declaration):
         module.items.append(ir.parse(declaration).items[0])
 
 
-def exact_float32(text):
-    """Divide and take square roots of float32 values in float64.
+#: The float32 fast paths' ranges, as bit patterns of magnitudes: where both
+#: operands of a division lie in [2**-60, 2**60), and for a square root of a
+#: value in [2**-80, 2**128), the result is a normal float far from the
+#: limits and :func:`_fast_division`'s and :func:`_fast_root`'s thresholds
+#: are exact and normal (a driver that flushes subnormals computes the same).
+DIVISION_LOW = 0x21800000
+DIVISION_HIGH = 0x5D800000
+ROOT_LOW = 0x17800000
+_EXPONENT = 0x7F800000
+_FMA = "@llvm.fma.f32"
+_RSQRT = "@llvm.spv.rsqrt.f32"
+_FABS = "@llvm.fabs.f32"
+
+
+def _float32(bits):
+    return _hex(struct.unpack("<f", struct.pack("<I", bits))[0])
+
+
+def _fma(emit, a, b, c):
+    return emit(f"call float {_FMA}(float {a}, float {b}, float {c})")
+
+
+def _fabs(emit, x):
+    return emit(f"call float {_FABS}(float {x})")
+
+
+def _below(emit, x):
+    """The power of two that the float below ``|x|`` (a normal float) lies in:
+    its spacing there is that times 2**-23."""
+    bits = emit(f"add i32 {emit(f'bitcast float {x} to i32')}, -1")
+    return emit(f"bitcast i32 {emit(f'and i32 {bits}, {_EXPONENT}')} to float")
+
+
+def _within(emit, x, low, high):
+    below_high = emit(f"fcmp {high[0]} float {x}, {_float32(high[1])}")
+    return emit(f"and i1 {emit(f'fcmp oge float {x}, {_float32(low)}')}, {below_high}")
+
+
+def _fast_division(emit, a, b):
+    """The quotient ``q`` of a short float32 path, and whether it is ``a / b``
+    correctly rounded.
+
+    A reciprocal from the driver (within a few ulps, Vulkan says 2.5),
+    then ``q`` refined by one fused step, then its residual ``r = a - b*q``:
+    ``q`` is the nearest float to ``a / b`` when ``|r| < |b| * h``, ``h``
+    half the spacing of the floats just below ``|q|`` (the smaller one, at
+    a power of two). The fused fma rounds ``r`` monotonically and the
+    threshold is exact (a power of two scaling), so the test never passes a
+    wrong ``q``; it fails only for quotients near a rounding midpoint, about
+    one in 10**6, which then take the float64 path, as do operands outside
+    :data:`DIVISION_LOW` .. :data:`DIVISION_HIGH` (zeros, subnormals,
+    infinities, NaNs).
+    """
+    fa, fb = _fabs(emit, a), _fabs(emit, b)
+    in_range = emit(f"and i1 {_within(emit, fa, DIVISION_LOW, ('olt', DIVISION_HIGH))}, "
+                    f"{_within(emit, fb, DIVISION_LOW, ('olt', DIVISION_HIGH))}")
+    y = emit(f"fdiv float 1.0, {b}")
+    q0 = emit(f"fmul float {a}, {y}")
+    minus_b = emit(f"fneg float {b}")
+    q = _fma(emit, _fma(emit, minus_b, q0, a), y, q0)
+    r = _fma(emit, minus_b, q, a)
+    half = emit(f"fmul float {emit(f'fmul float {fb}, {_hex(2.0 ** -24)}')}, {_below(emit, q)}")
+    sure = emit(f"fcmp olt float {_fabs(emit, r)}, {half}")
+    return emit(f"and i1 {in_range}, {sure}"), q
+
+
+def _fast_root(emit, x):
+    """The root ``s`` of a short float32 path, and whether it is ``sqrt(x)``
+    correctly rounded.
+
+    A reciprocal root from the driver, a root refined by one fused Newton
+    step, then its residual ``r = x - s*s``: with ``u`` the spacing of the
+    floats just below ``s``, ``|r| < s * u`` puts the true root within half
+    a spacing of ``s`` on either side (above: ``x < (s + u/2)**2``; below,
+    since ``x - s*s + s*u`` is a multiple of ``u*u``: ``x > (s - u/2)**2``).
+    The test fails for about one root in 10**6, which takes the float64 path
+    as do values outside [:data:`ROOT_LOW`, the largest float].
+    """
+    in_range = _within(emit, x, ROOT_LOW, ("ole", _EXPONENT - 1))
+    y = emit(f"call float {_RSQRT}(float {x})")
+    s0 = emit(f"fmul float {x}, {y}")
+    r0 = _fma(emit, emit(f"fneg float {s0}"), s0, x)
+    s = _fma(emit, r0, emit(f"fmul float {y}, 0.5"), s0)
+    r = _fma(emit, emit(f"fneg float {s}"), s, x)
+    ulp = emit(f"fmul float {emit(f'fmul float {s}, {_hex(2.0 ** -23)}')}, {_below(emit, s)}")
+    sure = emit(f"fcmp olt float {_fabs(emit, r)}, {ulp}")
+    return emit(f"and i1 {in_range}, {sure}"), s
+
+
+def _exact_target(inst):
+    """Whether ``inst`` is a float32 division or square root."""
+    sqrt = inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32"
+    return inst.name is not None and (sqrt or inst.opcode == "fdiv") and \
+        (inst.type if sqrt else inst.operands[0].type) == "float"
+
+
+def _in_float64(emit, inst, result=None):
+    wide = [emit(f"fpext float {o.value} to double") for o in inst.operands]
+    if inst.opcode == "call":
+        wide = emit(f"call double @llvm.sqrt.f64(double {wide[0]})")
+    else:
+        wide = emit(f"fdiv double {wide[0]}, {wide[1]}")
+    return emit(f"fptrunc double {wide} to float", result)
+
+
+def _split(function, counter):
+    """Each float32 division and root of ``function`` as a fast path with a
+    branch to the float64 computation where its test fails; returns the
+    counter after the last one."""
+    blocks, renamed, ours = [], {}, set()
+    for block in function.blocks:
+        if block.label is None:
+            # The phis after a split name the block their value comes from.
+            block.label = "nv.exact.entry"
+        label, body = block.label, []
+        for inst in block.instructions:
+            if not _exact_target(inst):
+                body.append(inst)
+                continue
+            counter += 1
+            stem = f"nv.exact.{counter}"
+            emit = Emitter(f"%{stem}")
+            operands = [str(o.value) for o in inst.operands]
+            sure, fast = (_fast_root(emit, *operands) if inst.opcode == "call"
+                          else _fast_division(emit, *operands))
+            emit.lines.append(f"br i1 {sure}, label %{stem}.join, label %{stem}.slow")
+            blocks.append(ir.Block(label, body + [ir.instruction(line) for line in emit.lines]))
+            slow = Emitter(f"%{stem}.f64")
+            value = _in_float64(slow, inst)
+            slow.lines.append(f"br label %{stem}.join")
+            blocks.append(ir.Block(f"{stem}.slow", [ir.instruction(line) for line in slow.lines]))
+            phi = ir.instruction(f"{inst.name} = phi float [ {fast}, %{label} ], "
+                                 f"[ {value}, %{stem}.slow ]")
+            ours.add(id(phi))
+            label, body = f"{stem}.join", [phi]
+        blocks.append(ir.Block(label, body))
+        if label != block.label:
+            renamed[f"%{block.label}"] = f"%{label}"
+    for inst in (i for b in blocks for i in b.instructions):
+        if inst.opcode == "phi" and id(inst) not in ours:
+            inst.labels = [renamed.get(lab, lab) for lab in inst.labels]
+    function.blocks = blocks
+    return counter
+
+
+def exact_float32(text, fused_fma=False):
+    """Divide and take square roots of float32 values correctly rounded.
 
     Vulkan only asks for float32 division within 2.5 ULP (NVIDIA's is
     that, and gives 0 for divisors beyond 2**126) and for square roots
@@ -447,24 +592,41 @@ def exact_float32(text):
     (``benchmarks/bench_variants.py``). NVIDIA's own correctly rounded
     division checks its fast path in one instruction that SPIR-V cannot ask
     for.
+
+    So on a target whose ``Fma`` is ``fused_fma`` each operation takes a
+    short float32 path (:func:`_fast_division`, :func:`_fast_root`: the
+    driver's reciprocal or reciprocal root, one fused refinement, and a test
+    of the exact residual that proves the result correctly rounded) and
+    branches to the float64 computation where the test fails or the
+    operands lie outside the path's range (zeros, subnormals, huge or tiny
+    magnitudes, infinities, NaNs). A first version stepped the result by an
+    ulp where the residual asked for it, which took about 20 integer
+    operations per division (half the rate of float ones on an H100-class
+    GPU); the test alone costs two. ``benchmarks/validate_divsqrt.py``
+    checks the paths against correctly rounded results in C.
     """
     module = ir.parse(text)
+    if fused_fma:
+        counter = 0
+        for function in module.functions:
+            if function.blocks:
+                counter = _split(function, counter)
+        if not counter:
+            return text
+        _declare(module, _FMA, f"declare float {_FMA}(float, float, float)")
+        _declare(module, _RSQRT, f"declare float {_RSQRT}(float)")
+        _declare(module, _FABS, f"declare float {_FABS}(float)")
+        _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
+        return str(module)
     counter = 0
 
     def rewrite(inst, function):
         nonlocal counter
-        sqrt = inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32"
-        if inst.name is None or not (sqrt or inst.opcode == "fdiv") or \
-                (inst.type if sqrt else inst.operands[0].type) != "float":
+        if not _exact_target(inst):
             return None
         counter += 1
         emit = Emitter(f"%nv.exact.{counter}")
-        wide = [emit(f"fpext float {o.value} to double") for o in inst.operands]
-        if sqrt:
-            wide = emit(f"call double @llvm.sqrt.f64(double {wide[0]})")
-        else:
-            wide = emit(f"fdiv double {wide[0]}, {wide[1]}")
-        emit(f"fptrunc double {wide} to float", inst.name)
+        _in_float64(emit, inst, inst.name)
         return emit.lines
 
     if not splice(module, rewrite):

@@ -16,8 +16,8 @@ from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
 from numba_vulkan.codegen import (backend, barriers, carried, contract, exact, fixups, groupops,
                                    half, indices, int32, ir, legalize, libclc_link, logical,
-                                   looplimit, narrow, optimize, rounding, strip, structurize,
-                                   validate, versioning, workarounds)
+                                   looplimit, narrow, optimize, readonly, rounding, strip,
+                                   structurize, validate, versioning, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -162,7 +162,7 @@ def legalise(job):
     if "int64" not in job.target.narrowed:
         final = rounding.exact_rounding(final)
     if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
-        final = legalize.exact_float32(final)
+        final = legalize.exact_float32(final, fused_fma=job.target.fused_fma)
     final = legalize.fold_constants(final)
     job.llvm_ir = final
     return final
@@ -187,9 +187,10 @@ def emit(job):
 
 def repair(job):
     """``job.spirv`` without the backend's debug noise and with its known
-    mistakes fixed."""
-    job.spirv = half.storage_capabilities(fixups.repair(strip.strip(groupops.lower(job.spirv))),
-                                          job.target.float16)
+    mistakes fixed, and the storage buffers it never writes decorated
+    NonWritable (:mod:`numba_vulkan.codegen.readonly`)."""
+    job.spirv = readonly.decorate(half.storage_capabilities(
+        fixups.repair(strip.strip(groupops.lower(job.spirv))), job.target.float16))
     return job.spirv
 
 
