@@ -101,73 +101,11 @@ def f64_exact():
         yield
 
 
-_STORAGE_BUFFER = 12
-_DECORATION_RESTRICT = 19
-_DECORATION_NON_WRITABLE = 24
-#: Opcodes whose result is a pointer into their first pointer operand's
-#: variable (access chains, copies, bitcasts), and the operand's index.
-_POINTER_FROM = {65: 3, 66: 3, 67: 3, 70: 3, 83: 3, 124: 3}
-#: Opcodes that write through the pointer at word 1 (a store) or 3 (atomics).
-_WRITES = {62: 1, **{op: 3 for op in (228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238,
-                                      239, 240, 241, 242, 6035)}}
-
-
-def _decorate_buffers(binary, restrict):
-    """The module with NonWritable on every storage buffer no instruction
-    writes through, and with ``restrict`` Restrict on every storage buffer;
-    a pointer whose variable cannot be traced (a phi, a select) counts as a
-    write to every buffer."""
-    from numba_vulkan import spirv
-    header, instructions = spirv.parse(binary)
-    pointer_types = {inst[1]: inst[2] for inst in instructions
-                     if spirv.opcode(inst) == spirv.OP_TYPE_POINTER}
-    buffers = {inst[2] for inst in instructions if spirv.opcode(inst) == spirv.OP_VARIABLE
-               and inst[3] == _STORAGE_BUFFER and inst[1] in pointer_types}
-    root = {b: b for b in buffers}
-    written, untraced = set(), False
-    for inst in instructions:
-        op = spirv.opcode(inst)
-        if op in _POINTER_FROM and len(inst) > _POINTER_FROM[op] and \
-                inst[_POINTER_FROM[op]] in root:
-            root[inst[2]] = root[inst[_POINTER_FROM[op]]]
-        elif op in (spirv.OP_PHI, spirv.OP_SELECT) and any(w in root for w in inst[3:]):
-            untraced = True
-        elif op in _WRITES and len(inst) > _WRITES[op]:
-            target = inst[_WRITES[op]]
-            if target in root:
-                written.add(root[target])
-    readonly = set() if untraced else buffers - written
-    decorations = [[(3 << 16) | spirv.OP_DECORATE, b, _DECORATION_NON_WRITABLE]
-                   for b in sorted(readonly)]
-    if restrict:
-        decorations += [[(3 << 16) | spirv.OP_DECORATE, b, _DECORATION_RESTRICT]
-                        for b in sorted(buffers)]
-    at = next(i for i, inst in enumerate(instructions) if spirv.opcode(inst) == spirv.OP_DECORATE)
-    return spirv.assemble(header, instructions[:at] + decorations + instructions[at:])
-
-
 @contextlib.contextmanager
-def _buffer_decorations(restrict):
-    from numba_vulkan.codegen import fixups
-
-    def wrap(original):
-        return lambda binary: _decorate_buffers(original(binary), restrict)
-    with _patched(fixups, "repair", wrap):
-        yield
-
-
-@contextlib.contextmanager
-def readonly():
-    """Storage buffers the kernel never writes decorated NonWritable."""
-    with _buffer_decorations(False):
-        yield
-
-
-@contextlib.contextmanager
-def restrict():
-    """Every storage buffer decorated Restrict too (an assumption that no
-    two array arguments share memory; what a launch would have to check)."""
-    with _buffer_decorations(True):
+def writable():
+    """No storage buffer decorated NonWritable (codegen.readonly off)."""
+    from numba_vulkan.codegen import readonly
+    with _patched(readonly, "decorate", lambda original: (lambda binary: binary)):
         yield
 
 
@@ -180,10 +118,20 @@ def full_barriers():
         yield
 
 
-VARIANTS = {"base": contextlib.nullcontext, "readonly": readonly, "restrict": restrict,
+@contextlib.contextmanager
+def no_carried():
+    """No operation of a loop taken from its previous trip through a phi
+    (``codegen/carried.py`` off): a rotated loop's test computed again at
+    the top of the next trip."""
+    from numba_vulkan.codegen import carried
+    with _patched(carried, "carry", lambda original: (lambda text: text)):
+        yield
+
+
+VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "f64_exact": f64_exact, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
-            "full_barriers": full_barriers}
+            "full_barriers": full_barriers, "no_carried": no_carried}
 
 
 @contextlib.contextmanager
@@ -227,13 +175,16 @@ def main(argv=None):
     unknown = unknown_variants(variants)
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    benches = suite.by_name()
+    missing = [name for name in args.only.split(",") if name not in benches]
+    if missing:
+        parser.error(f"unknown benchmarks {missing}; known: {', '.join(benches)}")
     backends = {v: VariantBackend(v) for v in variants}
     sizes = args.sizes or ("quick" if backends["base"].is_cpu else "full")
     cuda_ok, _ = bk.cuda_status()
     if cuda_ok:
         backends["numba_cuda"] = bk.KERNEL_BACKENDS["numba_cuda"]()
     plan = measure.PLANS[sizes]
-    benches = suite.by_name()
     results = {"environment": backends["base"].environment(), "sizes": sizes, "kernels": {}}
     print(f"{'kernel':24}" + "".join(f"{v:>18}" for v in backends))
     for name in args.only.split(","):

@@ -102,7 +102,8 @@ def table(results):
 
 def markdown_table(results):
     """The main results as a Markdown table (for the README): device time
-    where a backend measured it (kernels), else wall time (copies, launches)."""
+    where a backend measured it (kernels), else wall time (copies), and the
+    launch-and-wait time of the latency benchmarks, which is what they measure."""
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
     ratio_keys = _ratio_columns(backends)
     head = ["benchmark", "size"] + [f"{b} (ms)" for b in backends] + [
@@ -110,27 +111,28 @@ def markdown_table(results):
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, bench in results["benchmarks"].items():
         cells = [name, bench["size"]]
+        wall = bench["kind"] == "latency"
         for backend in backends:
             result = bench["results"].get(backend)
             if backend == "ceiling":
                 seconds = result.get("time") if result else None
             else:
-                seconds = time_of(result, "kernel") or time_of(result)
+                seconds = (not wall and time_of(result, "kernel")) or time_of(result)
             if seconds is None:
                 cells.append((result or {}).get("status", "-") if backend != "ceiling" else "-")
             else:
                 cells.append(f"{seconds * 1e3:.3f}")
         ratios = bench.get("ratios", {})
-        cells += [_ratio(_device_first(ratios.get(key))) for key, _ in ratio_keys]
-        cells.append(_ratio(_device_first(ratios.get("vulkan_of_ceiling")), True))
+        cells += [_ratio(_device_first(ratios.get(key), wall)) for key, _ in ratio_keys]
+        cells.append(_ratio(_device_first(ratios.get("vulkan_of_ceiling"), wall), True))
         cells.append(_ratio(plain_ratio(bench)) if bench.get("tuned") else "")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
-def _device_first(ratio):
+def _device_first(ratio, wall=False):
     ratio = ratio or {}
-    return ratio.get("kernel", ratio.get("wall"))
+    return ratio.get("wall") if wall else ratio.get("kernel", ratio.get("wall"))
 
 
 def cold_table(results):

@@ -144,3 +144,29 @@ def unmerged_switch(binary):
             return True
         previous = op
     return False
+
+
+#: Decoration enumerants of storage-buffer variables.
+DECORATION_NON_WRITABLE = 24
+DECORATION_BINDING = 33
+
+
+def nonwritable_bindings(binary):
+    """The descriptor bindings of the variables a module decorates NonWritable."""
+    _, instructions = parse(binary)
+    bindings, readonly = {}, set()
+    for inst in instructions:
+        if opcode(inst) == OP_DECORATE and len(inst) >= 3:
+            if inst[2] == DECORATION_BINDING and len(inst) >= 4:
+                bindings[inst[1]] = inst[3]
+            elif inst[2] == DECORATION_NON_WRITABLE:
+                readonly.add(inst[1])
+    return {bindings[target] for target in readonly if target in bindings}
+
+
+def without_nonwritable(binary):
+    """The module with its variables' NonWritable decorations removed."""
+    header, instructions = parse(binary)
+    return assemble(header, [inst for inst in instructions
+                             if not (opcode(inst) == OP_DECORATE and len(inst) == 3
+                                     and inst[2] == DECORATION_NON_WRITABLE)])

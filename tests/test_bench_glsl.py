@@ -1,6 +1,7 @@
-"""benchmarks/bench_glsl.py: the committed GLSL modules of the matrix product
-are what matmul.comp compiles to, and each computes the product through the
-runtime's Pipeline (the GPU machine runs them without glslang)."""
+"""benchmarks/bench_glsl.py: the committed GLSL modules of each kernel (the
+matrix product, spmv, saxpy) are what its .comp compiles to, and each
+computes its kernel's result through the runtime's Pipeline (the GPU
+machine runs them without glslang)."""
 
 import filecmp
 import shutil
@@ -18,9 +19,9 @@ def test_committed_spirv_is_current(tmp_path):
         if f.read().strip() != bench_glsl.glslang_version(glslang):
             pytest.skip("another glslang version than the one that built the .spv files")
     bench_glsl.build(glslang, str(tmp_path))
-    stale = [v for v in bench_glsl.VARIANTS
-             if not filecmp.cmp(bench_glsl.spv_path(v), bench_glsl.spv_path(v, str(tmp_path)),
-                                shallow=False)]
+    stale = [f"{k}_{v}" for k, kernel in bench_glsl.KERNELS.items() for v in kernel.variants
+             if not filecmp.cmp(bench_glsl.spv_path(v, kernel=k),
+                                bench_glsl.spv_path(v, str(tmp_path), k), shallow=False)]
     assert not stale, f"rebuild with bench_glsl.py --rebuild: {stale}"
 
 
@@ -46,6 +47,63 @@ def test_every_variant_computes_the_product():
         expected = host["a"].astype(np.float64) @ host["b"].astype(np.float64)
         np.testing.assert_allclose(arrays["c"].copy_to_host(), expected, rtol=1e-5,
                                    err_msg=variant)
+
+
+def _on_device_at(value, offset):
+    """``value`` on the device as a view that starts ``offset`` elements
+    into its buffer, so that a module that drops the interface's offsets
+    fails."""
+    import numba_vulkan as nv
+    padded = np.concatenate([np.full(offset, -7, value.dtype), value])
+    return nv.to_device(padded)[offset:]
+
+
+def _check_variants(name, size, offset):
+    """Every GLSL variant of kernel ``name`` gives suite.py's result on
+    arrays ``offset`` elements into their buffers."""
+    from numba_vulkan import abi
+    from numba_vulkan.runtime.device import current_device
+    from benchmarks import backends as bk
+    from benchmarks import bench_glsl, suite
+    backend = bk.VulkanBackend()
+    bench = suite.by_name()[name]
+    kernel = bench_glsl.KERNELS[name]
+    host = bench.inputs(size, np.random.default_rng(11))
+    arrays = {k: _on_device_at(v, offset) for k, v in host.items()
+              if isinstance(v, np.ndarray)}
+    params, push_size = abi.layout(kernel.arguments)
+    for variant, (macros, _) in kernel.variants.items():
+        with open(bench_glsl.spv_path(variant, kernel=name), "rb") as f:
+            module = bench_glsl.Module(current_device(), f.read(), params, push_size, variant)
+        groups = bench_glsl.glsl_groups(bench, size, macros)
+        try:
+            bench_glsl.prepare_module(backend, module, bench, host, arrays, groups)
+        except AssertionError as exc:
+            raise AssertionError(f"{name} variant {variant}, offset {offset}: {exc}") from None
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+def test_every_spmv_variant_computes_the_product(offset):
+    # 300 rows: a partial last group; rows of 8 to 24 nonzeros leave every
+    # remainder of the unrolled loops.
+    _check_variants("spmv", 300, offset)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 4])
+def test_every_saxpy_variant_computes_saxpy(offset):
+    # 4099 elements: partial vectors and groups at the end; offset 1 takes
+    # the vector variants' element-wise path, 4 their vector path off the
+    # buffer's start.
+    _check_variants("saxpy", 4099, offset)
+
+
+def test_elements_per_invocation_set_the_glsl_grid():
+    from benchmarks import bench_glsl, suite
+    bench = suite.by_name()["saxpy"]
+    for variant, expected in (("scalar", 17), ("vec4", 5), ("x4", 5), ("vec4_x4", 2)):
+        macros = bench_glsl.SAXPY_VARIANTS[variant][0]
+        assert bench_glsl.glsl_groups(bench, 4099, macros) == (expected,), variant
+    assert bench_glsl.glsl_groups(suite.by_name()["matmul"], 48, ()) == (3, 3)
 
 
 def test_driver_statistics_give_registers_and_write_representations(tmp_path, monkeypatch):

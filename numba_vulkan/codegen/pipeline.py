@@ -14,10 +14,10 @@ process.
 
 from numba_vulkan import config, spirv
 from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, barriers, contract, exact, fixups, groupops, half, indices, int32, ir,
-                                   legalize, libclc_link, logical, looplimit, narrow, optimize,
-                                   rounding, strip, structurize, validate, versioning,
-                                   workarounds)
+from numba_vulkan.codegen import (backend, barriers, carried, contract, exact, fixups, groupops,
+                                   half, indices, int32, ir, legalize, libclc_link, logical,
+                                   looplimit, narrow, optimize, readonly, rounding, strip,
+                                   structurize, validate, versioning, workarounds)
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -90,6 +90,18 @@ def reoptimise(job):
     if versioned is not text:
         job.module = optimize.link([versioned], job.target.triple, DATA_LAYOUT)
         job.module.verify()
+    return job.module
+
+
+def carry_values(job):
+    """``job.module`` with each operation of a loop that its previous trip
+    computed already, on the values this trip reads, taken from that trip
+    through a phi (:mod:`numba_vulkan.codegen.carried`); after the loops'
+    rotation, which leaves those duplicates."""
+    text = str(job.module)
+    rewritten = carried.carry(text)
+    if rewritten is not text:
+        job.module = optimize.link([rewritten], job.target.triple, DATA_LAYOUT)
     return job.module
 
 
@@ -175,9 +187,10 @@ def emit(job):
 
 def repair(job):
     """``job.spirv`` without the backend's debug noise and with its known
-    mistakes fixed."""
-    job.spirv = half.storage_capabilities(fixups.repair(strip.strip(groupops.lower(job.spirv))),
-                                          job.target.float16)
+    mistakes fixed, and the storage buffers it never writes decorated
+    NonWritable (:mod:`numba_vulkan.codegen.readonly`)."""
+    job.spirv = readonly.decorate(half.storage_capabilities(
+        fixups.repair(strip.strip(groupops.lower(job.spirv))), job.target.float16))
     return job.spirv
 
 

@@ -318,6 +318,9 @@ STAGES = (
           "unrolled 16 times, fewer if their body is large"),
     Stage("reoptimize", _codegen("reoptimise"), "optimised again, with what the rewrite "
           "exposed", llvm=True),
+    Stage("carry", _codegen("carry_values"), "an operation in a loop that the previous trip "
+          "computed already on the values this trip reads (the test of a rotated `while` "
+          "loop, `zr * zr` again at the top) is taken from that trip through a phi", llvm=True),
     Stage("structurize", _codegen("structure"), "structured control flow: one merge block per "
           "loop and per branch; on a target with a loop limit, loop trips are counted and "
           "reaching the limit is reported", llvm=True),

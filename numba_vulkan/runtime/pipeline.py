@@ -5,7 +5,7 @@ import struct
 import threading
 import weakref
 
-from numba_vulkan import abi
+from numba_vulkan import abi, spirv
 from numba_vulkan.errors import LaunchError
 from numba_vulkan.runtime import memory, timing, vk
 
@@ -152,7 +152,8 @@ class Pipeline:
     another's arguments, and kernels that fit the block pay nothing.
     """
 
-    def __init__(self, device, spirv, params, push_size, entry="main", cache=None, name=None):
+    def __init__(self, device, module, params, push_size, entry="main", cache=None,
+                 name=None):
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         self.device = device
@@ -164,7 +165,7 @@ class Pipeline:
         self.packer = struct.Struct(abi.push_format(self.params, push_size))
         bound = check_layout(device, self.params, push_size, name)
         made = Objects()
-        made.build(device, spirv, bound, push_size, entry, cache)
+        made.build(device, module, bound, push_size, entry, cache)
         self.shader, self.set_layout = made.shader, made.set_layout
         self.layout, self.pipeline = made.layout, made.pipeline
         if cache is not None:
@@ -191,6 +192,16 @@ class Pipeline:
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, Pipeline._release, device, made,
                                            self.descriptor_pool)
+        # Positions among the arrays of buffers the module reads NonWritable
+        # (codegen.readonly), and of the others, which it may write.
+        readonly = spirv.nonwritable_bindings(module) if len(self.arrays) > 1 else ()
+        self._readonly = tuple(k for k, p in enumerate(self.arrays) if p.binding in readonly)
+        self._others = tuple(k for k, p in enumerate(self.arrays) if p.binding not in readonly)
+        if self._readonly and self._others:
+            self._rebuild = (module, entry, cache, name)
+        else:
+            self._readonly = ()
+        self._aliased = None
 
     @staticmethod
     def _release(device, made, pool):
@@ -225,6 +236,10 @@ class Pipeline:
             stream: The :class:`~numba_vulkan.runtime.queue.Stream` (None:
                 the device's default stream).
         """
+        if self._readonly and any(buffers[r] is buffers[o] for r in self._readonly
+                                  for o in self._others):
+            self._aliasing_pipeline().launch(groups, buffers, push, stream)
+            return
         if stream is None:
             stream = self._default
         # The buffers' count is fixed per pipeline, so their ids need no tuple of their own.
@@ -261,6 +276,18 @@ class Pipeline:
             entry[4][None] = 0
         timer.submit(lambda cb: self._dispatch(cb, groups, entry[1], push), (self, buffers),
                      stream)
+
+    def _aliasing_pipeline(self):
+        """The pipeline of this module without its NonWritable decorations,
+        for launches that bind one buffer at a binding it reads NonWritable
+        and at another it may write: there a driver may not read the first
+        through a path that misses the second's writes."""
+        with self._lock:
+            if self._aliased is None:
+                module, entry, cache, name = self._rebuild
+                self._aliased = Pipeline(self.device, spirv.without_nonwritable(module),
+                                         self.params, self.push_size, entry, cache, name)
+            return self._aliased
 
     def _record(self, groups, buffers, push):
         slot = self._free_slots.pop() if self.args is not None else None
