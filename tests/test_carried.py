@@ -75,6 +75,33 @@ def test_a_start_of_constants_is_folded():
     assert tiny["%nv.carry.1"] == "%nv.carry.1 = fmul double 1.0e-200, 1.0e-200"
 
 
+def test_a_chain_of_integer_operations_and_a_compare_is_carried():
+    text = """define i64 @k(i64 %n) {
+entry:
+  br label %loop
+
+loop:
+  %k = phi i64 [ 3, %entry ], [ %k2, %loop ]
+  %m = mul nsw i64 %k, %k
+  %lt = icmp slt i64 %m, %n
+  %s = select i1 %lt, i64 %m, i64 %n
+  %k2 = add nsw i64 %k, %s
+  %m2 = mul nsw i64 %k2, %k2
+  %lt2 = icmp slt i64 %m2, %n
+  br i1 %lt2, label %loop, label %exit
+
+exit:
+  ret i64 %k2
+}
+"""
+    out = _instructions(_carry(text))
+    assert out["%m"] == "%m = phi i64 [ %nv.carry.1, %entry ], [ %m2, %loop ]"
+    assert out["%nv.carry.1"] == "%nv.carry.1 = mul nsw i64 3, 3"
+    # The compare of the carried product is the latch's compare of its twin.
+    assert out["%lt"] == "%lt = phi i1 [ %nv.carry.2, %entry ], [ %lt2, %loop ]"
+    assert out["%nv.carry.2"] == "%nv.carry.2 = icmp slt i64 %nv.carry.1, %n"
+
+
 @pytest.mark.parametrize("change", [
     ("%t = fmul double", "%t = fmul nnan double"),
     ("%t = fmul double %z2, %z2", "%t = fmul double %z2, %c"),
@@ -224,4 +251,62 @@ def test_running_product_matches_njit(rewrites, rng):
     np.testing.assert_array_equal(counts, expected_counts)
     np.testing.assert_array_equal(out, expected)
     assert expected_counts.min() < 100 and expected_counts.max() == 400
+    assert_valid_spirv(compiled_kernels(kernel)[0])
+
+
+def _mixed(x, n, out_i, out_f):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        h = i + 1
+        k = 0
+        while k < n and (h * 31 ^ (h << 3)) % 1000 != 7:
+            h = (h * 31 ^ (h << 3)) % 100003 + k
+            k += 1
+        out_i[i] = h * 1000 + k
+        total = 0.0
+        for j in range(3):
+            v = x[i] + j * 0.25
+            t = 0
+            while t < n and abs(v * v - 2.0) > 0.05:
+                v = abs(v * v - 2.0) * 0.9 + 0.1
+                t += 1
+            total += v + t
+        out_f[i] = total
+
+
+@numba.njit
+def _mixed_one(i, x, n, out_i, out_f):
+    h = i + 1
+    k = 0
+    while k < n and (h * 31 ^ (h << 3)) % 1000 != 7:
+        h = (h * 31 ^ (h << 3)) % 100003 + k
+        k += 1
+    out_i[i] = h * 1000 + k
+    total = 0.0
+    for j in range(3):
+        v = x[i] + j * 0.25
+        t = 0
+        while t < n and abs(v * v - 2.0) > 0.05:
+            v = abs(v * v - 2.0) * 0.9 + 0.1
+            t += 1
+        total += v + t
+    out_f[i] = total
+
+
+def test_integer_and_nested_loops_match_njit(rewrites, rng):
+    before = len(rewrites)
+    x = rng.uniform(0.0, 1.5, 96)
+    out_i, out_f = np.zeros(96, np.int64), np.zeros(96)
+    kernel = nv.jit(_mixed)
+    kernel.forall(96)(x, 300, out_i, out_f)
+    expected_i, expected_f = np.zeros_like(out_i), np.zeros_like(out_f)
+    for i in range(96):
+        _mixed_one(i, x, 300, expected_i, expected_f)
+    assert rewrites[before:] == [True]
+    np.testing.assert_array_equal(out_i, expected_i)
+    np.testing.assert_array_equal(out_f, expected_f)
+    # Loops left early and loops that ran every trip, in both parts.
+    trips = expected_i % 1000
+    assert trips.min() < 50 and trips.max() == 300
+    assert len(set(np.floor(expected_f).tolist())) > 10
     assert_valid_spirv(compiled_kernels(kernel)[0])

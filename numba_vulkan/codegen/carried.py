@@ -158,7 +158,9 @@ def carry(text):
 
 def _carry_function(function):
     graph = _Graph(function)
+    # Values and blocks share one namespace; parameters are in the header.
     names = {inst.name for inst in function.instructions() if inst.name}
+    names.update(f"%{block.label}" for block in function.blocks)
     defined = {inst.name: block for block in function.blocks
                for inst in block.instructions if inst.name}
     counter = [0]
@@ -167,7 +169,7 @@ def _carry_function(function):
         while True:
             counter[0] += 1
             name = f"%nv.carry.{counter[0]}"
-            if name not in names:
+            if name not in names and name not in function.header:
                 names.add(name)
                 return name
 
