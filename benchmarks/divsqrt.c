@@ -2,10 +2,10 @@
  * written operation for operation in C and checked against correctly rounded
  * references ((float) of the float64 quotient and root, which round once more
  * harmlessly: 53 >= 2 * 24 + 2).  Built and run by validate_divsqrt.py, which
- * passes the range limits from legalize.py as bit patterns (-DDIV_LO=...
- * -DDIV_HI=... -DSQRT_LO=...).  The driver's approximate reciprocal and
- * reciprocal root are modelled as the correctly rounded ones moved by up to
- * SLACK ulps either way.
+ * passes the least threshold the residual test accepts from legalize.py
+ * (-DLOWEST=...).  The driver's approximate reciprocal and reciprocal root
+ * are modelled as the correctly rounded ones moved by up to SLACK ulps
+ * either way.
  *
  * usage: divsqrt PAIRS SEED SQRT_MODE   (SQRT_MODE 0: sampled, 1: exhaustive)
  * Prints counts; exits 1 on any wrong result the fast path keeps.
@@ -28,47 +28,43 @@ static uint64_t next(void) {
     state ^= state << 13; state ^= state >> 7; state ^= state << 17; return state;
 }
 
-static long unsure;  /* in range, but left to float64 by the residual check */
+static long unsure;  /* left to float64 by the residual test */
 
-/* 1 if the fast path gives the quotient (in *out), 0 if it is left to float64. */
+/* 2**e of the float just below |x| (x normal): the spacing there is that * 2**-23. */
+static float below(float x) { return F((B(x) - 1) & 0x7f800000u); }
+
+/* 1 if the fast path keeps its quotient (in *out), 0 if it is left to float64. */
 static int fast_div(float a, float b, int k, float *out) {
-    float fa = fabsf(a), fb = fabsf(b);
-    int in_range = (fa >= F(DIV_LO)) & (fa < F(DIV_HI)) & (fb >= F(DIV_LO)) & (fb < F(DIV_HI));
     float y = F(B(1.0f / b) + k);
     float q0 = a * y;
     float r0 = fmaf(-b, q0, a);
     float q1 = fmaf(r0, y, q0);
     float r1 = fmaf(-b, q1, a);
-    float below = F((B(q1) - 1) & 0x7f800000u);  /* 2**e of the float below |q1| */
-    float half = fb * 0x1p-24f * below;
-    int sure = fabsf(r1) < half;
-    if (!in_range) return 0;
+    float half = fabsf(b) * below(q1) * 0x1p-24f;
+    int sure = (half >= LOWEST) & (half <= 0x1.fffffep127f) & (fabsf(r1) < half);
     if (!sure) { unsure++; return 0; }
     *out = q1;
     return 1;
 }
 
 static int fast_sqrt(float x, int k, float *out) {
-    int in_range = (x >= F(SQRT_LO)) & (x <= 0x1.fffffep127f);
     float y = F(B((float)(1.0 / sqrt((double)x))) + k);
     float s0 = x * y, h = y * 0.5f;
     float r0 = fmaf(-s0, s0, x);
     float s1 = fmaf(r0, h, s0);
     float r1 = fmaf(-s1, s1, x);
-    float below = F((B(s1) - 1) & 0x7f800000u);
-    float ulp = s1 * 0x1p-23f * below;
-    int sure = fabsf(r1) < ulp;
-    if (!in_range) return 0;
+    float ulp = s1 * below(s1) * 0x1p-23f;
+    int sure = (ulp >= LOWEST) & (fabsf(r1) < ulp);
     if (!sure) { unsure++; return 0; }
     *out = s1;
     return 1;
 }
 
-static long checked, wrong, rejected;
+static long checked, wrong;
 
 static void div_case(float a, float b, int k) {
     float q;
-    if (!fast_div(a, b, k, &q)) { rejected++; return; }
+    if (!fast_div(a, b, k, &q)) return;
     checked++;
     float ref = (float)((double)a / (double)b);
     if (B(q) != B(ref)) {
@@ -84,7 +80,7 @@ static void div_all_k(float a, float b) {
 
 static void sqrt_case(float x, int k) {
     float s;
-    if (!fast_sqrt(x, k, &s)) { rejected++; return; }
+    if (!fast_sqrt(x, k, &s)) return;
     checked++;
     float ref = (float)sqrt((double)x);
     if (B(s) != B(ref)) {
@@ -109,17 +105,27 @@ static uint32_t inverse_mod(uint32_t b, int bits) {  /* b odd */
 }
 
 static void division(long pairs) {
-    int elo = (int)(DIV_LO >> 23), ehi = (int)((DIV_HI - 1) >> 23);
     long before = checked, left = unsure;
-    /* Random pairs over the guard's range, with a random reciprocal error. */
-    for (long n = 0; n < pairs; n++) div_case(random_float(elo, ehi), random_float(elo, ehi), slack());
-    printf("division: %ld random pairs in range: %ld by the fast path, %ld left to float64 by the check\n",
+    /* Random normal pairs, with a random reciprocal error. */
+    for (long n = 0; n < pairs; n++) div_case(random_float(1, 254), random_float(1, 254), slack());
+    printf("division: %ld random normal pairs: %ld by the fast path, %ld left to float64\n",
            pairs, checked - before, unsure - left);
-    /* Random bit patterns of every kind: only the guard's share is checked. */
-    long rej = rejected; before = checked;
+    /* Random bit patterns of every kind (subnormals, zeros, infinities, NaNs too). */
+    before = checked; left = unsure;
     for (long n = 0; n < pairs / 10; n++) div_case(F((uint32_t)next()), F((uint32_t)next()), slack());
-    printf("division: %ld random bit patterns in range, %ld left to float64\n",
-           checked - before, rejected - rej);
+    printf("division: %ld random bit patterns: %ld by the fast path, %ld left to float64\n",
+           pairs / 10, checked - before, unsure - left);
+    /* Quotients near the smallest normal and the largest float. */
+    before = checked; left = unsure;
+    for (long n = 0; n < pairs / 10; n++) {
+        float b = random_float(1, 254);
+        int eb = (int)(B(b) >> 23 & 0xff), low = (int)(next() % 12) - 4, high = (int)(next() % 6);
+        int ea_low = eb - 127 + 1 + low, ea_high = eb - 127 + 249 + high;
+        if (ea_low >= 1 && ea_low <= 254) div_case(random_float(ea_low, ea_low), b, slack());
+        if (ea_high >= 1 && ea_high <= 254) div_case(random_float(ea_high, ea_high), b, slack());
+    }
+    printf("division: quotients near the range's ends: %ld by the fast path, %ld left to float64\n",
+           checked - before, unsure - left);
     /* Quotients next to a midpoint: b * (2M+1) = a * 2^25 + t with t small. */
     before = checked; left = unsure;
     for (long n = 0; n < pairs / 100; n++) {
@@ -130,32 +136,36 @@ static void division(long pairs) {
         if (q < (1u << 24)) continue;
         uint64_t p = (uint64_t)b * q - (int64_t)t;
         uint64_t ai = p >> 25;
-        int eb = elo + 30 + (int)(next() % (uint64_t)(ehi - elo - 60));
-        float fb = ldexpf((float)b, eb - 127 - 23);
-        float fa = ldexpf((float)ai, eb - 127 - 23);
+        int ea = -120 + (int)(next() % 240), eb = ea - 100 + (int)(next() % 200);
+        float fb = ldexpf((float)b, eb - 23), fa = ldexpf((float)ai, ea - 23);
         float sa = (next() & 1) ? -fa : fa, sb = (next() & 1) ? -fb : fb;
         div_all_k(sa, sb);
+        div_all_k(ldexpf(sa, eb - ea), sb);
     }
-    printf("division: %ld near-midpoint cases by the fast path (all reciprocal errors), %ld left to float64\n",
+    printf("division: near-midpoint cases (every reciprocal error): %ld by the fast path, %ld left\n",
            checked - before, unsure - left);
-    /* Mantissas of all ones, quotients at and beside powers of two, guard limits. */
+    /* Special values and the ends of the range, mantissas of all ones, quotients beside powers of two. */
     before = checked;
-    float edges[] = {F(DIV_LO), F(DIV_LO + 1), F(DIV_HI - 1), F(DIV_HI - 2), F(DIV_LO - 1), F(DIV_HI)};
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 6; j++) {
-            div_all_k(edges[i], edges[j]); div_all_k(-edges[i], edges[j]);
-            div_all_k(edges[i], -edges[j]);
-        }
+    float special[] = {0.0f, 0x1p-149f, 0x1p-140f, 0x1.fffffcp-127f, 0x1p-126f, 0x1.000002p-126f, 0x1p-125f,
+                       0x1p-103f, 0x1p-102f, 0x1p-101f, 0x1p-100f, 0x1p-60f, 1.0f, 0x1.fffffep0f, 3.0f,
+                       0x1p60f, 0x1p100f, 0x1p126f, 0x1p127f, 0x1.fffffep127f, INFINITY, NAN};
+    int count = sizeof special / sizeof special[0];
+    for (int i = 0; i < count; i++)
+        for (int j = 0; j < count; j++)
+            for (int d = -1; d <= 1; d++) {
+                float a = special[i], b = F(B(special[j]) + (B(special[j]) ? d : 0));
+                div_all_k(a, b); div_all_k(-a, b); div_all_k(a, -b); div_all_k(-a, -b);
+            }
     for (long n = 0; n < pairs / 100; n++) {
-        float b = random_float(elo + 30, ehi - 30);
-        float ones = F((B(random_float(elo + 30, ehi - 30)) | 0x7fffffu));
+        float b = random_float(30, 224);
+        float ones = F((B(random_float(30, 224)) | 0x7fffffu));
         int d = (int)(next() % 9) - 4;
         float p2 = F(((uint32_t)(127 + (int)(next() % 41) - 20) << 23));
         div_all_k(ones, b); div_all_k(b, ones); div_all_k(ones, F(B(ones) ^ 0x00800000u));
         div_all_k(F(B(b * p2) + d), b);               /* quotient beside a power of two */
         div_all_k(F(B(ones) + d), F(B(ones) & 0xff800000u));
     }
-    printf("division: %ld edge cases (all reciprocal errors)\n", checked - before);
+    printf("division: %ld edge cases by the fast path (every reciprocal error)\n", checked - before);
 }
 
 static void sqrt_range(uint32_t lo, uint32_t hi, int all_k) {
@@ -169,24 +179,26 @@ static void roots(long samples, int exhaustive) {
     long before = checked, left = unsure;
     if (exhaustive) {
         sqrt_range(B(1.0f), B(4.0f), 1);                      /* both parities, every error */
-        sqrt_range(SQRT_LO, SQRT_LO + (2u << 23), 1);         /* the guard's lowest binades */
-        sqrt_range(0x7f800000u - (2u << 23), 0x7f800000u, 1); /* and its highest */
+        sqrt_range(B(0x1p-106f), B(0x1p-98f), 1);             /* where the test's threshold gets too small */
+        sqrt_range(0x7f800000u - (2u << 23), 0x7f800000u, 1); /* the highest binades */
+        sqrt_range(0, 0x00800000u, 0);                        /* subnormals */
     } else {
         for (long n = 0; n < samples; n++) sqrt_case(F(B(1.0f) + (uint32_t)(next() % (2u << 23))), slack());
-        sqrt_range(SQRT_LO, SQRT_LO + 4096, 1);
+        for (long n = 0; n < samples / 10; n++)
+            sqrt_case(F(B(0x1p-106f) + (uint32_t)(next() % (8u << 23))), slack());
         sqrt_range(0x7f800000u - 4096, 0x7f800000u, 1);
+        sqrt_range(0, 4096, 1);
     }
     for (uint32_t e = 0; e < 256; e++)                        /* every binade's ends */
         for (int d = 0; d < 64; d++) {
             sqrt_case(F((e << 23) + d), 0); sqrt_case(F((e << 23) - 1 - d), 0);
+            sqrt_case(F(0x80000000u | ((e << 23) + d)), 0);
         }
-    printf("sqrt: %ld roots by the fast path, %ld left to float64 by the check\n",
-           checked - before, unsure - left);
-    long rej = rejected;
-    before = checked;
+    printf("sqrt: %ld roots by the fast path, %ld left to float64\n", checked - before, unsure - left);
+    before = checked; left = unsure;
     for (long n = 0; n < samples; n++) sqrt_case(F((uint32_t)next()), slack());
-    printf("sqrt: %ld random bit patterns by the fast path, %ld left to float64\n",
-           checked - before, rejected - rej);
+    printf("sqrt: %ld random bit patterns: %ld by the fast path, %ld left to float64\n",
+           samples, checked - before, unsure - left);
 }
 
 int main(int argc, char **argv) {
@@ -195,7 +207,6 @@ int main(int argc, char **argv) {
     int exhaustive = argc > 3 ? atoi(argv[3]) : 0;
     division(pairs);
     roots(pairs, exhaustive);
-    printf("checked %ld, wrong %ld, left to float64 by the residual check %ld\n",
-           checked, wrong, unsure);
+    printf("kept by the fast path %ld, wrong %ld, left to float64 %ld\n", checked, wrong, unsure);
     return wrong ? 1 : 0;
 }

@@ -429,22 +429,15 @@ def _declare(module, name, declaration):
         module.items.append(ir.parse(declaration).items[0])
 
 
-#: The float32 fast paths' ranges, as bit patterns of magnitudes: where both
-#: operands of a division lie in [2**-60, 2**60), and for a square root of a
-#: value in [2**-80, 2**128), the result is a normal float far from the
-#: limits and :func:`_fast_division`'s and :func:`_fast_root`'s thresholds
-#: are exact and normal (a driver that flushes subnormals computes the same).
-DIVISION_LOW = 0x21800000
-DIVISION_HIGH = 0x5D800000
-ROOT_LOW = 0x17800000
+#: The least threshold the fast paths' residual tests accept: one this large
+#: is a normal float, so computed by power-of-two scalings it is exact (a
+#: smaller one may have been rounded up, or flushed by a driver).
+LOWEST_THRESHOLD = 2.0 ** -125
 _EXPONENT = 0x7F800000
+_LARGEST = (2 - 2.0 ** -23) * 2.0 ** 127
 _FMA = "@llvm.fma.f32"
 _RSQRT = "@llvm.spv.rsqrt.f32"
 _FABS = "@llvm.fabs.f32"
-
-
-def _float32(bits):
-    return _hex(struct.unpack("<f", struct.pack("<I", bits))[0])
 
 
 def _fma(emit, a, b, c):
@@ -455,16 +448,14 @@ def _fabs(emit, x):
     return emit(f"call float {_FABS}(float {x})")
 
 
-def _below(emit, x):
-    """The power of two that the float below ``|x|`` (a normal float) lies in:
-    its spacing there is that times 2**-23."""
-    bits = emit(f"add i32 {emit(f'bitcast float {x} to i32')}, -1")
-    return emit(f"bitcast i32 {emit(f'and i32 {bits}, {_EXPONENT}')} to float")
-
-
-def _within(emit, x, low, high):
-    below_high = emit(f"fcmp {high[0]} float {x}, {_float32(high[1])}")
-    return emit(f"and i1 {emit(f'fcmp oge float {x}, {_float32(low)}')}, {below_high}")
+def _threshold(emit, x, result, scale):
+    """``|x| * 2**e * scale``, ``2**e`` the binade of the float just below
+    ``|result|`` (whose spacing there is ``2**e * 2**-23``), and whether it
+    is at least :data:`LOWEST_THRESHOLD`."""
+    bits = emit(f"add i32 {emit(f'bitcast float {result} to i32')}, -1")
+    binade = emit(f"bitcast i32 {emit(f'and i32 {bits}, {_EXPONENT}')} to float")
+    value = emit(f"fmul float {emit(f'fmul float {x}, {binade}')}, {_hex(scale)}")
+    return value, emit(f"fcmp oge float {value}, {_hex(LOWEST_THRESHOLD)}")
 
 
 def _fast_division(emit, a, b):
@@ -472,27 +463,26 @@ def _fast_division(emit, a, b):
     correctly rounded.
 
     A reciprocal from the driver (within a few ulps, Vulkan says 2.5),
-    then ``q`` refined by one fused step, then its residual ``r = a - b*q``:
-    ``q`` is the nearest float to ``a / b`` when ``|r| < |b| * h``, ``h``
-    half the spacing of the floats just below ``|q|`` (the smaller one, at
-    a power of two). The fused fma rounds ``r`` monotonically and the
-    threshold is exact (a power of two scaling), so the test never passes a
-    wrong ``q``; it fails only for quotients near a rounding midpoint, about
-    one in 10**6, which then take the float64 path, as do operands outside
-    :data:`DIVISION_LOW` .. :data:`DIVISION_HIGH` (zeros, subnormals,
-    infinities, NaNs).
+    ``q`` refined by one fused step, then its residual ``r = a - b*q`` by one
+    more: ``q`` is the nearest float to ``a / b`` when ``|r| < |b| * h``,
+    ``h`` half the spacing of the floats just below ``|q|`` (the smaller one,
+    at a power of two). The fused fma rounds ``r`` monotonically and the
+    threshold is exact where it is normal, so the test never passes a wrong
+    ``q``, however far the driver's reciprocal is off. It fails for quotients
+    near a rounding midpoint (about one in 10**6), near the ends of the
+    float range and for zeros, infinities and NaNs anywhere (a zero quotient
+    makes the threshold infinite: the test wants a finite one), which then
+    take the float64 path.
     """
-    fa, fb = _fabs(emit, a), _fabs(emit, b)
-    in_range = emit(f"and i1 {_within(emit, fa, DIVISION_LOW, ('olt', DIVISION_HIGH))}, "
-                    f"{_within(emit, fb, DIVISION_LOW, ('olt', DIVISION_HIGH))}")
     y = emit(f"fdiv float 1.0, {b}")
     q0 = emit(f"fmul float {a}, {y}")
     minus_b = emit(f"fneg float {b}")
     q = _fma(emit, _fma(emit, minus_b, q0, a), y, q0)
     r = _fma(emit, minus_b, q, a)
-    half = emit(f"fmul float {emit(f'fmul float {fb}, {_hex(2.0 ** -24)}')}, {_below(emit, q)}")
-    sure = emit(f"fcmp olt float {_fabs(emit, r)}, {half}")
-    return emit(f"and i1 {in_range}, {sure}"), q
+    half, normal = _threshold(emit, _fabs(emit, b), q, 2.0 ** -24)
+    finite = emit(f"fcmp ole float {half}, {_hex(_LARGEST)}")
+    below = emit(f"fcmp olt float {_fabs(emit, r)}, {half}")
+    return emit(f"and i1 {emit(f'and i1 {normal}, {finite}')}, {below}"), q
 
 
 def _fast_root(emit, x):
@@ -504,18 +494,18 @@ def _fast_root(emit, x):
     floats just below ``s``, ``|r| < s * u`` puts the true root within half
     a spacing of ``s`` on either side (above: ``x < (s + u/2)**2``; below,
     since ``x - s*s + s*u`` is a multiple of ``u*u``: ``x > (s - u/2)**2``).
-    The test fails for about one root in 10**6, which takes the float64 path
-    as do values outside [:data:`ROOT_LOW`, the largest float].
+    The test fails for about one root in 10**6, and for values below about
+    2**-102, zeros, negative values, infinities and NaNs, which take the
+    float64 path.
     """
-    in_range = _within(emit, x, ROOT_LOW, ("ole", _EXPONENT - 1))
     y = emit(f"call float {_RSQRT}(float {x})")
     s0 = emit(f"fmul float {x}, {y}")
     r0 = _fma(emit, emit(f"fneg float {s0}"), s0, x)
     s = _fma(emit, r0, emit(f"fmul float {y}, 0.5"), s0)
     r = _fma(emit, emit(f"fneg float {s}"), s, x)
-    ulp = emit(f"fmul float {emit(f'fmul float {s}, {_hex(2.0 ** -23)}')}, {_below(emit, s)}")
-    sure = emit(f"fcmp olt float {_fabs(emit, r)}, {ulp}")
-    return emit(f"and i1 {in_range}, {sure}"), s
+    ulp, normal = _threshold(emit, s, s, 2.0 ** -23)
+    below = emit(f"fcmp olt float {_fabs(emit, r)}, {ulp}")
+    return emit(f"and i1 {normal}, {below}"), s
 
 
 def _exact_target(inst):
@@ -596,14 +586,15 @@ def exact_float32(text, fused_fma=False):
     So on a target whose ``Fma`` is ``fused_fma`` each operation takes a
     short float32 path (:func:`_fast_division`, :func:`_fast_root`: the
     driver's reciprocal or reciprocal root, one fused refinement, and a test
-    of the exact residual that proves the result correctly rounded) and
-    branches to the float64 computation where the test fails or the
-    operands lie outside the path's range (zeros, subnormals, huge or tiny
-    magnitudes, infinities, NaNs). A first version stepped the result by an
-    ulp where the residual asked for it, which took about 20 integer
-    operations per division (half the rate of float ones on an H100-class
-    GPU); the test alone costs two. ``benchmarks/validate_divsqrt.py``
-    checks the paths against correctly rounded results in C.
+    of the residual that proves the result correctly rounded) and branches
+    to the float64 computation where the test fails (near rounding
+    midpoints, the ends of the float range, zeros, subnormals, infinities,
+    NaNs). A first version stepped the result by an ulp where the residual
+    asked for it and tested the operands' ranges first, which took about 20
+    integer operations per division (half the rate of float ones on an
+    H100-class GPU); the test alone costs two and three comparisons.
+    ``benchmarks/validate_divsqrt.py`` checks the paths against correctly
+    rounded results in C.
     """
     module = ir.parse(text)
     if fused_fma:
