@@ -18,10 +18,10 @@ numba.cuda does not have the duplicates.
 preheader and one latch): an operation ``I`` in the loop on the header's
 phis and values from outside the loop is the same operation ``J`` on the
 phis' incoming values from the latch, one trip later. Where such a ``J``
-exists, computed once in every trip (in a block that every path from the
-header to the latch passes, on no cycle inside the trip), ``I`` becomes a
-phi of the header: ``I`` computed in the preheader on the phis' initial
-values, and ``J`` from the latch. The result is bit-identical: ``J``
+exists, computed in every trip (in a block that every path from the
+header to the latch passes), ``I`` becomes a phi of the header: ``I``
+computed in the preheader on the phis' initial values, and ``J`` from the
+latch. The result is bit-identical: ``J``
 applies the same opcode, flags and metadata to the same values ``I`` would
 read in the next trip, and only operations that always give the same
 result for the same operands and have no side effects are taken.
@@ -158,7 +158,9 @@ def carry(text):
 
 def _carry_function(function):
     graph = _Graph(function)
+    # Values and blocks share one namespace; parameters are in the header.
     names = {inst.name for inst in function.instructions() if inst.name}
+    names.update(f"%{block.label}" for block in function.blocks)
     defined = {inst.name: block for block in function.blocks
                for inst in block.instructions if inst.name}
     counter = [0]
@@ -167,7 +169,7 @@ def _carry_function(function):
         while True:
             counter[0] += 1
             name = f"%nv.carry.{counter[0]}"
-            if name not in names:
+            if name not in names and name not in function.header:
                 names.add(name)
                 return name
 
@@ -195,29 +197,21 @@ def _loop_body(graph, header, latch):
     return body
 
 
-def _once_per_trip(graph, header, latch, body):
-    """The blocks of the loop that run exactly once in every trip: those
-    that dominate the latch, on no cycle that avoids the header."""
-    chain, block = [], latch
-    while True:
-        chain.append(block)
-        if block is header:
-            break
+def _dominating(graph, header, latch):
+    """The blocks of the loop that every path from its header to its latch
+    passes.
+
+    What such a block computes last before the latch is what it computes
+    on the values its operands have there, in a block of an inner loop
+    too: an operand dominates it, so a path on which the operand is
+    computed again after the block's last run, with no run of the block
+    after, would make a path to the latch that avoids the block.
+    """
+    chain, block = {id(latch)}, latch
+    while block is not header:
         block = graph.idom[id(block)]
-    once = set()
-    for block in chain:
-        seen, work = set(), [s for s in graph.succs[id(block)] if s is not header]
-        cyclic = False
-        while work and not cyclic:
-            b = work.pop()
-            if id(b) in seen or id(b) not in body:
-                continue
-            seen.add(id(b))
-            cyclic = b is block
-            work.extend(s for s in graph.succs[id(b)] if s is not header)
-        if not cyclic:
-            once.add(id(block))
-    return once
+        chain.add(id(block))
+    return chain
 
 
 def _carry_loop(graph, header, preheader, latch, defined, fresh):
@@ -236,10 +230,10 @@ def _carry_loop(graph, header, preheader, latch, defined, fresh):
     if not phis:
         return False
     body = _loop_body(graph, header, latch)
-    once = _once_per_trip(graph, header, latch, body)
+    dominating = _dominating(graph, header, latch)
     computed = {}
     for block in graph.order:
-        if id(block) in once:
+        if id(block) in dominating:
             for inst in block.instructions:
                 if _result_type(inst) is not None:
                     computed.setdefault(_key(inst, [o.value for o in inst.operands]), inst)
