@@ -14,7 +14,7 @@ each innermost loop's instructions and 64-bit ones: a loop whose counter
 is bounded by a 64-bit value appears twice, its 32-bit copy (the one that
 runs when the bound fits) and the original.
 ``--target gpu`` (the default) compiles for a Vulkan 1.3 GPU with int64,
-float64, float atomics and a fused fma and no loop limit, as on the H200, without
+float64 and float atomics and no loop limit, as on the H200, without
 needing one; ``device`` for the current device (lavapipe adds its
 loop-limit counting). ``--dump`` writes each module's disassembly there.
 Nothing is launched.

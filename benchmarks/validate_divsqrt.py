@@ -5,22 +5,19 @@ against correctly rounded results, on the CPU.
     python benchmarks/validate_divsqrt.py --pairs 100000000 --exhaustive
 
 ``benchmarks/divsqrt.c`` writes the two paths operation for operation in C
-(``fmaf`` is a fused multiply-add) and is compiled here with the least
-threshold ``legalize`` lets the residual test accept. The driver's
-reciprocal and reciprocal root are modelled as the correctly rounded ones
-off by up to ``--slack`` ulps either way (Vulkan allows 2.5 and 2). Every
-result the fast path keeps (its residual test passed) must be correctly
-rounded; the report also counts those it leaves to float64. It checks
-``--pairs`` random normal quotients, a tenth as many random bit patterns
-(zeros, subnormals, infinities, NaNs), quotients near the smallest normal
-and the largest float, quotients next to a rounding midpoint
-(``b * (2M + 1) = a * 2**25 + t`` for a small odd ``t``) and next to powers
-of two, mantissas of all ones, special values and their neighbours (every
-reciprocal error for those), square roots of every float32 in [1, 4), in
-[2**-106, 2**-98) (where the threshold gets too small) and in the highest
-two binades for every reciprocal root error and of every subnormal
-(``--exhaustive``; sampled otherwise), and the ends of every binade. It
-exits 1 on any wrong result. Needs a C compiler (``$CC``, else ``cc``).
+(``fmaf`` is a fused multiply-add) and is compiled here with the guard limits
+of ``legalize``. The driver's reciprocal and reciprocal root are modelled as
+the correctly rounded ones off by up to ``--slack`` ulps either way (Vulkan
+allows 2.5 and 2). It checks ``--pairs`` random quotients over the guard's
+range, a tenth as many random bit patterns (only those the guard takes),
+quotients next to a rounding midpoint (``b * (2M + 1) = a * 2**25 + t`` for a
+small odd ``t``) and next to powers of two, mantissas of all ones and the
+guard's limits (every reciprocal error for those), square roots of every
+float32 in [1, 4) and of the guard's lowest and highest two binades for every
+reciprocal root error (``--exhaustive``; sampled otherwise), the ends of
+every binade, and that each residual and threshold the paths compare is
+exact and never subnormal. It exits 1 on any failure. Needs a C compiler
+(``$CC``, else ``cc``).
 """
 
 import argparse
@@ -42,8 +39,9 @@ def build(directory, slack=3):
     program = os.path.join(directory, "divsqrt")
     # No contraction: every operation of the C code rounds as the IR's does.
     subprocess.run([os.environ.get("CC", "cc"), "-O2", "-ffp-contract=off",
-                    f"-DLOWEST={float.hex(legalize.LOWEST_THRESHOLD)}f", f"-DSLACK={slack}",
-                    "-o", program, SOURCE, "-lm"], check=True)
+                    f"-DDIV_LO={legalize.DIVISION_LOW}u", f"-DDIV_HI={legalize.DIVISION_HIGH}u",
+                    f"-DSQRT_LO={legalize.ROOT_LOW}u", f"-DSLACK={slack}", "-o", program, SOURCE,
+                    "-lm"], check=True)
     return program
 
 

@@ -429,83 +429,92 @@ def _declare(module, name, declaration):
         module.items.append(ir.parse(declaration).items[0])
 
 
-#: The least threshold the fast paths' residual tests accept: one this large
-#: is a normal float, so computed by power-of-two scalings it is exact (a
-#: smaller one may have been rounded up, or flushed by a driver).
-LOWEST_THRESHOLD = 2.0 ** -125
+#: The float32 fast paths' ranges, as bit patterns of magnitudes: a division
+#: whose operands both lie in [2**-60, 2**60) and a square root of a value in
+#: [2**-80, infinity) have normal results and residuals that are exact and
+#: zero or normal (a driver that flushes subnormals computes the same).
+DIVISION_LOW = 0x21800000
+DIVISION_HIGH = 0x5D800000
+ROOT_LOW = 0x17800000
+_SIGN = -(1 << 31)
 _EXPONENT = 0x7F800000
-_LARGEST = (2 - 2.0 ** -23) * 2.0 ** 127
+_MANTISSA = 0x7FFFFF
 _FMA = "@llvm.fma.f32"
 _RSQRT = "@llvm.spv.rsqrt.f32"
-_FABS = "@llvm.fabs.f32"
 
 
 def _fma(emit, a, b, c):
     return emit(f"call float {_FMA}(float {a}, float {b}, float {c})")
 
 
-def _fabs(emit, x):
-    return emit(f"call float {_FABS}(float {x})")
+def _step(emit, value, residual, half, below, down):
+    """The bits of ``value`` (positive, normal), one ulp up where ``residual``
+    is above ``half`` and one ulp down where minus it is ``down`` than
+    ``below``."""
+    r = emit(f"bitcast float {residual} to i32")
+    up = emit(f"icmp sgt i32 {r}, {half}")
+    lower = emit(f"icmp {down} i32 {emit(f'xor i32 {r}, {_SIGN}')}, {below}")
+    step = emit(f"select i1 {up}, i32 1, i32 {emit(f'select i1 {lower}, i32 -1, i32 0')}")
+    return emit(f"add i32 {value}, {step}")
 
 
-def _threshold(emit, x, result, scale):
-    """``|x| * 2**e * scale``, ``2**e`` the binade of the float just below
-    ``|result|`` (whose spacing there is ``2**e * 2**-23``), and whether it
-    is at least :data:`LOWEST_THRESHOLD`."""
-    bits = emit(f"add i32 {emit(f'bitcast float {result} to i32')}, -1")
-    binade = emit(f"bitcast i32 {emit(f'and i32 {bits}, {_EXPONENT}')} to float")
-    value = emit(f"fmul float {emit(f'fmul float {x}, {binade}')}, {_hex(scale)}")
-    return value, emit(f"fcmp oge float {value}, {_hex(LOWEST_THRESHOLD)}")
+def _below_power(emit, bits, half):
+    """``half`` halved where ``bits`` is a power of two, whose spacing below is half its ulp."""
+    power = emit(f"icmp eq i32 {emit(f'and i32 {bits}, {_MANTISSA}')}, 0")
+    return emit(f"sub i32 {half}, {emit(f'select i1 {power}, i32 {1 << 23}, i32 0')}")
 
 
 def _fast_division(emit, a, b):
-    """The quotient ``q`` of a short float32 path, and whether it is ``a / b``
-    correctly rounded.
+    """The guard and the correctly rounded quotient ``a / b`` where it holds.
 
-    A reciprocal from the driver (within a few ulps, Vulkan says 2.5),
-    ``q`` refined by one fused step, then its residual ``r = a - b*q`` by one
-    more: ``q`` is the nearest float to ``a / b`` when ``|r| < |b| * h``,
-    ``h`` half the spacing of the floats just below ``|q|`` (the smaller one,
-    at a power of two). The fused fma rounds ``r`` monotonically and the
-    threshold is exact where it is normal, so the test never passes a wrong
-    ``q``, however far the driver's reciprocal is off. It fails for quotients
-    near a rounding midpoint (about one in 10**6), near the ends of the
-    float range and for zeros, infinities and NaNs anywhere (a zero quotient
-    makes the threshold infinite: the test wants a finite one), which then
-    take the float64 path.
+    On magnitudes: a reciprocal within a few ulps from the driver, a quotient
+    refined by one fused step, then the exact residual ``r = a - b * q``
+    against ``b`` times half the quotient's spacing on its side (a power of
+    two scaling, done on the exponent bits) says whether ``q`` is the
+    nearest float or its neighbour is (ties are impossible: a midpoint has 25
+    significant bits). The sign is ``a``'s and ``b``'s, which also makes zero
+    quotients right.
     """
-    y = emit(f"fdiv float 1.0, {b}")
-    q0 = emit(f"fmul float {a}, {y}")
-    minus_b = emit(f"fneg float {b}")
-    q = _fma(emit, _fma(emit, minus_b, q0, a), y, q0)
-    r = _fma(emit, minus_b, q, a)
-    half, normal = _threshold(emit, _fabs(emit, b), q, 2.0 ** -24)
-    finite = emit(f"fcmp ole float {half}, {_hex(_LARGEST)}")
-    below = emit(f"fcmp olt float {_fabs(emit, r)}, {half}")
-    return emit(f"and i1 {emit(f'and i1 {normal}, {finite}')}, {below}"), q
+    ia, ib = emit(f"bitcast float {a} to i32"), emit(f"bitcast float {b} to i32")
+    ma, mb = emit(f"and i32 {ia}, {-_SIGN - 1}"), emit(f"and i32 {ib}, {-_SIGN - 1}")
+    inside = [emit(f"icmp ult i32 {emit(f'sub i32 {m}, {DIVISION_LOW}')}, "
+                   f"{DIVISION_HIGH - DIVISION_LOW}") for m in (ma, mb)]
+    guard = emit(f"and i1 {inside[0]}, {inside[1]}")
+    fa, fb = emit(f"bitcast i32 {ma} to float"), emit(f"bitcast i32 {mb} to float")
+    minus_b = emit(f"fneg float {fb}")
+    y = emit(f"fdiv float 1.0, {fb}")
+    q0 = emit(f"fmul float {fa}, {y}")
+    q1 = _fma(emit, _fma(emit, minus_b, q0, fa), y, q0)
+    r1 = _fma(emit, minus_b, q1, fa)
+    q = emit(f"bitcast float {q1} to i32")
+    scale = emit(f"add i32 {emit(f'and i32 {q}, {_EXPONENT}')}, {-(151 << 23)}")
+    half = emit(f"add i32 {mb}, {scale}")
+    stepped = _step(emit, q, r1, half, _below_power(emit, q, half), "sgt")
+    sign = emit(f"and i32 {emit(f'xor i32 {ia}, {ib}')}, {_SIGN}")
+    return guard, emit(f"bitcast i32 {emit(f'or i32 {stepped}, {sign}')} to float")
 
 
 def _fast_root(emit, x):
-    """The root ``s`` of a short float32 path, and whether it is ``sqrt(x)``
-    correctly rounded.
+    """The guard and the correctly rounded ``sqrt(x)`` where it holds.
 
     A reciprocal root from the driver, a root refined by one fused Newton
-    step, then its residual ``r = x - s*s``: with ``u`` the spacing of the
-    floats just below ``s``, ``|r| < s * u`` puts the true root within half
-    a spacing of ``s`` on either side (above: ``x < (s + u/2)**2``; below,
-    since ``x - s*s + s*u`` is a multiple of ``u*u``: ``x > (s - u/2)**2``).
-    The test fails for about one root in 10**6, and for values below about
-    2**-102, zeros, negative values, infinities and NaNs, which take the
-    float64 path.
+    step, then the exact residual ``r = x - s * s``: ``x`` is a multiple of
+    ``u * u`` (``u`` the spacing of ``s`` on the residual's side), so the
+    true root lies above ``s + u / 2`` exactly when ``r > s * u``, and below
+    ``s - u / 2`` exactly when ``-r >= s * u``.
     """
+    ix = emit(f"bitcast float {x} to i32")
+    guard = emit(f"icmp ult i32 {emit(f'sub i32 {ix}, {ROOT_LOW}')}, {_EXPONENT - ROOT_LOW}")
     y = emit(f"call float {_RSQRT}(float {x})")
     s0 = emit(f"fmul float {x}, {y}")
     r0 = _fma(emit, emit(f"fneg float {s0}"), s0, x)
-    s = _fma(emit, r0, emit(f"fmul float {y}, 0.5"), s0)
-    r = _fma(emit, emit(f"fneg float {s}"), s, x)
-    ulp, normal = _threshold(emit, s, s, 2.0 ** -23)
-    below = emit(f"fcmp olt float {_fabs(emit, r)}, {ulp}")
-    return emit(f"and i1 {normal}, {below}"), s
+    s1 = _fma(emit, r0, emit(f"fmul float {y}, 0.5"), s0)
+    r1 = _fma(emit, emit(f"fneg float {s1}"), s1, x)
+    s = emit(f"bitcast float {s1} to i32")
+    scale = emit(f"add i32 {emit(f'and i32 {s}, {_EXPONENT}')}, {-(150 << 23)}")
+    ulp = emit(f"add i32 {s}, {scale}")
+    stepped = _step(emit, s, r1, ulp, _below_power(emit, s, ulp), "sge")
+    return guard, emit(f"bitcast i32 {stepped} to float")
 
 
 def _exact_target(inst):
@@ -526,13 +535,10 @@ def _in_float64(emit, inst, result=None):
 
 def _split(function, counter):
     """Each float32 division and root of ``function`` as a fast path with a
-    branch to the float64 computation where its test fails; returns the
+    branch to the float64 computation where its guard fails; returns the
     counter after the last one."""
     blocks, renamed, ours = [], {}, set()
     for block in function.blocks:
-        if block.label is None:
-            # The phis after a split name the block their value comes from.
-            block.label = "nv.exact.entry"
         label, body = block.label, []
         for inst in block.instructions:
             if not _exact_target(inst):
@@ -542,9 +548,9 @@ def _split(function, counter):
             stem = f"nv.exact.{counter}"
             emit = Emitter(f"%{stem}")
             operands = [str(o.value) for o in inst.operands]
-            sure, fast = (_fast_root(emit, *operands) if inst.opcode == "call"
-                          else _fast_division(emit, *operands))
-            emit.lines.append(f"br i1 {sure}, label %{stem}.join, label %{stem}.slow")
+            guard, fast = (_fast_root(emit, *operands) if inst.opcode == "call"
+                           else _fast_division(emit, *operands))
+            emit.lines.append(f"br i1 {guard}, label %{stem}.join, label %{stem}.slow")
             blocks.append(ir.Block(label, body + [ir.instruction(line) for line in emit.lines]))
             slow = Emitter(f"%{stem}.f64")
             value = _in_float64(slow, inst)
@@ -584,17 +590,12 @@ def exact_float32(text, fused_fma=False):
     for.
 
     So on a target whose ``Fma`` is ``fused_fma`` each operation takes a
-    short float32 path (:func:`_fast_division`, :func:`_fast_root`: the
-    driver's reciprocal or reciprocal root, one fused refinement, and a test
-    of the residual that proves the result correctly rounded) and branches
-    to the float64 computation where the test fails (near rounding
-    midpoints, the ends of the float range, zeros, subnormals, infinities,
-    NaNs). A first version stepped the result by an ulp where the residual
-    asked for it and tested the operands' ranges first, which took about 20
-    integer operations per division (half the rate of float ones on an
-    H100-class GPU); the test alone costs two and three comparisons.
-    ``benchmarks/validate_divsqrt.py`` checks the paths against correctly
-    rounded results in C.
+    short float32 path (:func:`_fast_division`, :func:`_fast_root`) where
+    integer tests of its operands' bits show that nothing under- or
+    overflows, and branches to the float64 computation only where they fail
+    (zeros, subnormals, huge or tiny magnitudes, infinities, NaNs).
+    ``benchmarks/divsqrt.c`` checks the paths against correctly rounded
+    results (``benchmarks/validate_divsqrt.py``).
     """
     module = ir.parse(text)
     if fused_fma:
@@ -606,7 +607,6 @@ def exact_float32(text, fused_fma=False):
             return text
         _declare(module, _FMA, f"declare float {_FMA}(float, float, float)")
         _declare(module, _RSQRT, f"declare float {_RSQRT}(float)")
-        _declare(module, _FABS, f"declare float {_FABS}(float)")
         _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
         return str(module)
     counter = 0
