@@ -104,7 +104,7 @@ def counts(text):
 
 def gpu_target():
     from numba_vulkan.target import TargetDescription
-    return TargetDescription(vulkan=(1, 3), float32_atomic_add=True, fused_fma=True)
+    return TargetDescription(vulkan=(1, 3), float32_atomic_add=True)
 
 
 def compile_benchmark(bench, target):

@@ -63,7 +63,7 @@ def or_to_add():
 def inexact_float32():
     """float32 division and square roots left to the driver (not computed in float64)."""
     from numba_vulkan.codegen import legalize
-    with _patched(legalize, "exact_float32", lambda original: (lambda text, **kw: text)):
+    with _patched(legalize, "exact_float32", lambda original: (lambda text: text)):
         yield
 
 
@@ -84,20 +84,9 @@ def contract():
 
 @contextlib.contextmanager
 def unfused():
-    """The target's Fma treated as rounding twice: ``llvm.fma`` emulated, and
-    float32 division and roots in float64 alone."""
+    """The target's Fma treated as rounding twice: ``llvm.fma`` emulated."""
     from numba_vulkan.codegen import legalize
-    with _patched(legalize, "legalize", lambda original: (lambda text, **kw: original(text))), \
-            f64_exact():
-        yield
-
-
-@contextlib.contextmanager
-def f64_exact():
-    """Correctly rounded float32 division and roots in float64 alone, without
-    the float32 fast paths of targets with a fused Fma."""
-    from numba_vulkan.codegen import legalize
-    with _patched(legalize, "exact_float32", lambda original: (lambda text, **kw: original(text))):
+    with _patched(legalize, "legalize", lambda original: (lambda text, **kw: original(text))):
         yield
 
 
@@ -129,7 +118,7 @@ def no_carried():
 
 
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
-            "unfused": unfused, "f64_exact": f64_exact, "unroll_runtime": unroll_runtime,
+            "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
             "full_barriers": full_barriers, "no_carried": no_carried}
 

@@ -429,149 +429,8 @@ def _declare(module, name, declaration):
         module.items.append(ir.parse(declaration).items[0])
 
 
-#: The float32 fast paths' ranges, as bit patterns of magnitudes: a division
-#: whose operands both lie in [2**-60, 2**60) and a square root of a value in
-#: [2**-80, infinity) have normal results and residuals that are exact and
-#: zero or normal (a driver that flushes subnormals computes the same).
-DIVISION_LOW = 0x21800000
-DIVISION_HIGH = 0x5D800000
-ROOT_LOW = 0x17800000
-_SIGN = -(1 << 31)
-_EXPONENT = 0x7F800000
-_MANTISSA = 0x7FFFFF
-_FMA = "@llvm.fma.f32"
-_RSQRT = "@llvm.spv.rsqrt.f32"
-
-
-def _fma(emit, a, b, c):
-    return emit(f"call float {_FMA}(float {a}, float {b}, float {c})")
-
-
-def _step(emit, value, residual, half, below, down):
-    """The bits of ``value`` (positive, normal), one ulp up where ``residual``
-    is above ``half`` and one ulp down where minus it is ``down`` than
-    ``below``."""
-    r = emit(f"bitcast float {residual} to i32")
-    up = emit(f"icmp sgt i32 {r}, {half}")
-    lower = emit(f"icmp {down} i32 {emit(f'xor i32 {r}, {_SIGN}')}, {below}")
-    step = emit(f"select i1 {up}, i32 1, i32 {emit(f'select i1 {lower}, i32 -1, i32 0')}")
-    return emit(f"add i32 {value}, {step}")
-
-
-def _below_power(emit, bits, half):
-    """``half`` halved where ``bits`` is a power of two, whose spacing below is half its ulp."""
-    power = emit(f"icmp eq i32 {emit(f'and i32 {bits}, {_MANTISSA}')}, 0")
-    return emit(f"sub i32 {half}, {emit(f'select i1 {power}, i32 {1 << 23}, i32 0')}")
-
-
-def _fast_division(emit, a, b):
-    """The guard and the correctly rounded quotient ``a / b`` where it holds.
-
-    On magnitudes: a reciprocal within a few ulps from the driver, a quotient
-    refined by one fused step, then the exact residual ``r = a - b * q``
-    against ``b`` times half the quotient's spacing on its side (a power of
-    two scaling, done on the exponent bits) says whether ``q`` is the
-    nearest float or its neighbour is (ties are impossible: a midpoint has 25
-    significant bits). The sign is ``a``'s and ``b``'s, which also makes zero
-    quotients right.
-    """
-    ia, ib = emit(f"bitcast float {a} to i32"), emit(f"bitcast float {b} to i32")
-    ma, mb = emit(f"and i32 {ia}, {-_SIGN - 1}"), emit(f"and i32 {ib}, {-_SIGN - 1}")
-    inside = [emit(f"icmp ult i32 {emit(f'sub i32 {m}, {DIVISION_LOW}')}, "
-                   f"{DIVISION_HIGH - DIVISION_LOW}") for m in (ma, mb)]
-    guard = emit(f"and i1 {inside[0]}, {inside[1]}")
-    fa, fb = emit(f"bitcast i32 {ma} to float"), emit(f"bitcast i32 {mb} to float")
-    minus_b = emit(f"fneg float {fb}")
-    y = emit(f"fdiv float 1.0, {fb}")
-    q0 = emit(f"fmul float {fa}, {y}")
-    q1 = _fma(emit, _fma(emit, minus_b, q0, fa), y, q0)
-    r1 = _fma(emit, minus_b, q1, fa)
-    q = emit(f"bitcast float {q1} to i32")
-    scale = emit(f"add i32 {emit(f'and i32 {q}, {_EXPONENT}')}, {-(151 << 23)}")
-    half = emit(f"add i32 {mb}, {scale}")
-    stepped = _step(emit, q, r1, half, _below_power(emit, q, half), "sgt")
-    sign = emit(f"and i32 {emit(f'xor i32 {ia}, {ib}')}, {_SIGN}")
-    return guard, emit(f"bitcast i32 {emit(f'or i32 {stepped}, {sign}')} to float")
-
-
-def _fast_root(emit, x):
-    """The guard and the correctly rounded ``sqrt(x)`` where it holds.
-
-    A reciprocal root from the driver, a root refined by one fused Newton
-    step, then the exact residual ``r = x - s * s``: ``x`` is a multiple of
-    ``u * u`` (``u`` the spacing of ``s`` on the residual's side), so the
-    true root lies above ``s + u / 2`` exactly when ``r > s * u``, and below
-    ``s - u / 2`` exactly when ``-r >= s * u``.
-    """
-    ix = emit(f"bitcast float {x} to i32")
-    guard = emit(f"icmp ult i32 {emit(f'sub i32 {ix}, {ROOT_LOW}')}, {_EXPONENT - ROOT_LOW}")
-    y = emit(f"call float {_RSQRT}(float {x})")
-    s0 = emit(f"fmul float {x}, {y}")
-    r0 = _fma(emit, emit(f"fneg float {s0}"), s0, x)
-    s1 = _fma(emit, r0, emit(f"fmul float {y}, 0.5"), s0)
-    r1 = _fma(emit, emit(f"fneg float {s1}"), s1, x)
-    s = emit(f"bitcast float {s1} to i32")
-    scale = emit(f"add i32 {emit(f'and i32 {s}, {_EXPONENT}')}, {-(150 << 23)}")
-    ulp = emit(f"add i32 {s}, {scale}")
-    stepped = _step(emit, s, r1, ulp, _below_power(emit, s, ulp), "sge")
-    return guard, emit(f"bitcast i32 {stepped} to float")
-
-
-def _exact_target(inst):
-    """Whether ``inst`` is a float32 division or square root."""
-    sqrt = inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32"
-    return inst.name is not None and (sqrt or inst.opcode == "fdiv") and \
-        (inst.type if sqrt else inst.operands[0].type) == "float"
-
-
-def _in_float64(emit, inst, result=None):
-    wide = [emit(f"fpext float {o.value} to double") for o in inst.operands]
-    if inst.opcode == "call":
-        wide = emit(f"call double @llvm.sqrt.f64(double {wide[0]})")
-    else:
-        wide = emit(f"fdiv double {wide[0]}, {wide[1]}")
-    return emit(f"fptrunc double {wide} to float", result)
-
-
-def _split(function, counter):
-    """Each float32 division and root of ``function`` as a fast path with a
-    branch to the float64 computation where its guard fails; returns the
-    counter after the last one."""
-    blocks, renamed, ours = [], {}, set()
-    for block in function.blocks:
-        label, body = block.label, []
-        for inst in block.instructions:
-            if not _exact_target(inst):
-                body.append(inst)
-                continue
-            counter += 1
-            stem = f"nv.exact.{counter}"
-            emit = Emitter(f"%{stem}")
-            operands = [str(o.value) for o in inst.operands]
-            guard, fast = (_fast_root(emit, *operands) if inst.opcode == "call"
-                           else _fast_division(emit, *operands))
-            emit.lines.append(f"br i1 {guard}, label %{stem}.join, label %{stem}.slow")
-            blocks.append(ir.Block(label, body + [ir.instruction(line) for line in emit.lines]))
-            slow = Emitter(f"%{stem}.f64")
-            value = _in_float64(slow, inst)
-            slow.lines.append(f"br label %{stem}.join")
-            blocks.append(ir.Block(f"{stem}.slow", [ir.instruction(line) for line in slow.lines]))
-            phi = ir.instruction(f"{inst.name} = phi float [ {fast}, %{label} ], "
-                                 f"[ {value}, %{stem}.slow ]")
-            ours.add(id(phi))
-            label, body = f"{stem}.join", [phi]
-        blocks.append(ir.Block(label, body))
-        if label != block.label:
-            renamed[f"%{block.label}"] = f"%{label}"
-    for inst in (i for b in blocks for i in b.instructions):
-        if inst.opcode == "phi" and id(inst) not in ours:
-            inst.labels = [renamed.get(lab, lab) for lab in inst.labels]
-    function.blocks = blocks
-    return counter
-
-
-def exact_float32(text, fused_fma=False):
-    """Divide and take square roots of float32 values correctly rounded.
+def exact_float32(text):
+    """Divide and take square roots of float32 values in float64.
 
     Vulkan only asks for float32 division within 2.5 ULP (NVIDIA's is
     that, and gives 0 for divisors beyond 2**126) and for square roots
@@ -588,36 +447,24 @@ def exact_float32(text, fused_fma=False):
     (``benchmarks/bench_variants.py``). NVIDIA's own correctly rounded
     division checks its fast path in one instruction that SPIR-V cannot ask
     for.
-
-    So on a target whose ``Fma`` is ``fused_fma`` each operation takes a
-    short float32 path (:func:`_fast_division`, :func:`_fast_root`) where
-    integer tests of its operands' bits show that nothing under- or
-    overflows, and branches to the float64 computation only where they fail
-    (zeros, subnormals, huge or tiny magnitudes, infinities, NaNs).
-    ``benchmarks/divsqrt.c`` checks the paths against correctly rounded
-    results (``benchmarks/validate_divsqrt.py``).
     """
     module = ir.parse(text)
-    if fused_fma:
-        counter = 0
-        for function in module.functions:
-            if function.blocks:
-                counter = _split(function, counter)
-        if not counter:
-            return text
-        _declare(module, _FMA, f"declare float {_FMA}(float, float, float)")
-        _declare(module, _RSQRT, f"declare float {_RSQRT}(float)")
-        _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
-        return str(module)
     counter = 0
 
     def rewrite(inst, function):
         nonlocal counter
-        if not _exact_target(inst):
+        sqrt = inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32"
+        if inst.name is None or not (sqrt or inst.opcode == "fdiv") or \
+                (inst.type if sqrt else inst.operands[0].type) != "float":
             return None
         counter += 1
         emit = Emitter(f"%nv.exact.{counter}")
-        _in_float64(emit, inst, inst.name)
+        wide = [emit(f"fpext float {o.value} to double") for o in inst.operands]
+        if sqrt:
+            wide = emit(f"call double @llvm.sqrt.f64(double {wide[0]})")
+        else:
+            wide = emit(f"fdiv double {wide[0]}, {wide[1]}")
+        emit(f"fptrunc double {wide} to float", inst.name)
         return emit.lines
 
     if not splice(module, rewrite):

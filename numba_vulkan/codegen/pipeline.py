@@ -162,7 +162,7 @@ def legalise(job):
     if "int64" not in job.target.narrowed:
         final = rounding.exact_rounding(final)
     if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
-        final = legalize.exact_float32(final, fused_fma=job.target.fused_fma)
+        final = legalize.exact_float32(final)
     final = legalize.fold_constants(final)
     job.llvm_ir = final
     return final
