@@ -16,6 +16,7 @@ from numba import float32, int32
 from numba_vulkan import config, spirv
 from numba_vulkan.codegen import barriers, ir
 from numba_vulkan.target import TargetDescription
+from test_gpu_target import _tiled_matmul
 
 WORKGROUP = 0x108
 FULL = 0x148
@@ -40,24 +41,9 @@ def gpu_semantics(kernel, sig, threads=(64, 1, 1)):
     return semantics(kernel.compile(sig, threads=threads, target=GPU).spirv)
 
 
-def _tiled(a, b, c):
-    ta = nv.shared.array((16, 16), float32)
-    tb = nv.shared.array((16, 16), float32)
-    tx, ty = nv.local_id(0), nv.local_id(1)
-    col, row = nv.global_id(0), nv.global_id(1)
-    n = a.shape[1]
-    acc = float32(0.0)
-    for tile in range((n + 15) // 16):
-        k = tile * 16 + tx
-        ta[ty, tx] = a[row, k] if row < a.shape[0] and k < n else float32(0.0)
-        k = tile * 16 + ty
-        tb[ty, tx] = b[k, col] if col < b.shape[1] and k < n else float32(0.0)
-        nv.barrier()
-        for j in range(16):
-            acc += ta[ty, j] * tb[j, tx]
-        nv.barrier()
-    if row < c.shape[0] and col < c.shape[1]:
-        c[row, col] = acc
+#: The 16x16 tiled product of test_gpu_target, as a plain function to compile
+#: under each variant.
+_tiled = _tiled_matmul.py_func
 
 
 @nv.jit
