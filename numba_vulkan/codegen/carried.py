@@ -30,7 +30,7 @@ result for the same operands and have no side effects are taken.
 import math
 import struct
 
-from numba_vulkan.codegen import ir
+from numba_vulkan.codegen import cfg, ir
 
 #: Operations taken: deterministic, without side effects, and safe to
 #: compute in the preheader even on a path where the loop would not have
@@ -72,77 +72,6 @@ def _key(inst, operands):
             tuple((o.type, value, o.attrs) for o, value in zip(inst.operands, operands)))
 
 
-class _Graph:
-    """Blocks, edges and immediate dominators of a function."""
-
-    def __init__(self, function):
-        self.blocks = function.blocks
-        self.by_label = {f"%{b.label}": b for b in self.blocks if b.label is not None}
-        self.succs = {id(b): [] for b in self.blocks}
-        self.preds = {id(b): [] for b in self.blocks}
-        for block in self.blocks:
-            for operand in block.terminator.operands:
-                target = self.by_label.get(operand.value) if operand.type == "label" else None
-                if target is not None:
-                    self.succs[id(block)].append(target)
-                    self.preds[id(target)].append(block)
-        self.idom = self._dominators()
-
-    def _reverse_postorder(self):
-        order, seen = [], {id(self.blocks[0])}
-        stack = [(self.blocks[0], iter(self.succs[id(self.blocks[0])]))]
-        while stack:
-            block, it = stack[-1]
-            for succ in it:
-                if id(succ) not in seen:
-                    seen.add(id(succ))
-                    stack.append((succ, iter(self.succs[id(succ)])))
-                    break
-            else:
-                stack.pop()
-                order.append(block)
-        return order[::-1]
-
-    def _dominators(self):
-        """``{id(block): immediate dominator}`` of the reachable blocks
-        (the entry block its own), by Cooper, Harvey and Kennedy's
-        iteration over the reverse postorder."""
-        order = self._reverse_postorder()
-        self.order = order
-        number = {id(b): k for k, b in enumerate(order)}
-        idom = {id(order[0]): order[0]}
-
-        def meet(a, b):
-            while a is not b:
-                while number[id(a)] > number[id(b)]:
-                    a = idom[id(a)]
-                while number[id(b)] > number[id(a)]:
-                    b = idom[id(b)]
-            return a
-
-        changed = True
-        while changed:
-            changed = False
-            for block in order[1:]:
-                new = None
-                for pred in self.preds[id(block)]:
-                    if id(pred) in idom:
-                        new = pred if new is None else meet(pred, new)
-                if idom.get(id(block)) is not new:
-                    idom[id(block)] = new
-                    changed = True
-        return idom
-
-    def dominates(self, a, b):
-        """Whether block ``a`` dominates block ``b`` (both reachable)."""
-        while b is not a:
-            up = self.idom[id(b)]
-            if up is b:
-                return False
-            b = up
-        return True
-
-
 def carry(text):
     """``text`` (IR of a module) with each operation of a loop that the
     loop's previous trip computed already, on the values this trip reads,
@@ -157,7 +86,7 @@ def carry(text):
 
 
 def _carry_function(function):
-    graph = _Graph(function)
+    graph = cfg.Graph(function)
     # Values and blocks share one namespace; parameters are in the header.
     names = {inst.name for inst in function.instructions() if inst.name}
     names.update(f"%{block.label}" for block in function.blocks)
@@ -185,16 +114,6 @@ def _carry_function(function):
         preheader = edges[1] if edges[0] is latch else edges[0]
         changed |= _carry_loop(graph, header, preheader, latch, defined, fresh)
     return changed
-
-
-def _loop_body(graph, header, latch):
-    body, work = {id(header)}, [latch]
-    while work:
-        block = work.pop()
-        if id(block) not in body:
-            body.add(id(block))
-            work.extend(graph.preds[id(block)])
-    return body
 
 
 def _dominating(graph, header, latch):
@@ -229,7 +148,7 @@ def _carry_loop(graph, header, preheader, latch, defined, fresh):
         pre_label = inst.labels[1 - at]
     if not phis:
         return False
-    body = _loop_body(graph, header, latch)
+    body = graph.loop_body(header, latch)
     dominating = _dominating(graph, header, latch)
     computed = {}
     for block in graph.order:

@@ -16,7 +16,7 @@ exactly, and the original loop runs otherwise, as it did. A copy that
 would not be narrowed is not made.
 """
 
-from numba_vulkan.codegen import int32, ir
+from numba_vulkan.codegen import cfg, int32, ir
 
 _BINARY = frozenset("add sub mul udiv sdiv urem srem shl lshr ashr and or xor fadd fsub fmul "
                     "fdiv frem".split())
@@ -52,52 +52,6 @@ def _renamed(token, suffix):
     if token[1:].isdigit():
         return f"%nv.n{token[1:]}{suffix}"
     return token + suffix
-
-
-class _Graph:
-    def __init__(self, function):
-        self.blocks = function.blocks
-        self.by_label = {_label(b): b for b in self.blocks if b.label is not None}
-        self.succs = {}
-        self.preds = {id(b): [] for b in self.blocks}
-        for block in self.blocks:
-            targets = [o.value for o in block.terminator.operands if o.type == "label"]
-            self.succs[id(block)] = [self.by_label[t] for t in targets if t in self.by_label]
-            for succ in self.succs[id(block)]:
-                self.preds[id(succ)].append(block)
-        self.dominators = self._dominators()
-
-    def _dominators(self):
-        everything = {id(b) for b in self.blocks}
-        dom = {id(b): set(everything) for b in self.blocks}
-        entry = self.blocks[0]
-        dom[id(entry)] = {id(entry)}
-        changed = True
-        while changed:
-            changed = False
-            for block in self.blocks[1:]:
-                preds = self.preds[id(block)]
-                new = set.intersection(*(dom[id(p)] for p in preds)) if preds else set()
-                new = new | {id(block)}
-                if new != dom[id(block)]:
-                    dom[id(block)] = new
-                    changed = True
-        return dom
-
-    def loops(self):
-        """``{header: set of block ids}`` of the natural loops."""
-        loops = {}
-        for block in self.blocks:
-            for succ in self.succs[id(block)]:
-                if id(succ) in self.dominators[id(block)]:
-                    body = loops.setdefault(id(succ), {id(succ)})
-                    work = [block]
-                    while work:
-                        b = work.pop()
-                        if id(b) not in body:
-                            body.add(id(b))
-                            work.extend(self.preds[id(b)])
-        return loops
 
 
 def version_loops(text):
@@ -157,7 +111,7 @@ def _narrowed(text, count, routed):
 def _version_one(function, count, tried, through32):
     """Version the first loop not yet tried that qualifies: ``(key, routed)``
     (see :func:`_version`), or None."""
-    graph = _Graph(function)
+    graph = cfg.Graph(function)
     loops = graph.loops()
     for header_id, body in loops.items():
         inner = [h for h in loops if h != header_id and h in body]
@@ -292,7 +246,7 @@ def _version(function, graph, header, body, count, through32):
         return None
     preheader = _preheader(function, graph, outside[0], header, count)
     exit_block = _dedicated_exit(function, graph, body, exit_block, count)
-    graph = _Graph(function)
+    graph = cfg.Graph(function)
     # Values of the loop used after it: each gets a phi in the exit block.
     later = {}
     for block in graph.blocks:
