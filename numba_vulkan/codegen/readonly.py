@@ -3,8 +3,8 @@
 A driver may read memory it knows the shader does not write through a
 faster path: on an NVIDIA H200 the tiled matrix product took 0.96 of its
 time with its two input arrays so decorated, the transpose 0.74 and the 2-d
-convolution 0.91 (``benchmarks/bench_variants.py --variants readonly``).
-Restrict, tried beside it, gained nothing more.
+convolution 0.91 (``benchmarks/bench_variants.py --variants base,writable``
+measures it without). Restrict, tried beside it, gained nothing more.
 
 Such a path need not see writes made through another binding during the
 same dispatch, which matters where one array is passed for two arguments,
