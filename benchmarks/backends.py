@@ -229,7 +229,7 @@ def touch(x):
 
 
 def _validate_setting():
-    from numba_vulkan import config
+    from numba_vulkan.base import config
     return config.validate()
 
 

@@ -121,9 +121,9 @@ def _launch(name):
 
 def child(name):
     """Run in the measured process: print one JSON line."""
-    from numba_vulkan import kernelcache
+    from numba_vulkan.store import cache as kernelcache
     if name == "libclc":
-        from numba_vulkan import libclc
+        from numba_vulkan.codegen import libclc
         start = time.perf_counter()
         libclc.library()
         print(json.dumps({"seconds": time.perf_counter() - start}))

@@ -81,7 +81,7 @@ def child(name):
         return stage._replace(run=run)
 
     stages.STAGES = tuple(timed(s) for s in stages.STAGES)
-    from numba_vulkan import dispatcher
+    from numba_vulkan.api import dispatcher
     plan_class = dispatcher._Plan
 
     class TimedPlan(plan_class):

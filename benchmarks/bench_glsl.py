@@ -258,7 +258,7 @@ def spirv_opt(tool, binary):
 
 def disassemble(binary):
     """The module's text, or None where spirv-dis is missing."""
-    from numba_vulkan import config
+    from numba_vulkan.base import config
     try:
         proc = subprocess.run([config.spirv_dis(), "--raw-id", "-"], input=binary,
                               capture_output=True, check=True)
@@ -272,14 +272,14 @@ class Module:
     the runtime's Pipeline, bypassing the dispatcher.
 
     ``params`` and ``push_size`` are the module's binding interface (from
-    :func:`numba_vulkan.abi.layout`, or a compiled kernel's); a status
+    :func:`numba_vulkan.base.abi.layout`, or a compiled kernel's); a status
     buffer it declares (lavapipe's loop limit) is bound and read after the
     check.
     """
 
     def __init__(self, device, spirv, params, push_size, name):
         import numba_vulkan as nv
-        from numba_vulkan import abi
+        from numba_vulkan.base import abi
         from numba_vulkan.runtime.pipeline import Pipeline
         if any(p.kind == "print" for p in params):
             raise ValueError(f"{name}: modules with a print buffer are not supported here")
@@ -318,7 +318,7 @@ def driver_statistics(device, modules, dump=None, kernel="matmul"):
     by label: ``registers`` per invocation where it says, every statistic,
     and with ``dump`` its internal representations written there (named
     after ``kernel``); or a ``note`` where the device does not tell."""
-    from numba_vulkan.errors import NotReportedError, VulkanError
+    from numba_vulkan.base.errors import NotReportedError, VulkanError
     from numba_vulkan.runtime import executables
     out = {}
     for label, (binary, params, push_size) in modules.items():
@@ -442,7 +442,8 @@ def main(argv=None):
     if args.rebuild:
         build()
 
-    from numba_vulkan import abi, signature
+    from numba_vulkan.base import abi
+    from numba_vulkan.base import signature
     vulkan = bk.VulkanBackend()
     bench = suite.by_name()[kernel_name]
     sizes = args.sizes or ("quick" if vulkan.is_cpu else "full")

@@ -14,7 +14,7 @@ import time
 
 os.environ["NUMBA_VULKAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="nv-bench-")
 
-from numba_vulkan import modulecheck  # noqa: E402  (after the cache directory is set)
+from numba_vulkan.spirv import modulecheck
 
 
 def main(directory):

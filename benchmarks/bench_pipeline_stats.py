@@ -66,14 +66,14 @@ def _one(answer):
 
 def vulkan_entry(bench, variant, host, out):
     """The driver's statistics of ``bench`` compiled under ``variant``."""
-    from numba_vulkan.errors import NotReportedError, VulkanError
+    from numba_vulkan.base.errors import NotReportedError, VulkanError
     backend = bench_variants.VariantBackend(variant)
     _, threads = bench.grid(bench.sizes["tiny"])
     entry = {"threads": list(threads)}
     kernel = backend.make(bench)
     args = [backend.to_device(host[name]) if isinstance(host[name], np.ndarray) else host[name]
             for name in bench.arguments()]
-    from numba_vulkan import signature
+    from numba_vulkan.base import signature
     try:
         with bench_variants.active(variant):
             compiled = kernel.compile(tuple(map(signature.of_value, args)), threads=threads)

@@ -38,7 +38,7 @@ COLUMNS = ("instructions", "blocks", "phis", "loops", "in_loops", "int64", "floa
 
 
 def disassemble(binary):
-    from numba_vulkan import config
+    from numba_vulkan.base import config
     tool = config.spirv_dis()
     proc = subprocess.run([tool, "--raw-id", "-"], input=binary, capture_output=True,
                           check=True)
@@ -103,14 +103,14 @@ def counts(text):
 
 
 def gpu_target():
-    from numba_vulkan.target import TargetDescription
+    from numba_vulkan.base.target import TargetDescription
     return TargetDescription(vulkan=(1, 3), float32_atomic_add=True)
 
 
 def compile_benchmark(bench, target):
     """The SPIR-V binary of ``bench``'s kernel for its launch's argument types."""
     import numba_vulkan as nv
-    from numba_vulkan import signature
+    from numba_vulkan.base import signature
     host = bench.inputs(bench.sizes["tiny"], np.random.default_rng(1))
     types = tuple(signature.of_value(host[name]) for name in bench.arguments())
     scope = {"nv": nv, **bk._numba_types(bench.real)}

@@ -20,12 +20,12 @@ first launch, copy or device query does.
 import sys
 
 from numba_vulkan import aot
-from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.dispatcher import VulkanDispatcher, jit, synchronize
-from numba_vulkan.errors import (AOTError, AOTWarning, CacheWarning, CompilerError, DriverError,
+from numba_vulkan.spirv.compiled import CompiledKernel
+from numba_vulkan.api.dispatcher import VulkanDispatcher, jit, synchronize
+from numba_vulkan.base.errors import (AOTError, AOTWarning, CacheWarning, CompilerError, DriverError,
                                  LaunchError, ManifestError, NarrowingWarning, NotReportedError,
                                  ToolError, UnsupportedError, ValidationError, VulkanError)
-from numba_vulkan.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
+from numba_vulkan.base.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
                                      brev, clz, const, fence, ffs, fma, fp16, global_id, global_size,
                                      grid,
                                      gridsize, group_id, lane_id, local, local_id, local_size,
@@ -35,9 +35,9 @@ from numba_vulkan.runtime.device import get_current_device, gpus, list_devices, 
 from numba_vulkan.runtime.memory import (DeviceArray, HostArray, device_array, device_array_like,
                                          mapped_array, pinned_array, to_device)
 from numba_vulkan.runtime.queue import Event, Stream, default_stream, event, stream
-from numba_vulkan.target import TargetDescription
-from numba_vulkan.numba_target import register_numba_target
-from numba_vulkan.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
+from numba_vulkan.base.target import TargetDescription
+from numba_vulkan.api.numba_target import register_numba_target
+from numba_vulkan.api.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
 
 __all__ = [
     "jit", "synchronize", "to_device", "device_array", "device_array_like", "DeviceArray",

@@ -34,7 +34,7 @@ def info():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["cache"]:
-        from numba_vulkan import kernelcache
+        from numba_vulkan.store import cache as kernelcache
         return kernelcache.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m numba_vulkan")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,5 +47,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from numba_vulkan import cli
+    from numba_vulkan.base import cli
     cli.run(main)

@@ -19,7 +19,7 @@ def rng():
 def _ir_round_trips():
     """Every module a codegen pass parses into the IR model, in any test,
     prints back to the module LLVM reads from it (tests/test_ir.py)."""
-    from numba_vulkan.codegen import ir
+    from numba_vulkan.llvmir import ir
     from test_ir import assert_round_trip
     parse = ir.parse
 

@@ -3,7 +3,7 @@
 import subprocess
 import tempfile
 
-from numba_vulkan import config
+from numba_vulkan.base import config
 
 
 def assert_valid_spirv(compiled):

@@ -22,8 +22,8 @@ import pytest
 import numba_vulkan as nv
 from numba_vulkan.aot.loader import index, lookup
 from numba_vulkan.aot.__main__ import main
-from numba_vulkan.errors import AOTWarning
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.base.errors import AOTWarning
+from numba_vulkan.base.target import TargetDescription
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -20,11 +20,14 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import config, files, kernelcache
-from numba_vulkan.aot import build, manifest as manifests
+from numba_vulkan.base import config
+from numba_vulkan.base import files
+from numba_vulkan.store import cache as kernelcache
+from numba_vulkan.aot.build import builder as build
+from numba_vulkan.aot.build import manifest as manifests
 from numba_vulkan.aot.loader import index, lookup
-from numba_vulkan.compiled import check_errors
-from numba_vulkan.dispatcher import VulkanDispatcher
+from numba_vulkan.spirv.compiled import check_errors
+from numba_vulkan.api.dispatcher import VulkanDispatcher
 from numba_vulkan.runtime.device import current_device
 
 KERNELS = '''
@@ -71,7 +74,7 @@ SPIN = ("int64[1d,C]", "int64")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 X = np.arange(10, dtype=np.uint8) * 3
 
-pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.errors.AOTWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.base.errors.AOTWarning")
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ SIG = ("float32[1d,A]",)
 THREADS = (64, 1, 1)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.errors.AOTWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.base.errors.AOTWarning")
 
 
 @pytest.fixture(scope="module")

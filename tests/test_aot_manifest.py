@@ -168,7 +168,7 @@ def test_command_line_prints_no_traceback(tmp_path):
 
 def test_recorded_launches_with_dynamic_shared_memory_list_their_sizes(tmp_path):
     import yaml
-    from numba_vulkan.aot import manifest
+    from numba_vulkan.aot.build import manifest
     path = tmp_path / "recorded.yaml"
     record = {"function": "app:kern", "signature": "void(float32[::1])", "threads": [32, 1, 1]}
     added, _ = manifest.merge_records(str(path), [record, dict(record, shared_bytes=128),

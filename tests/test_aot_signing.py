@@ -19,17 +19,17 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.aot import __main__ as cli
-from numba_vulkan.aot import build
-from numba_vulkan.aot.keys import signer
+from numba_vulkan.aot.build import builder as build
+from numba_vulkan.aot.build.signing import signer
 from numba_vulkan.aot.loader import index, lookup, signing
-from numba_vulkan.dispatcher import VulkanDispatcher
-from numba_vulkan.errors import AOTWarning
+from numba_vulkan.api.dispatcher import VulkanDispatcher
+from numba_vulkan.base.errors import AOTWarning
 from numba_vulkan.runtime.device import current_device
 
 pytest.importorskip("cryptography")
 
 # Refusals warn before they raise in strict mode; the tests check the outcome.
-pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.errors.AOTWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.base.errors.AOTWarning")
 
 KERNELS = '''
 import numba_vulkan as nv

@@ -1,5 +1,5 @@
 """Kernels with more arguments than the push constant block holds: the rest
-travel in the argument buffer (numba_vulkan.abi), on every device.
+travel in the argument buffer (numba_vulkan.base.abi), on every device.
 
 Many-argument stencil and CFD kernels against NumPy, back-to-back launches
 that differ only in spilled scalars, the layout itself, and compiling for an
@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import abi, signature
+from numba_vulkan.base import abi
+from numba_vulkan.base import signature
 from numba_vulkan.runtime.device import current_device
 from numba_vulkan.runtime.timing import KernelTimer
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.base.target import TargetDescription
 from helpers import assert_valid_spirv, compiled_kernels
 
 SIX_2D = "void(" + ", ".join(["float32[:, ::1]"] * 6) + ")"

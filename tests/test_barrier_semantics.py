@@ -13,9 +13,11 @@ import pytest
 
 import numba_vulkan as nv
 from numba import float32, int32
-from numba_vulkan import config, spirv
-from numba_vulkan.codegen import barriers, ir
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.base import config
+from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.codegen import barriers
+from numba_vulkan.llvmir import ir
+from numba_vulkan.base.target import TargetDescription
 from test_gpu_target import _tiled_matmul
 
 WORKGROUP = 0x108

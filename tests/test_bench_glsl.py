@@ -27,7 +27,7 @@ def test_committed_spirv_is_current(tmp_path):
 
 def test_every_variant_computes_the_product():
     import numba_vulkan as nv
-    from numba_vulkan import abi
+    from numba_vulkan.base import abi
     from numba_vulkan.runtime.device import current_device
     from benchmarks import backends as bk
     from benchmarks import bench_glsl, suite
@@ -61,7 +61,7 @@ def _on_device_at(value, offset):
 def _check_variants(name, size, offset):
     """Every GLSL variant of kernel ``name`` gives suite.py's result on
     arrays ``offset`` elements into their buffers."""
-    from numba_vulkan import abi
+    from numba_vulkan.base import abi
     from numba_vulkan.runtime.device import current_device
     from benchmarks import backends as bk
     from benchmarks import bench_glsl, suite
@@ -109,7 +109,7 @@ def test_elements_per_invocation_set_the_glsl_grid():
 def test_driver_statistics_give_registers_and_write_representations(tmp_path, monkeypatch):
     """What bench_glsl.py takes from the driver, with executables.inspect
     answering as NVIDIA's driver names its statistics (lavapipe reports none)."""
-    from numba_vulkan import abi
+    from numba_vulkan.base import abi
     from numba_vulkan.runtime import executables
     from benchmarks import bench_glsl
     asked = []

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from numba_vulkan import config, files, kernelcache
+from numba_vulkan.base import config
+from numba_vulkan.base import files
+from numba_vulkan.store import cache as kernelcache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOB = 10_000

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import config
-from numba_vulkan.codegen import carried, ir
+from numba_vulkan.base import config
+from numba_vulkan.codegen import carried
+from numba_vulkan.llvmir import ir
 from helpers import assert_valid_spirv, compiled_kernels
 
 # A rotated loop: the test's product %t is what the next trip's %sq computes.

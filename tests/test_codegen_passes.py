@@ -10,8 +10,9 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from numba_vulkan.codegen import exact, ir, logical, narrow, optimize, structurize
-from numba_vulkan.errors import UnsupportedError
+from numba_vulkan.codegen import exact, logical, narrow, optimize, structurize
+from numba_vulkan.llvmir import ir
+from numba_vulkan.base.errors import UnsupportedError
 
 
 def _llvm(text):

@@ -1,4 +1,4 @@
-"""One code hash for the cache's functions/ tier and AOT keys (numba_vulkan.codehash).
+"""One code hash for the cache's functions/ tier and AOT keys (numba_vulkan.store.codehash).
 
 An edit that changes what the kernel's code is changes both keys. The
 functions/ key also holds the source stamps (file name, size, time) of the
@@ -17,9 +17,10 @@ import numba
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import codehash, kernelcache
+from numba_vulkan.store import codehash
+from numba_vulkan.store import cache as kernelcache
 from numba_vulkan.aot.loader import codekey
-from numba_vulkan.target import DEFAULT
+from numba_vulkan.base.target import DEFAULT
 
 SIG = ("float32[1d,C]",)
 THREADS = (64, 1, 1)
@@ -270,7 +271,7 @@ def test_keys_do_not_depend_on_the_process(project):
 
 def test_importing_the_hasher_imports_no_numba():
     result = subprocess.run([sys.executable, "-c",
-                             "import sys, numba_vulkan.codehash\n"
+                             "import sys, numba_vulkan.store.codehash\n"
                              "print([m for m in ('numba', 'llvmlite') if m in sys.modules])"],
                             capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import config, cuda
-from numba_vulkan.aot import manifest
+from numba_vulkan import cuda
+from numba_vulkan.base import config
+from numba_vulkan.aot.build import manifest
 from numba_vulkan.codegen import contract
 from numba_vulkan.runtime.device import current_device
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.base.target import TargetDescription
 
 FUSED = TargetDescription(fused_fma=True)
 SIG = "void(float32[::1], float32[::1], float32[::1], float32[::1])"

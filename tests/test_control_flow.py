@@ -254,7 +254,7 @@ def test_a_module_the_backend_leaves_unmerged_is_rebuilt_with_exit_flags(monkeyp
     # No kernel known today makes the backend emit a switch without a merge
     # once only innermost loops take breaks; the first module is made to
     # look so, and the rebuild must send every exit through a flag.
-    from numba_vulkan import spirv
+    from numba_vulkan.spirv import binary as spirv
     from numba_vulkan.codegen import structurize
     from numba_vulkan.compiler import stages
     original = spirv.unmerged_switch

@@ -300,7 +300,7 @@ def test_64_bit_atomics(rng):
 
 def test_64_bit_atomics_need_the_device_feature():
     from types import SimpleNamespace
-    from numba_vulkan.dispatcher import _Plan
+    from numba_vulkan.api.dispatcher import _Plan
     compiled = wide_atomics.compile(
         "void(int64[::1], int64[::1], uint64[::1], float64[::1], int64[::1])")
     device = SimpleNamespace(info=SimpleNamespace(name="no atomics", features=frozenset()))

@@ -316,7 +316,7 @@ def test_copy_to_host_into_a_given_array():
 
 
 def test_error_hints_name_what_the_cuda_module_has():
-    from numba_vulkan.compiler import diagnostics
+    from numba_vulkan.frontend import diagnostics
     for name in diagnostics.CUDA_MODULE_NAMES:
         assert name in cuda.__all__, name
         assert "from numba_vulkan import cuda" in diagnostics.cuda_hint(name)

@@ -15,8 +15,8 @@ from numba.core.typing.templates import AbstractTemplate, signature
 
 import numba_vulkan as nv
 from numba_vulkan.codegen import backend
-from numba_vulkan.compiler import stubs
-from numba_vulkan.errors import ToolError
+from numba_vulkan.frontend import stubs
+from numba_vulkan.base.errors import ToolError
 
 
 @nv.jit
@@ -28,7 +28,7 @@ def copy(src, dst):
 
 def test_every_error_and_warning_class_is_public():
     # Users catch what the docs name (NotReportedError, AOTWarning) as nv.<name>.
-    from numba_vulkan import errors
+    from numba_vulkan.base import errors
     defined = {name for name, value in vars(errors).items()
                if isinstance(value, type) and issubclass(value, (Exception, Warning))
                and value.__module__ == errors.__name__}

@@ -612,7 +612,8 @@ def test_target_key_and_cache_tell_float16_apart():
 
 
 def test_native_float16_rounds_in_integer_arithmetic_without_rte():
-    from numba_vulkan.codegen import half, ir
+    from numba_vulkan.codegen import half
+    from numba_vulkan.llvmir import ir
     sig = "void(float16[::1], float16[::1], float16[:, ::1], int32[:, ::1])"
     soft = functions.compile(sig, target=NATIVE).llvm_ir
     rte = functions.compile(sig, target=NATIVE.with_features(float16_rte=True)).llvm_ir
@@ -709,7 +710,8 @@ def test_aot_directory_has_both_and_launches_without_compiling(tmp_path, monkeyp
 
 def test_emulation_leaves_float16_only_in_buffer_accesses():
     import llvmlite.binding as llvm
-    from numba_vulkan.codegen import half, ir
+    from numba_vulkan.codegen import half
+    from numba_vulkan.llvmir import ir
     # The masked child's target: its module comes from the kernel cache.
     target = nv.get_current_device().target.with_features(float16=False)
     compiled = functions.compile("void(float16[::1], float16[::1], float16[:, ::1], "

@@ -233,7 +233,7 @@ def test_vulkan_1_1_is_refused_with_the_reason(monkeypatch):
     than failing in the middle of a compile."""
     import dataclasses
     from numba_vulkan.runtime.device import Device, current_device
-    from numba_vulkan.target import TargetDescription
+    from numba_vulkan.base.target import TargetDescription
     with pytest.raises(ValueError, match=r"Vulkan 1\.1 is not supported \(LLVM's SPIR-V backend "
                                          r"compiles for 1\.2, 1\.3\)"):
         TargetDescription(vulkan=(1, 1))

@@ -4,8 +4,8 @@ import math
 import re
 
 import numba_vulkan as nv
-from numba_vulkan import config
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.base import config
+from numba_vulkan.base.target import TargetDescription
 
 from helpers import device_info
 

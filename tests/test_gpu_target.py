@@ -11,7 +11,7 @@ import pytest
 
 import numba_vulkan as nv
 from numba import float32
-from numba_vulkan import config
+from numba_vulkan.base import config
 from numba_vulkan.runtime.device import current_device
 
 

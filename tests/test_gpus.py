@@ -341,7 +341,7 @@ def aot_project(tmp_path_factory):
         "    signatures: [\"void(float32[::1], float32[::1])\"]\n")
     sys.path.insert(0, str(root))
     try:
-        from numba_vulkan.aot import build
+        from numba_vulkan.aot.build import builder as build
         result = build.build(str(root / "kernels.yaml"))
         assert not result.failures and result.built == 2
         import gpus_aot_kernels

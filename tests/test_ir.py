@@ -1,4 +1,4 @@
-"""The IR model (numba_vulkan.codegen.ir): parse and print give back the
+"""The IR model (numba_vulkan.llvmir.ir): parse and print give back the
 module LLVM read, for hand-written forms and for every module the pipeline
 handles while compiling kernels."""
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.codegen import backend, ir, logical
+from numba_vulkan.codegen import backend, logical
+from numba_vulkan.llvmir import ir
 
 SNIPPET = r"""
 target triple = "spirv1.6-unknown-vulkan1.3-compute"

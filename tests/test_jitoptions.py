@@ -6,8 +6,12 @@ import stat
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import dispatcher, files, jitoptions, kernelcache, libclc
-from numba_vulkan.aot import manifest
+from numba_vulkan.api import dispatcher
+from numba_vulkan.base import files
+from numba_vulkan.base import jitoptions
+from numba_vulkan.store import cache as kernelcache
+from numba_vulkan.codegen import libclc
+from numba_vulkan.aot.build import manifest
 from numba_vulkan.aot.loader import codekey
 
 

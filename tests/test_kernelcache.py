@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import config, kernelcache, libclc
-from numba_vulkan.target import DEFAULT
+from numba_vulkan.base import config
+from numba_vulkan.store import cache as kernelcache
+from numba_vulkan.codegen import libclc
+from numba_vulkan.base.target import DEFAULT
 
 SIG = ("float32", "float32[1d,C]", "float32[1d,C]")
 THREADS = (64, 1, 1)
@@ -469,7 +471,7 @@ def test_kernel_without_a_source_file_is_not_in_functions(cache_dir, kernel_file
 
 
 def _module_key(module, sig=SIG, target=DEFAULT, **options):
-    from numba_vulkan.compiler.compile import compile_kernel, numba_types
+    from numba_vulkan.frontend.compile import compile_kernel, numba_types
     kernel_ir = compile_kernel(module.kern.py_func, numba_types(sig), target.narrowed,
                                options)
     bindings = [p.storage for p in kernel_ir.params if p.kind == "array"]
@@ -596,7 +598,7 @@ def test_kernels_tier_skips_codegen_with_the_same_results(cache_dir, rng, monkey
 def test_functions_tier_skips_numba(cache_dir, rng, monkeypatch):
     run_scaled_add(fresh(scaled_add), rng)
     assert counts("functions") == {"misses": 1, "stores": 1}
-    from numba_vulkan.compiler import compile as compile_module
+    from numba_vulkan.frontend import compile as compile_module
 
     def no_numba(*args, **kwargs):
         raise AssertionError("Numba ran on a cache hit")
@@ -762,9 +764,9 @@ def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_pat
     """A raise's code hashes its file's name, not its path (compiler/checks.py)."""
     import importlib.util
 
-    from numba_vulkan import kernelcache
-    from numba_vulkan.compiler.compile import compile_kernel, numba_types
-    from numba_vulkan.target import DEFAULT
+    from numba_vulkan.store import cache as kernelcache
+    from numba_vulkan.frontend.compile import compile_kernel, numba_types
+    from numba_vulkan.base.target import DEFAULT
 
     def key(checkout):
         checkout.mkdir()

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from numba_vulkan import kernelcache
+from numba_vulkan.store import cache as kernelcache
 
 _HELPER = {
     "njit": "import numba\n\n\n@numba.njit\ndef shift(v):\n    return v + 1.0\n",
@@ -72,8 +72,8 @@ mode = sys.argv[1]
 report = {}
 if mode == "keys":
     from numba_vulkan import kernelcache
-    from numba_vulkan.compiler.compile import compile_kernel, numba_types
-    from numba_vulkan.target import DEFAULT
+    from numba_vulkan.frontend.compile import compile_kernel, numba_types
+    from numba_vulkan.base.target import DEFAULT
     import kc_kernels as k
     if "shift-counters" in sys.argv:
         compile_kernel(k.roots.py_func, numba_types(("float32[1d,C]",) * 2))
@@ -131,7 +131,7 @@ else:
         check("roots", out, np.sqrt(x64) * 0.5 + np.exp(-x64))
 report["stats"] = kernelcache.stats()
 report["modules"] = {m: m in sys.modules
-                     for m in ("numba", "numba_vulkan.compiler.compile", "llvmlite.binding")}
+                     for m in ("numba", "numba_vulkan.frontend.compile", "llvmlite.binding")}
 print(json.dumps(report))
 '''
 
@@ -216,7 +216,7 @@ def test_a_changed_callee_is_recompiled_not_served_stale(project, tmp_path, help
     process = _start(project, cache, "run")
     out, err = process.communicate(timeout=300)
     if helper == "nv.jit" and "Cannot determine Numba type of <class " \
-            "'numba_vulkan.dispatcher.VulkanDispatcher'>" in err:
+            "'numba_vulkan.api.dispatcher.VulkanDispatcher'>" in err:
         pytest.xfail("kernels cannot call @nv.jit functions yet")
     assert process.returncode == 0, err[-3000:]
     cold = json.loads(out.strip().splitlines()[-1])
@@ -239,12 +239,12 @@ def test_warm_functions_hit_does_not_run_numba(project, tmp_path):
     cache = tmp_path / "cache"
     cold = _run(project, cache, "plain")
     _assert_correct(cold)
-    assert cold["modules"]["numba_vulkan.compiler.compile"]
+    assert cold["modules"]["numba_vulkan.frontend.compile"]
     warm = _run(project, cache, "plain")
     _assert_correct(warm)
     assert warm["stats"]["functions"]["hits"] == 1
     assert warm["stats"]["kernels"] == dict.fromkeys(warm["stats"]["kernels"], 0)
-    assert warm["modules"] == {"numba": False, "numba_vulkan.compiler.compile": False,
+    assert warm["modules"] == {"numba": False, "numba_vulkan.frontend.compile": False,
                                "llvmlite.binding": False}
 
 

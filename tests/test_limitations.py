@@ -337,7 +337,7 @@ def test_record_with_a_string_field():
 
 @pytest.mark.xfail(strict=True, reason="a whole record is copied as its bytes")
 def test_whole_record_assignment_of_an_odd_itemsize_is_not_byte_wise():
-    from numba_vulkan import records
+    from numba_vulkan.base import records
     odd = np.dtype([("x", "f4"), ("c", "i1")])             # 5 bytes
     k = _record_copy.compile((f"{records.text(odd)}[1d,C]",) * 2)
     assert "VulkanBuffer_a0i8" not in k.llvm_ir
@@ -346,8 +346,8 @@ def test_whole_record_assignment_of_an_odd_itemsize_is_not_byte_wise():
 @pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
                    reason="narrowing a field would move the fields after it")
 def test_record_with_float64_on_a_narrowing_target():
-    from numba_vulkan import records
-    from numba_vulkan.target import TargetDescription
+    from numba_vulkan.base import records
+    from numba_vulkan.base.target import TargetDescription
     wide = np.dtype([("x", "f4"), ("d", "f8")])
     _record_copy.compile((f"{records.text(wide)}[1d,C]",) * 2,
                          target=TargetDescription(float64=False, int64=False))

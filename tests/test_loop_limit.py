@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.aot import manifest
-from numba_vulkan.errors import ManifestError
+from numba_vulkan.aot.build import manifest
+from numba_vulkan.base.errors import ManifestError
 from numba_vulkan.runtime.device import current_device
-from numba_vulkan.target import LAVAPIPE_LOOP_LIMIT, TargetDescription
+from numba_vulkan.base.target import LAVAPIPE_LOOP_LIMIT, TargetDescription
 
 from helpers import device_info
 
@@ -284,7 +284,7 @@ def test_library_loops_are_kept_rolled():
 
 
 def test_aot_lookup_prefers_entries_built_for_the_device_loop_limit():
-    from numba_vulkan import abi
+    from numba_vulkan.base import abi
     from numba_vulkan.aot.loader import lookup
 
     def entry(target):
@@ -414,7 +414,7 @@ def test_a_loop_status_after_the_argument_buffer_passes_the_stored_entry_check()
     """The loop limit's own status buffer comes after the argument buffer;
     the check that cache and AOT entries go through expected it before, and
     refused every such entry."""
-    from numba_vulkan import modulecheck
+    from numba_vulkan.spirv import modulecheck
     target = TargetDescription(loop_limit=LAVAPIPE_LOOP_LIMIT)
     k = _spilled_loop.compile("void(" + ", ".join(["float32[::1]"] * 11) + ")", target=target)
     assert [p.kind for p in k.params[-2:]] == ["args", "status"]

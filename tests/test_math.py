@@ -335,7 +335,7 @@ def test_float64_rounding_uses_no_driver_rounding():
 def test_float64_rounding_without_int64():
     """A target with float64 but without int64 keeps the driver's rounding
     instructions rather than declare Int64 for the bit arithmetic."""
-    from numba_vulkan.target import TargetDescription
+    from numba_vulkan.base.target import TargetDescription
     compiled = rounding_kernel.compile("void(float64[:, ::1], float64[:, ::1])",
                                        target=TargetDescription(int64=False))
     assert "Int64" not in compiled.capabilities

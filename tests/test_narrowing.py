@@ -166,7 +166,7 @@ def test_full_device_keeps_64_bits(rng):
 
 
 def test_aot_narrow_profile_builds(tmp_path):
-    from numba_vulkan.aot import build
+    from numba_vulkan.aot.build import builder as build
     (tmp_path / "narrow_kernels.py").write_text(
         "import numba_vulkan as nv\n\n@nv.jit\ndef twice(x):\n    i = nv.global_id(0)\n"
         "    if i < x.shape[0]:\n        x[i] *= 2.0\n")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from numba_vulkan import cuda
-from numba_vulkan.errors import NotReportedError
+from numba_vulkan.base.errors import NotReportedError
 from numba_vulkan.runtime import executables, pipeline, vk
 from numba_vulkan.runtime.device import current_device
 

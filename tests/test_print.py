@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import config, kernelcache, printbuffer
+from numba_vulkan.base import config
+from numba_vulkan.store import cache as kernelcache
+from numba_vulkan.base import printbuffer
 from numba_vulkan.aot.loader import index
 from helpers import assert_valid_spirv, compiled_kernels
 
@@ -186,7 +188,7 @@ def test_the_target_sees_models_numba_registers_after_it_starts():
     from llvmlite import ir
     from numba.core import types
     from numba.core.datamodel import default_manager, models
-    from numba_vulkan.compiler.target import vulkan_target
+    from numba_vulkan.frontend.target import vulkan_target
 
     class Late(types.Opaque):
         pass
@@ -256,7 +258,7 @@ def squares(n):
 
 
 def test_from_an_aot_directory_in_strict_mode(tmp_path, monkeypatch, capsys):
-    from numba_vulkan.aot import build
+    from numba_vulkan.aot.build import builder as build
     (tmp_path / "printkern.py").write_text(AOT_KERNEL)
     (tmp_path / "kernels.yaml").write_text(
         "version: 1\nprofiles:\n  - name: full\nkernels:\n"

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 import numba_vulkan as nv
-from numba_vulkan import spirv
+from numba_vulkan.spirv import binary as spirv
 from helpers import assert_valid_spirv
 
 

@@ -11,9 +11,10 @@ import pytest
 from numba.np import numpy_support
 
 import numba_vulkan as nv
-from numba_vulkan import records, signature
-from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.base import records
+from numba_vulkan.base import signature
+from numba_vulkan.base.errors import UnsupportedError
+from numba_vulkan.base.target import TargetDescription
 
 PARTICLE = np.dtype([("x", "f4"), ("y", "f4"), ("vx", "f4"), ("vy", "f4"), ("id", "i4")])
 
@@ -493,7 +494,7 @@ def drift(p, s):
 def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
     """A manifest names a record by a dtype of the kernel's module or by its
     text form (as the strict mode's hint writes it)."""
-    from numba_vulkan.aot.build import build
+    from numba_vulkan.aot.build.builder import build
     from numba_vulkan.aot.loader import lookup
     (tmp_path / "recaot.py").write_text(AOT_MODULE)
     (tmp_path / "kernels.yaml").write_text(textwrap.dedent('''\
@@ -518,8 +519,8 @@ def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
 
 
 def test_record_kernel_from_the_cache(tmp_path, rng, monkeypatch):
-    from numba_vulkan import kernelcache
-    from numba_vulkan.compiler import compile as compile_module
+    from numba_vulkan.store import cache as kernelcache
+    from numba_vulkan.frontend import compile as compile_module
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
     kernelcache.reset_stats()

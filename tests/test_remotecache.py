@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from numba_vulkan import kernelcache, remotecache
+from numba_vulkan.store import cache as kernelcache
+from numba_vulkan.store import remote as remotecache
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server is not installed (scripts/setup.sh "
@@ -446,7 +447,7 @@ def test_a_slow_server_costs_one_timeout(server, project, machine_a, tmp_path, d
 
 def test_a_server_a_little_slow_on_every_lookup_costs_about_one_timeout(server, monkeypatch):
     # 0.3 s a lookup, less than the timeout, would cost that on every one.
-    from numba_vulkan.errors import CacheWarning
+    from numba_vulkan.base.errors import CacheWarning
     proxy = _SlowProxy(server.port, delay=0.3)
     monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", f"redis://127.0.0.1:{proxy.port}/0")
     remotecache.forget()
@@ -551,7 +552,7 @@ def test_a_server_killed_mid_aot_build(project, local_build, tmp_path, monkeypat
 
 
 def test_a_password_from_the_environment_and_a_wrong_one(tmp_path, monkeypatch):
-    from numba_vulkan.errors import CacheWarning
+    from numba_vulkan.base.errors import CacheWarning
     locked = Server(tmp_path / "redis", "--requirepass", "s3cret", password="s3cret")
     name, entry = "ab" * 32, {"spirv": b"\x03\x02\x23\x07" + bytes(16), "note": [1, "x"]}
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path / "cache"))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import config
+from numba_vulkan.base import config
 from numba_vulkan.runtime import vk
 from numba_vulkan.runtime.device import current_device
 

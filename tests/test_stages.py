@@ -68,7 +68,7 @@ def record(monkeypatch):
 @pytest.fixture
 def typings(monkeypatch):
     """The argument types of every Numba typing from here on (compile_kernel calls)."""
-    from numba_vulkan.compiler import compile as compiler
+    from numba_vulkan.frontend import compile as compiler
     seen = []
     real = compiler.compile_kernel
 
@@ -103,7 +103,7 @@ def test_design_doc_lists_exactly_the_stages():
 
 
 def test_jit_and_aot_build_run_the_same_table(uncached, record, rng):
-    from numba_vulkan.aot import build
+    from numba_vulkan.aot.build import builder as build
     x = rng.random(100).astype(np.float32)
     out = np.zeros_like(x)
     nv.jit(scale.py_func).forall(x.size)(x, out)
@@ -120,7 +120,7 @@ def test_jit_and_aot_build_run_the_same_table(uncached, record, rng):
 
 def test_typed_results_serve_other_workgroup_sizes_only(uncached, typings):
     # The AOT build types a kernel and signature once for all its workgroup sizes.
-    from numba_vulkan.aot import build
+    from numba_vulkan.aot.build import builder as build
     target = nv.TargetDescription()
     sig = ("float32[1d,C]", "float32[1d,C]")
     typed = {}
@@ -220,7 +220,7 @@ def test_a_pass_error_names_kernel_line_and_stage(uncached, monkeypatch):
 
 
 def test_a_backend_failure_is_a_compiler_error(uncached, monkeypatch):
-    from numba_vulkan.errors import ToolError
+    from numba_vulkan.base.errors import ToolError
 
     def crash(job):
         raise ToolError("LLVM SPIR-V backend", -6, "LLVM ERROR: a test's abort")
@@ -249,7 +249,7 @@ def test_mixed_float_atomics_go_back_to_numba_without_native_adds(uncached, reco
 def test_compiler_and_codegen_layers_import_nothing_above_them():
     import ast
     package = os.path.dirname(os.path.dirname(stages.__file__))
-    above = ("numba_vulkan.runtime", "numba_vulkan.dispatcher", "numba_vulkan.aot")
+    above = ("numba_vulkan.runtime", "numba_vulkan.api.dispatcher", "numba_vulkan.aot")
     offenders = []
     for layer in ("compiler", "codegen"):
         for name in sorted(os.listdir(os.path.join(package, layer))):
@@ -270,7 +270,7 @@ def test_compiler_and_codegen_layers_import_nothing_above_them():
 
 
 def test_every_setting_config_reads_is_documented_and_every_documented_one_is_read():
-    from numba_vulkan import config
+    from numba_vulkan.base import config
     with open(config.__file__) as f:
         read = set(re.findall(r'"(NUMBA_VULKAN_[A-Z0-9_]+)"', f.read()))
     with open(os.path.join(DOCS, "settings.md")) as f:
@@ -337,7 +337,7 @@ def test_a_failed_preparation_fails_the_next_compile_once(uncached, monkeypatch)
 @pytest.mark.parametrize("setting, frozen", [("1", True), ("0", False)])
 def test_the_compilers_set_up_takes_numbas_objects_out_of_garbage_collections(setting, frozen):
     script = ("import gc\n"
-              "from numba_vulkan.compiler.compile import contexts\n"
+              "from numba_vulkan.frontend.compile import contexts\n"
               "assert gc.get_freeze_count() == 0\n"
               "contexts()\n"
               "print(gc.get_freeze_count())\n")

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import cuda, modulecheck
+from numba_vulkan import cuda
+from numba_vulkan.spirv import modulecheck
 from numba_vulkan.runtime.device import current_device
 from helpers import assert_valid_spirv, compiled_kernels
 
@@ -445,7 +446,7 @@ def test_kernels_with_64_bit_values_compile_for_a_narrowed_target():
     shifts by 32): 64-bit values are 32-bit there, ballots hold lanes 0 to 31."""
     import warnings
     from numba_vulkan.compiler import stages
-    from numba_vulkan.target import TargetDescription
+    from numba_vulkan.base.target import TargetDescription
     narrow = TargetDescription(vulkan=(1, 2), float64=False, int64=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", nv.NarrowingWarning)

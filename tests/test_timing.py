@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.errors import LaunchError
+from numba_vulkan.base.errors import LaunchError
 from numba_vulkan.runtime.timing import KernelTimer
 
 

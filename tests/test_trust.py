@@ -4,7 +4,7 @@ Every case ends in a correct result or our own clear error (an ``AOTError``
 in strict mode, a warning and the JIT otherwise, a cache miss), never a
 crash, a hang, unbounded memory or a wrong result. Directories are crafted
 with their digests fixed up, so that only the checks behind the digest
-(``numba_vulkan.modulecheck``) stand between them and the driver. Most cases
+(``numba_vulkan.spirv.modulecheck``) stand between them and the driver. Most cases
 only look a kernel up; launches use one 64-thread kernel.
 """
 
@@ -23,11 +23,14 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan import files, kernelcache, libclc, modulecheck
-from numba_vulkan.aot import build
+from numba_vulkan.base import files
+from numba_vulkan.store import cache as kernelcache
+from numba_vulkan.codegen import libclc
+from numba_vulkan.spirv import modulecheck
+from numba_vulkan.aot.build import builder as build
 from numba_vulkan.aot.loader import index, lookup
-from numba_vulkan.dispatcher import VulkanDispatcher
-from numba_vulkan.errors import AOTWarning
+from numba_vulkan.api.dispatcher import VulkanDispatcher
+from numba_vulkan.base.errors import AOTWarning
 from numba_vulkan.runtime import pipeline_cache
 from numba_vulkan.runtime.device import current_device
 
@@ -56,7 +59,7 @@ THREADS = (64, 1, 1)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Rejections warn before they fall back or raise; the tests check the outcome.
-pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.errors.AOTWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::numba_vulkan.base.errors.AOTWarning")
 
 
 def _pythonpath(*folders):
@@ -848,7 +851,7 @@ def test_killed_writers_temporary_files_are_removed(cache_dir, monkeypatch):
 def test_a_module_the_driver_refuses_falls_back(shipped, kernel_module, search, monkeypatch,
                                                  rng, strict):
     """What spirv-val and the checks miss, the driver may refuse: never a crash."""
-    from numba_vulkan import dispatcher as dispatcher_module
+    from numba_vulkan.api import dispatcher as dispatcher_module
     shipped_modules = {p.read_bytes() for p in (shipped / "aot" / "spirv").iterdir()}
     real = dispatcher_module.Pipeline
 

@@ -320,7 +320,7 @@ def test_builtin_classes_resolve_to_the_types_numba_gives_them():
     # The typing context resolves builtin classes (``bool`` of every branch)
     # without Numba's typeof; the result must be what Numba's path gives.
     from numba.core import typing
-    from numba_vulkan.compiler.compile import contexts
+    from numba_vulkan.frontend.compile import contexts
     context, _ = contexts()
 
     def resolved(resolve, cls):

@@ -359,7 +359,7 @@ def test_aot_directory_serves_ufuncs_without_numba(tmp_path):
           - function: ufapp:dot
             signatures: ["void(float32[:], float32[:], float32[:])"]
     """))
-    from numba_vulkan.aot import build
+    from numba_vulkan.aot.build import builder as build
     result = build.build(str(tmp_path / "kernels.yaml"))
     assert result.built == 3 and not result.failures
     script = textwrap.dedent("""
@@ -405,7 +405,7 @@ def test_ufunc_reduce_method(rng):
 
 def test_signature_forms():
     import numba
-    from numba_vulkan.ufunc import parse_layout, parse_signature
+    from numba_vulkan.api.ufunc import parse_layout, parse_signature
     f4, i4 = np.dtype(np.float32), np.dtype(np.int32)
     want = ((f4, 0), ((f4, 0), (i4, 0)))
     assert parse_signature("float32(float32, int32)") == want

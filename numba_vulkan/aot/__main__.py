@@ -25,8 +25,8 @@ import sys
 import tempfile
 import types
 
-from numba_vulkan import config
-from numba_vulkan.errors import AOTError, ManifestError
+from numba_vulkan.base import config
+from numba_vulkan.base.errors import AOTError, ManifestError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -72,7 +72,7 @@ def _size(n):
 
 
 def build_command(args):
-    from numba_vulkan.aot import build
+    from numba_vulkan.aot.build import builder as build
     if args.jobs < 1:
         _error(f"-j {args.jobs}: the number of jobs must be at least 1")
         return EXIT_USAGE
@@ -106,7 +106,7 @@ def _directory(path):
 
 
 def verify_command(args):
-    from numba_vulkan.aot import build
+    from numba_vulkan.aot.build import builder as build
     count, problems = build.verify(_directory(args.directory), args.public_key)
     for problem in problems:
         _error(problem)
@@ -121,7 +121,7 @@ def verify_command(args):
 
 
 def keygen_command(args):
-    from numba_vulkan.aot import keys
+    from numba_vulkan.aot.build import signing as keys
     fingerprint = keys.keygen(args.private, args.public)
     print(f"wrote the private key {args.private} (keep it secret) and the public key "
           f"{args.public} (ship it with the app), fingerprint {fingerprint}")
@@ -129,7 +129,7 @@ def keygen_command(args):
 
 
 def _entries(directory):
-    from numba_vulkan import files
+    from numba_vulkan.base import files
     from numba_vulkan.aot.loader import index
     path = os.path.join(_directory(directory), index.INDEX)
     try:
@@ -163,7 +163,7 @@ def _same_signature(wanted, entry):
 
 def inspect_command(args):
     from numba_vulkan.aot.loader import index
-    from numba_vulkan.codegen import validate
+    from numba_vulkan.spirv import tools as validate
     entries = [e for e in _entries(args.directory)
                if args.kernel in (e["kernel"], e["kernel"].partition(":")[2])
                and (args.signature is None or _same_signature(args.signature, e))]
@@ -184,9 +184,9 @@ def inspect_command(args):
 
 def explain_command(args):
     """Look a kernel up in one directory as a strict launch would, and say why it misses."""
-    from numba_vulkan.aot import manifest
+    from numba_vulkan.aot.build import manifest
     from numba_vulkan.aot.loader import index, lookup
-    from numba_vulkan.target import TargetDescription
+    from numba_vulkan.base.target import TargetDescription
     directory = os.path.abspath(_directory(args.directory))
     module_name, _, qualname = args.kernel.partition(":")
     if not module_name or not qualname:
@@ -212,7 +212,7 @@ def explain_command(args):
 
 
 def record_command(args):
-    from numba_vulkan.aot import manifest
+    from numba_vulkan.aot.build import manifest
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ManifestError("record needs a command to run: record -o MANIFEST -- COMMAND...")
@@ -323,5 +323,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from numba_vulkan import cli
+    from numba_vulkan.base import cli
     cli.run(main)

@@ -3,7 +3,7 @@
 The backend aborts the whole process on some inputs it does not support.
 Running it in a long-lived child keeps such an abort from killing the
 user's interpreter: the parent sees the child die, raises
-:class:`~numba_vulkan.errors.ToolError` with what it printed, and starts a
+:class:`~numba_vulkan.base.errors.ToolError` with what it printed, and starts a
 new child for the next module.
 
 The child is :mod:`numba_vulkan.codegen.backend_child`, started as a script
@@ -23,10 +23,10 @@ import sys
 import tempfile
 import threading
 
-from numba_vulkan import config
+from numba_vulkan.base import config
 from numba_vulkan.codegen import backend_child
 from numba_vulkan.codegen.backend_child import compile_ir
-from numba_vulkan.errors import ToolError
+from numba_vulkan.base.errors import ToolError
 
 # Run as a script by path, not as a module of the package: importing the
 # package would load Numba in the child.

@@ -12,7 +12,7 @@ moving buffer loads across the barrier and made to invalidate caches.
 
 :func:`workgroup_only` finds the barriers that cannot need it, from the
 final LLVM IR, and calls a placeholder in their place
-(:data:`PLACEHOLDER`, lowered by :mod:`numba_vulkan.codegen.groupops`)
+(:data:`PLACEHOLDER`, lowered by :mod:`numba_vulkan.llvmir.groupops`)
 that becomes ``OpControlBarrier Workgroup Workgroup AcquireRelease |
 WorkgroupMemory``. A barrier ``B`` keeps the storage-buffer semantics if
 
@@ -40,7 +40,8 @@ Workgroup memory is ``addrspace(3)``; push constants (13), uniform constants
 nobody else's to write; every other address space counts as a buffer's.
 """
 
-from numba_vulkan.codegen import groupops, ir
+from numba_vulkan.llvmir import groupops
+from numba_vulkan.llvmir import ir
 
 #: The backend's workgroup barrier, as the compiler emits it.
 BARRIER = "@llvm.spv.group.memory.barrier.with.group.sync"

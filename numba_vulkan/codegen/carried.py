@@ -30,7 +30,8 @@ result for the same operands and have no side effects are taken.
 import math
 import struct
 
-from numba_vulkan.codegen import cfg, ir
+from numba_vulkan.llvmir import cfg
+from numba_vulkan.llvmir import ir
 
 #: Operations taken: deterministic, without side effects, and safe to
 #: compute in the preheader even on a path where the loop would not have

@@ -16,7 +16,7 @@ others an ``llvm.fma`` is emulated, which would be slower than the two
 operations it replaces, and contraction is a permission, not a duty.
 """
 
-from numba_vulkan.codegen import ir
+from numba_vulkan.llvmir import ir
 
 #: Fast-math flags that allow a multiply and an add to be fused.
 _CONTRACT = frozenset(("contract", "fast"))

@@ -20,7 +20,8 @@ flags give up.
 
 import struct
 
-from numba_vulkan import jitoptions, spirv
+from numba_vulkan.base import jitoptions
+from numba_vulkan.spirv import binary as spirv
 
 _NO_CONTRACTION = 42
 _SIGNED_ZERO_INF_NAN_PRESERVE = 4466

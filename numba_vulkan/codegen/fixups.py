@@ -28,7 +28,7 @@ Each repair undoes one known defect of LLVM 22's SPIR-V backend for Vulkan:
   storage class either, which Vulkan rejects; it gets the same semantics.
 """
 
-from numba_vulkan import spirv
+from numba_vulkan.spirv import binary as spirv
 
 _CAPABILITY_LINKAGE = 5
 _CAPABILITY_INT64_ATOMICS = 12

@@ -4,7 +4,7 @@ A device without ``shaderFloat16`` cannot compute in float16, but with
 ``storageBuffer16BitAccess`` it can load and store float16 elements of
 storage buffers and convert them to and from float32. :func:`emulate`
 rewrites a module's float16 that way, on the IR model
-(:mod:`numba_vulkan.codegen.ir`): every ``half`` value becomes a ``float``,
+(:mod:`numba_vulkan.llvmir.ir`): every ``half`` value becomes a ``float``,
 a buffer load of a ``half`` is widened at once and a store narrowed just
 before it, and each operation whose float16 result could differ from the
 float32 one (``fadd``, ``fsub``, ``fmul``, ``fdiv``, ``frem``, ``sqrt``,
@@ -37,9 +37,9 @@ type that buffers still use.
 import re
 import struct
 
-from numba_vulkan import spirv
-from numba_vulkan.codegen import ir
-from numba_vulkan.errors import UnsupportedError
+from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.llvmir import ir
+from numba_vulkan.base.errors import UnsupportedError
 
 #: Operations whose float32 result must be rounded to stay a float16 value.
 _ROUNDED = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem"))
@@ -179,7 +179,7 @@ class _Emulator(_Rewriter):
 
     def from_double(self, inst, out):
         """``inst``, a float64 to float16 conversion, rounded once: through a
-        float32 rounded to odd, as :mod:`numba_vulkan.compiler.fp16` lowers
+        float32 rounded to odd, as :mod:`numba_vulkan.frontend.fp16` lowers
         one (drivers may round a double to a float first)."""
         value = inst.operands[0].value
         names = {k: self.fresh() for k in ("single", "back", "bits", "fa", "fx", "up", "upi",

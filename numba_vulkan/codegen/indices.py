@@ -17,7 +17,7 @@ multiple of ``2^s`` and ``T`` the same expression over the terms divided by
 their low ``64 - s`` bits, all that a truncation to 32 bits keeps.
 """
 
-from numba_vulkan.codegen import ir
+from numba_vulkan.llvmir import ir
 
 #: Opcodes whose result is a multiple of ``2^s`` when their operands are
 #: (for ``mul`` and ``shl``, when either is).

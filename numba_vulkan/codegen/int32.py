@@ -24,7 +24,7 @@ module does two rewrites of the final IR:
   14 % faster with an int32 counter, all else equal.
 """
 
-from numba_vulkan.codegen import ir
+from numba_vulkan.llvmir import ir
 
 _I32_MIN, _I32_MAX = -2 ** 31, 2 ** 31 - 1
 

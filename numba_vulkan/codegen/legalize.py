@@ -22,7 +22,7 @@ square roots correctly rounded.
 
 import struct
 
-from numba_vulkan.codegen import ir
+from numba_vulkan.llvmir import ir
 
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
 

@@ -6,9 +6,9 @@ Numba lowers ``math.sin`` and NumPy's ufuncs to calls of C library functions
 LLVM's SPIR-V backend turns those intrinsics into GLSL.std.450 instructions,
 which drivers may implement with errors of thousands of ULP. So once
 Numba's modules are linked into one, every such call is renamed (on the IR
-model, :mod:`numba_vulkan.codegen.ir`) to libclc's OpenCL function
+model, :mod:`numba_vulkan.llvmir.ir`) to libclc's OpenCL function
 (``_Z3sinf``, ``_Z3powdd``, ...) and the functions used are linked in from
-the prepared library (:mod:`numba_vulkan.libclc`). Floating-point ``frem``
+the prepared library (:mod:`numba_vulkan.codegen.libclc`). Floating-point ``frem``
 becomes libclc's ``fmod`` for the same reason: Vulkan only promises
 ``x - y * trunc(x / y)``, which is wrong for large quotients.
 
@@ -18,8 +18,8 @@ become intrinsics, and :mod:`numba_vulkan.codegen.legalize` sees that they
 stay exact. Numba's C helpers for complex powers are defined here in IR.
 """
 
-from numba_vulkan import libclc
-from numba_vulkan.codegen import ir
+from numba_vulkan.codegen import libclc
+from numba_vulkan.llvmir import ir
 
 _CODES = {"float": "f", "double": "d"}
 
@@ -164,7 +164,7 @@ def link(module):
 
     Args:
         module: The kernel's modules linked into one, as the IR model
-            (:mod:`numba_vulkan.codegen.ir`); rewritten in place.
+            (:mod:`numba_vulkan.llvmir.ir`); rewritten in place.
 
     Returns:
         Module texts: Numba's C helpers and the libclc functions the kernel

@@ -11,7 +11,7 @@ which object it points into and its byte offset as an i64, and turns each
 load and store into an access to element ``offset / itemsize`` of that
 object. It also replaces the push constant and workgroup size markers.
 
-It works on the :mod:`numba_vulkan.codegen.ir` model of the single-function
+It works on the :mod:`numba_vulkan.llvmir.ir` model of the single-function
 module. First it legalises, in the model, what SPIR-V cannot express:
 constant expressions over objects become instructions, private variables
 that a phi or select chooses between become one array, objects of complex
@@ -26,9 +26,11 @@ import math
 import struct
 from dataclasses import dataclass
 
-from numba_vulkan import records
-from numba_vulkan.codegen import fixups, ir, markers
-from numba_vulkan.errors import UnsupportedError
+from numba_vulkan.base import records
+from numba_vulkan.codegen import fixups
+from numba_vulkan.llvmir import ir
+from numba_vulkan.llvmir import markers
+from numba_vulkan.base.errors import UnsupportedError
 
 _ENTRY_NAME = "main"
 
@@ -39,7 +41,7 @@ ELEMENT_TYPES = {
     "int32": ("i32", "i32"), "uint32": ("i32", "i32"),
     "int64": ("i64", "i64"), "uint64": ("i64", "i64"),
     "float16": ("half", "f16"), "float32": ("float", "f32"), "float64": ("double", "f64"),
-    # A complex array is an array of its parts (see numba_vulkan.abi).
+    # A complex array is an array of its parts (see numba_vulkan.base.abi).
     "complex64": ("float", "f32"), "complex128": ("double", "f64"),
 }
 

@@ -14,14 +14,14 @@ left at its next back edge, silently. A target whose description has a
   :data:`UNROLL` of the source;
 * :func:`count_trips` counts, per invocation, what the driver counts for
   the invocation's path, and at the end of the kernel writes
-  :data:`numba_vulkan.abi.LOOP_LIMIT_CODE` to the status buffer if the count
+  :data:`numba_vulkan.base.abi.LOOP_LIMIT_CODE` to the status buffer if the count
   reached the limit, from which the launch raises a LaunchError. The count
   is exact when the lanes of a group take the same path; lanes that diverge
   make the group count more than any lane does (docs/limitations.md).
 """
 
-from numba_vulkan import abi
-from numba_vulkan.codegen import ir
+from numba_vulkan.base import abi
+from numba_vulkan.llvmir import ir
 
 #: How many copies of an innermost loop's body one trip runs on a target
 #: with a loop limit: with 16, a counted loop of 10**6 trips stays under
@@ -49,7 +49,7 @@ def _metadata_id(item):
 
 def _loop_latches(function, innermost, latch_exits_only=False, bodies=False):
     """The latch blocks of each loop of ``function`` (an
-    :class:`~numba_vulkan.codegen.ir.Function`), of innermost loops only if
+    :class:`~numba_vulkan.llvmir.ir.Function`), of innermost loops only if
     ``innermost``, of loops left only from their latches if
     ``latch_exits_only``; loops that already carry loop metadata are left out.
     With ``bodies``, each loop is ``(latches, blocks of the loop)``."""

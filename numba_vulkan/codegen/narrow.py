@@ -3,11 +3,11 @@
 A target without ``shaderFloat64`` (or ``shaderInt64``) cannot run a module
 that declares the ``Float64`` (``Int64``) capability. Such a target's
 kernels are compiled as written and then narrowed here, on the IR model
-(:mod:`numba_vulkan.codegen.ir`): every ``double`` becomes ``float`` (with
+(:mod:`numba_vulkan.llvmir.ir`): every ``double`` becomes ``float`` (with
 its constants rounded to float, and ``.f64`` intrinsics their ``.f32``
 twins) and every ``i64`` becomes ``i32`` (with constants wrapped, and the
 64-bit limits mapped to the 32-bit ones). Arrays of narrowed dtypes are
-stored narrowed (see :mod:`numba_vulkan.abi`), and the compiler sizes their
+stored narrowed (see :mod:`numba_vulkan.base.abi`), and the compiler sizes their
 elements by what is stored.
 
 float64 is narrowed once Numba's modules are linked into one, before
@@ -20,8 +20,8 @@ range or precision are not kept.
 
 import struct
 
-from numba_vulkan.codegen import ir
-from numba_vulkan.errors import UnsupportedError
+from numba_vulkan.llvmir import ir
+from numba_vulkan.base.errors import UnsupportedError
 
 #: Numba's C helpers for doubles whose float twin takes the same arguments.
 _DOUBLE_HELPERS = {"@numba_cpow": "@numba_cpowf"}

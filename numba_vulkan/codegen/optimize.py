@@ -3,10 +3,10 @@
 import llvmlite.binding as llvm
 from numba.core.compiler_lock import global_compiler_lock
 
-from numba_vulkan.codegen import ir
+from numba_vulkan.llvmir import ir
 # The child's, so that the backend and the optimiser set LLVM up alike.
 from numba_vulkan.codegen.backend_child import initialise, target_machine  # noqa: F401
-from numba_vulkan.errors import CompilerError
+from numba_vulkan.base.errors import CompilerError
 
 
 def _without_builtins(text):

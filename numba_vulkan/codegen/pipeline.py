@@ -12,12 +12,13 @@ context is not safe to use from two threads); the backend runs in a child
 process.
 """
 
-from numba_vulkan import config, spirv
-from numba_vulkan.errors import UnsupportedError
-from numba_vulkan.codegen import (backend, barriers, carried, contract, exact, fixups, groupops,
-                                   half, indices, int32, ir, legalize, libclc_link, logical,
-                                   looplimit, narrow, optimize, readonly, rounding, strip,
-                                   structurize, validate, versioning, workarounds)
+from numba_vulkan.base import config
+from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.base.errors import UnsupportedError
+from numba_vulkan.codegen import backend, barriers, carried, contract, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, versioning, workarounds
+from numba_vulkan.llvmir import groupops
+from numba_vulkan.llvmir import ir
+from numba_vulkan.spirv import tools as validate
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"

@@ -14,14 +14,15 @@ the module with these decorations removed
 (:class:`numba_vulkan.runtime.pipeline.Pipeline`).
 """
 
-from numba_vulkan import modulecheck, spirv
+from numba_vulkan.spirv import modulecheck
+from numba_vulkan.spirv import binary as spirv
 
 _STORAGE_BUFFER = 12
 
 
 def decorate(binary):
     """``binary`` with NonWritable on each storage-buffer variable that
-    :func:`numba_vulkan.modulecheck.written_bindings` finds no write to."""
+    :func:`numba_vulkan.spirv.modulecheck.written_bindings` finds no write to."""
     written = modulecheck.written_bindings(binary)
     header, instructions = spirv.parse(binary)
     bindings, decorated, first = {}, set(), None

@@ -19,7 +19,8 @@ targets with int64: a device with float64 but without int64 (not lavapipe)
 keeps its own rounding instructions.
 """
 
-from numba_vulkan.codegen import ir, legalize
+from numba_vulkan.codegen import legalize
+from numba_vulkan.llvmir import ir
 
 _OPS = ("floor", "ceil", "trunc", "rint", "nearbyint", "roundeven", "round")
 _CALLEES = {f"@llvm.{op}.f64": op for op in _OPS}

@@ -12,7 +12,7 @@ happens to equal the id counts as a use: that can only keep something, never
 remove something in use.
 """
 
-from numba_vulkan import spirv
+from numba_vulkan.spirv import binary as spirv
 
 _FUNCTION_STORAGE = 7
 _INT8_CAPABILITY = 39

@@ -35,8 +35,9 @@ SSA values); neither changes the control flow graph.
 
 import llvmlite.binding as llvm
 
-from numba_vulkan.codegen import ir, markers
-from numba_vulkan.errors import UnsupportedError
+from numba_vulkan.llvmir import ir
+from numba_vulkan.llvmir import markers
+from numba_vulkan.base.errors import UnsupportedError
 
 #: Most exits a loop may leave by as breaks. The backend's structurizer
 #: gives a loop left by several edges a new exit block that branches on
@@ -82,7 +83,7 @@ class _Block:
                 self.term = ("br", self.term[2])
 
     def model(self):
-        """The block as an :class:`~numba_vulkan.codegen.ir.Block`."""
+        """The block as an :class:`~numba_vulkan.llvmir.ir.Block`."""
         kind = self.term[0]
         if kind == "br":
             term = f"br label %{self.term[1]}"

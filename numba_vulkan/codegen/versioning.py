@@ -16,7 +16,9 @@ exactly, and the original loop runs otherwise, as it did. A copy that
 would not be narrowed is not made.
 """
 
-from numba_vulkan.codegen import cfg, int32, ir
+from numba_vulkan.codegen import int32
+from numba_vulkan.llvmir import cfg
+from numba_vulkan.llvmir import ir
 
 _BINARY = frozenset("add sub mul udiv sdiv urem srem shl lshr ashr and or xor fadd fsub fmul "
                     "fdiv frem".split())

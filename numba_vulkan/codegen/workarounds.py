@@ -3,7 +3,7 @@
 They run after the last optimisation, so LLVM cannot fold them back.
 """
 
-from numba_vulkan.codegen import ir
+from numba_vulkan.llvmir import ir
 
 
 def signed_remainder(text):

@@ -1,5 +1,3 @@
-"""Numba's side of the compiler: typing and lowering for the Vulkan target.
-
-Nothing here loads a Vulkan library; the output is LLVM IR that
-:mod:`numba_vulkan.codegen` turns into SPIR-V.
-"""
+"""The compiler as one table of stages, from a Python function to a checked
+SPIR-V module: request in, artifact out. The JIT and the AOT build both run
+it; it reads and writes no cache."""

@@ -1,9 +1,9 @@
 """The compiler as one ordered table of stages, from a Python function to SPIR-V.
 
 :data:`STAGES` lists every step a kernel takes, by name, from the Python
-function, its argument types and a :class:`~numba_vulkan.target.TargetDescription`
+function, its argument types and a :class:`~numba_vulkan.base.target.TargetDescription`
 to a validated SPIR-V module. :func:`compile` runs the table; the JIT
-(:mod:`numba_vulkan.dispatcher`) and the AOT build (:mod:`numba_vulkan.aot.build`)
+(:mod:`numba_vulkan.api.dispatcher`) and the AOT build (:mod:`numba_vulkan.aot.build.builder`)
 both call it, so both make the same module from the same inputs.
 
 A stage reads what earlier stages left in a :class:`Compilation` and leaves
@@ -13,7 +13,7 @@ and a compare-and-swap loop is lowered again with compare-and-swap loops
 only, and a module the backend left with an unmerged switch is structured
 again with every loop exit through a flag.
 
-Every failure is a :class:`~numba_vulkan.errors.CompilerError` that names the
+Every failure is a :class:`~numba_vulkan.base.errors.CompilerError` that names the
 kernel, its source line and the stage; an exception no stage expected is one
 too, with the original chained. With ``NUMBA_VULKAN_DUMP`` set, the stages
 named in ``NUMBA_VULKAN_DUMP_STAGES`` write their results there (see
@@ -28,9 +28,12 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from numba_vulkan import abi, config, kernelcache, spirv
-from numba_vulkan.compiled import CompiledKernel
-from numba_vulkan.errors import CompilerError, NarrowingWarning, VulkanError
+from numba_vulkan.base import abi
+from numba_vulkan.base import config
+from numba_vulkan.store import cache as kernelcache
+from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv.compiled import CompiledKernel
+from numba_vulkan.base.errors import CompilerError, NarrowingWarning, VulkanError
 
 
 class Stage(NamedTuple):
@@ -65,14 +68,14 @@ class Compilation:
     Attributes:
         pyfunc: The kernel's Python function.
         name: Its qualified name.
-        signature: Argument types in text form (:mod:`numba_vulkan.signature`).
+        signature: Argument types in text form (:mod:`numba_vulkan.base.signature`).
         threads: Workgroup size ``(x, y, z)``.
         requested: The target the caller asked for.
         target: The target the stages compile for: ``requested``, or
             ``requested`` without native float atomics (see the module docs).
         options: The kernel's ``nv.jit`` options.
         breaks: Whether loops with few exits may leave by breaks.
-        kernel_ir: The :class:`~numba_vulkan.compiler.compile.KernelIR`.
+        kernel_ir: The :class:`~numba_vulkan.frontend.compile.KernelIR`.
         sources: IR text of Numba's modules, the entry point's last.
         bindings: Storage dtype of each descriptor binding.
         cache_key: The kernel cache name of the module, or None.
@@ -164,7 +167,7 @@ def _prepare():
     try:
         from numba_vulkan.codegen import backend
         backend.start()
-        from numba_vulkan.compiler.compile import contexts
+        from numba_vulkan.frontend.compile import contexts
         contexts()
         from numba_vulkan.codegen import optimize, pipeline  # noqa: F401
         with _llvm_lock:
@@ -192,7 +195,7 @@ def _numba(job):
     from numba_vulkan.codegen import backend
     # Its start-up (a Python process loading LLVM) overlaps Numba's work.
     backend.start()
-    from numba_vulkan.compiler.compile import compile_kernel, numba_types
+    from numba_vulkan.frontend.compile import compile_kernel, numba_types
     key = _typing_key(job)
     kernel_ir = None if key is None else job.typed.get(key)
     if kernel_ir is None:
@@ -366,7 +369,7 @@ def names():
 
 def _failure(job, stage, exc):
     """The CompilerError for ``exc`` raised in ``stage``."""
-    from numba_vulkan.compiler import diagnostics
+    from numba_vulkan.frontend import diagnostics
     where = "{}: {}:{}".format(job.name, *diagnostics.definition(job.pyfunc))
     if isinstance(exc, CompilerError):
         if exc.kernel is not None:
@@ -492,9 +495,9 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
 
     Args:
         pyfunc: The kernel's Python function.
-        signature: Argument types in text form (:mod:`numba_vulkan.signature`).
+        signature: Argument types in text form (:mod:`numba_vulkan.base.signature`).
         threads: Workgroup size ``(x, y, z)``.
-        target: The :class:`~numba_vulkan.target.TargetDescription`.
+        target: The :class:`~numba_vulkan.base.target.TargetDescription`.
         options: The kernel's ``nv.jit`` options.
         name: The kernel's name in messages; its qualified name by default.
         shared_bytes: Bytes of dynamic shared memory (``shared.array(0, dtype)``
@@ -509,7 +512,7 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
             afresh.
 
     Returns:
-        The :class:`~numba_vulkan.compiled.CompiledKernel`.
+        The :class:`~numba_vulkan.spirv.compiled.CompiledKernel`.
 
     Raises:
         CompilerError: The kernel cannot be compiled.

@@ -20,11 +20,11 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float16, fl
                               int16, int32, int64, intp, uint8, uint16, uint32, uint64, uintp,
                               void)
 
-from numba_vulkan import dispatcher as _dispatcher
-from numba_vulkan import intrinsics as _intrinsics
-from numba_vulkan import numba_target as _numba_target
-from numba_vulkan import ufunc as _ufunc
-from numba_vulkan.errors import LaunchError, UnsupportedError, VulkanError
+from numba_vulkan.api import dispatcher as _dispatcher
+from numba_vulkan.base import intrinsics as _intrinsics
+from numba_vulkan.api import numba_target as _numba_target
+from numba_vulkan.api import ufunc as _ufunc
+from numba_vulkan.base.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
 from numba_vulkan.runtime import memory as _memory
 from numba_vulkan.runtime import queue as _queue
@@ -188,7 +188,7 @@ class _Kernel(_dispatcher.VulkanDispatcher):
 
     @property
     def overloads(self):
-        """The compiled kernels (:class:`~numba_vulkan.compiled.CompiledKernel`),
+        """The compiled kernels (:class:`~numba_vulkan.spirv.compiled.CompiledKernel`),
         by argument types in text form."""
         return {key[0]: kernel for key, kernel in self._compiled.items()}
 
@@ -222,7 +222,7 @@ class _Kernel(_dispatcher.VulkanDispatcher):
                                          f"{self.__qualname__}({', '.join(sig)})")
 
         if signature is not None:
-            from numba_vulkan.compiler.compile import signature_text
+            from numba_vulkan.frontend.compile import signature_text
             return value(signature_text(signature))
         _executables.require(device)
         sigs = list(dict.fromkeys(key[0] for key in self._compiled
@@ -236,7 +236,7 @@ class _Kernel(_dispatcher.VulkanDispatcher):
         them (NVIDIA's "Register Count", AMD's vector registers), for
         ``signature``; without one, of a kernel ``cuda.jit`` was given one
         signature, else a dict by signature of every compiled kernel.
-        Raises :class:`~numba_vulkan.errors.NotReportedError` where the
+        Raises :class:`~numba_vulkan.base.errors.NotReportedError` where the
         driver does not report it."""
         return self._reported(signature, "registers")
 

@@ -14,7 +14,7 @@ import math
 import numba
 import numpy as np
 
-from numba_vulkan import intrinsics as _intrinsics
+from numba_vulkan.base import intrinsics as _intrinsics
 
 __all__ = []
 

@@ -2,5 +2,5 @@
 
 The only part of numba_vulkan that talks to Vulkan (through the ``vulkan``
 package's cffi bindings). It knows nothing of Numba: it runs SPIR-V modules
-described by :mod:`numba_vulkan.abi`.
+described by :mod:`numba_vulkan.base.abi`.
 """

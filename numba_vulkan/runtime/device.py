@@ -6,10 +6,10 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from numba_vulkan import config
-from numba_vulkan.errors import DriverError
+from numba_vulkan.base import config
+from numba_vulkan.base.errors import DriverError
 from numba_vulkan.runtime import vk
-from numba_vulkan.target import LAVAPIPE_LOOP_LIMIT, TargetDescription
+from numba_vulkan.base.target import LAVAPIPE_LOOP_LIMIT, TargetDescription
 
 
 #: The device extension with native float atomic add.

@@ -15,7 +15,7 @@ instance); the statistics are of the pipeline built for the question.
 
 from dataclasses import dataclass
 
-from numba_vulkan.errors import NotReportedError
+from numba_vulkan.base.errors import NotReportedError
 from numba_vulkan.runtime import pipeline, vk
 from numba_vulkan.runtime.device import EXECUTABLE_PROPERTIES_EXTENSION
 
@@ -131,7 +131,7 @@ def _counted(function, what, ctype, stype, *head):
 
 
 def require(device):
-    """Raise :class:`~numba_vulkan.errors.NotReportedError` unless the
+    """Raise :class:`~numba_vulkan.base.errors.NotReportedError` unless the
     device tells about the executables of its pipelines."""
     if not getattr(device, "pipeline_executables", False):
         raise NotReportedError(
@@ -151,8 +151,8 @@ def inspect(device, spirv, params, push_size, entry="main", name=None, represent
         name: The kernel's name, for error messages.
         representations: Whether to fetch the internal representations too.
 
-    Raises :class:`~numba_vulkan.errors.NotReportedError` where the device
-    lacks the extension, :class:`~numba_vulkan.errors.DriverError` where a
+    Raises :class:`~numba_vulkan.base.errors.NotReportedError` where the device
+    lacks the extension, :class:`~numba_vulkan.base.errors.DriverError` where a
     call fails.
     """
     require(device)
@@ -246,7 +246,7 @@ def quantity(executables, which, device_name="the device", kernel=None):
     """The value of quantity ``which`` (a key of :data:`QUANTITIES`) the
     driver reported for a kernel's compute executable.
 
-    Raises :class:`~numba_vulkan.errors.NotReportedError` where no statistic
+    Raises :class:`~numba_vulkan.base.errors.NotReportedError` where no statistic
     gives it, naming the statistics the driver did report.
     """
     names, per_subgroup = QUANTITIES[which]

@@ -5,8 +5,9 @@ import weakref
 
 import numpy as np
 
-from numba_vulkan import abi, signature
-from numba_vulkan.errors import DriverError, LaunchError, UnsupportedError
+from numba_vulkan.base import abi
+from numba_vulkan.base import signature
+from numba_vulkan.base.errors import DriverError, LaunchError, UnsupportedError
 from numba_vulkan.runtime import queue, transfer, vk
 
 #: Vulkan rejects zero-sized buffers; empty arrays get this many bytes.
@@ -582,7 +583,7 @@ def mapped_view(ary, device):
 
 def _storage(dtype, narrowed):
     """The dtype a device with narrowing mode ``narrowed`` stores ``dtype``
-    as; a record's bytes are kept as they are (see numba_vulkan.abi)."""
+    as; a record's bytes are kept as they are (see numba_vulkan.base.abi)."""
     if dtype.names is not None:
         return dtype
     return np.dtype(abi.storage_dtype(dtype.name, narrowed))

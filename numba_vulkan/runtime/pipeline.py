@@ -5,8 +5,9 @@ import struct
 import threading
 import weakref
 
-from numba_vulkan import abi, spirv
-from numba_vulkan.errors import LaunchError
+from numba_vulkan.base import abi
+from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.base.errors import LaunchError
 from numba_vulkan.runtime import memory, timing, vk
 
 #: Recorded launches kept per pipeline for reuse.
@@ -141,11 +142,11 @@ class Pipeline:
 
     ``name``, the kernel's, is for error messages. A kernel binding more
     storage buffers than the device allows, or needing more push constants
-    than it offers, raises :class:`~numba_vulkan.errors.LaunchError` before
+    than it offers, raises :class:`~numba_vulkan.base.errors.LaunchError` before
     any driver call.
 
     A kernel whose arguments do not all fit the push constant block reads
-    the rest from its argument buffer (see :mod:`numba_vulkan.abi`): one
+    the rest from its argument buffer (see :mod:`numba_vulkan.base.abi`): one
     host-visible buffer with a slot per recorded launch. A slot is written
     once, when its launch is recorded, and reused only after that launch is
     evicted, which waits for the device; so a launch in flight never sees

@@ -27,7 +27,8 @@ import struct
 import threading
 import weakref
 
-from numba_vulkan import config, files
+from numba_vulkan.base import config
+from numba_vulkan.base import files
 from numba_vulkan.runtime import vk
 
 #: Our header: magic, format, vendor ID, device ID, driver version,

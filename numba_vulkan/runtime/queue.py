@@ -33,7 +33,7 @@ import weakref
 
 import numpy as np
 
-from numba_vulkan.errors import DriverError, LaunchError
+from numba_vulkan.base.errors import DriverError, LaunchError
 from numba_vulkan.runtime import vk
 
 #: Every this many submissions, finished ones are looked for and released.

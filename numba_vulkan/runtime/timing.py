@@ -21,7 +21,7 @@ read when the work is synchronized, in submission order.
 import threading
 import weakref
 
-from numba_vulkan.errors import DriverError, LaunchError
+from numba_vulkan.base.errors import DriverError, LaunchError
 from numba_vulkan.runtime import vk
 
 

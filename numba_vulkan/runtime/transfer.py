@@ -23,8 +23,8 @@ import threading
 
 import numpy as np
 
-from numba_vulkan import config
-from numba_vulkan.errors import DriverError
+from numba_vulkan.base import config
+from numba_vulkan.base.errors import DriverError
 from numba_vulkan.runtime import queue, vk
 
 #: Bytes per staging chunk.

@@ -2,7 +2,7 @@
 
 import threading
 
-from numba_vulkan.errors import DriverError
+from numba_vulkan.base.errors import DriverError
 
 _lock = threading.Lock()
 _module = None

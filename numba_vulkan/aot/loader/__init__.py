@@ -6,10 +6,10 @@
   (``register``, ``NUMBA_VULKAN_AOT_PATH``) and finding a launch's kernel;
 * :mod:`~numba_vulkan.aot.loader.signing`: checking the index's signature;
 * :mod:`~numba_vulkan.aot.loader.codekey`: a kernel's content key
-  (:mod:`numba_vulkan.codehash`).
+  (:mod:`numba_vulkan.store.codehash`).
 
 It sits below the dispatcher, which asks it before compiling anything, and
 imports neither Numba, the dispatcher, nor the build side
-(:mod:`numba_vulkan.aot.build`, :mod:`~numba_vulkan.aot.manifest`,
-:mod:`~numba_vulkan.aot.keys` and the command line), which sit on top of it.
+(:mod:`numba_vulkan.aot.build.builder`, :mod:`~numba_vulkan.aot.build.manifest`,
+:mod:`~numba_vulkan.aot.build.signing` and the command line), which sit on top of it.
 """

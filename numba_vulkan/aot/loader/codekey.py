@@ -1,28 +1,28 @@
 """The content key of a kernel: what identifies its code on any machine, at any path.
 
 An AOT entry is found by this key, computed from the kernel object at run
-time without Numba. It is :func:`numba_vulkan.codehash.code_key_parts` of
+time without Numba. It is :func:`numba_vulkan.store.codehash.code_key_parts` of
 the kernel's Python function and options; that module says what is in it
 and what is not (file names, line numbers, modification times). The kernel
 cache's ``functions/`` key holds it too, with the source files' stamps
-added (:func:`numba_vulkan.kernelcache.source_stamp`), which an AOT key
+added (:func:`numba_vulkan.store.cache.source_stamp`), which an AOT key
 leaves out: a directory is built on another machine, and its file times do
 not travel with it.
 
 A kernel reading a value that has no stable key (a dict, an instance of an
 application class) cannot be found in an AOT directory: :func:`kernel_key`
-raises :class:`~numba_vulkan.errors.AOTError` naming it.
+raises :class:`~numba_vulkan.base.errors.AOTError` naming it.
 """
 
-from numba_vulkan import codehash
-from numba_vulkan.errors import AOTError
+from numba_vulkan.store import codehash
+from numba_vulkan.base.errors import AOTError
 
 
 def kernel_key(dispatcher):
     """The content key of an ``@nv.jit`` kernel.
 
     Args:
-        dispatcher: A :class:`~numba_vulkan.dispatcher.VulkanDispatcher`.
+        dispatcher: A :class:`~numba_vulkan.api.dispatcher.VulkanDispatcher`.
 
     Returns:
         A hexadecimal SHA-256 digest.
@@ -36,7 +36,7 @@ def kernel_key(dispatcher):
 def kernel_key_parts(dispatcher):
     """The content key of a kernel and the digests of its parts.
 
-    The parts (:func:`numba_vulkan.codehash.code_key_parts`) say what a key
+    The parts (:func:`numba_vulkan.store.codehash.code_key_parts`) say what a key
     that differs from a shipped entry's differs in: ``code``, ``options``,
     ``callee NAME``, ``global NAME`` and ``closure NAME``.
 

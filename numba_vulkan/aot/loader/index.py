@@ -11,15 +11,15 @@ pickle, no absolute path, no timestamp. The index::
 
 Each entry names the kernel (``module:qualname``), its content key (see
 :mod:`numba_vulkan.aot.loader.codekey`), argument types in text form
-(:mod:`numba_vulkan.signature`) and as the manifest wrote them, the
+(:mod:`numba_vulkan.base.signature`) and as the manifest wrote them, the
 workgroup size, the profile and the target it was built for, the required
 Vulkan version, capabilities and device features, the module's file,
 SHA-256 and size, the binding interface (parameters, push constant size, ABI
 version), the options, and the compiler fingerprint it was built with; an
 entry of a kernel that calls ``print`` also has the formats of its calls
-(``print``, as :mod:`numba_vulkan.printbuffer` describes them), one of a
+(``print``, as :mod:`numba_vulkan.base.printbuffer` describes them), one of a
 kernel with error checks the raise site each error code stands for
-(``exceptions``, as :func:`numba_vulkan.compiled.check_errors` describes
+(``exceptions``, as :func:`numba_vulkan.spirv.compiled.check_errors` describes
 them; each ``file`` relative to the folder the kernel's module is imported
 from, see :func:`source_root`), and one of a kernel that reports reaching
 its target's loop limit that limit (``loop_limit``).
@@ -33,10 +33,13 @@ import hashlib
 import json
 import os
 
-from numba_vulkan import abi, modulecheck, signature, spirv
-from numba_vulkan.compiled import CompiledKernel, check_errors, check_print
-from numba_vulkan.errors import AOTError
-from numba_vulkan.target import TargetDescription
+from numba_vulkan.base import abi
+from numba_vulkan.spirv import modulecheck
+from numba_vulkan.base import signature
+from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv.compiled import CompiledKernel, check_errors, check_print
+from numba_vulkan.base.errors import AOTError
+from numba_vulkan.base.target import TargetDescription
 
 #: Version of the directory format; readers refuse any other.
 FORMAT_VERSION = 1
@@ -195,7 +198,7 @@ def check_module(data, entry, where):
     First its digest, then what a matching digest cannot prove: that the
     module is sound SPIR-V for the entry's target and that its entry point,
     workgroup size, storage buffers, push constants and capabilities are
-    those the entry describes (:mod:`numba_vulkan.modulecheck`), since the
+    those the entry describes (:mod:`numba_vulkan.spirv.modulecheck`), since the
     runtime binds what the entry says.
     """
     if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:

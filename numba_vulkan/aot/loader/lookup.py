@@ -7,10 +7,10 @@ found by its content key (:mod:`numba_vulkan.aot.loader.codekey`), its argument
 types, its workgroup size and the profile that fits the target, so a hit
 runs no Numba typing or lowering and no LLVM: this module imports neither.
 
-A miss falls back to the JIT with one :class:`~numba_vulkan.errors.AOTWarning`
+A miss falls back to the JIT with one :class:`~numba_vulkan.base.errors.AOTWarning`
 per kernel, argument types and workgroup size, naming the manifest lines to
 add; with ``NUMBA_VULKAN_AOT_STRICT=1`` it raises
-:class:`~numba_vulkan.errors.AOTError` instead. A damaged index or a module
+:class:`~numba_vulkan.base.errors.AOTError` instead. A damaged index or a module
 whose SHA-256 does not match is never used.
 """
 
@@ -25,9 +25,11 @@ import threading
 import warnings
 import weakref
 
-from numba_vulkan import config, files, modulecheck
+from numba_vulkan.base import config
+from numba_vulkan.base import files
+from numba_vulkan.spirv import modulecheck
 from numba_vulkan.aot.loader import codekey, index, signing
-from numba_vulkan.errors import AOTError, AOTWarning
+from numba_vulkan.base.errors import AOTError, AOTWarning
 
 _lock = threading.RLock()
 _registered = []
@@ -398,13 +400,13 @@ def _record(name, sig, threads, shared_bytes=0):
 
 def find(dispatcher, sig, threads, target, search=None, strict=None, features=None,
          shared_bytes=0):
-    """The shipped :class:`~numba_vulkan.compiled.CompiledKernel` for a launch, or None.
+    """The shipped :class:`~numba_vulkan.spirv.compiled.CompiledKernel` for a launch, or None.
 
     Args:
-        dispatcher: The :class:`~numba_vulkan.dispatcher.VulkanDispatcher`.
+        dispatcher: The :class:`~numba_vulkan.api.dispatcher.VulkanDispatcher`.
         sig: Argument types in text form.
         threads: The workgroup size ``(x, y, z)``.
-        target: The :class:`~numba_vulkan.target.TargetDescription` of the device.
+        target: The :class:`~numba_vulkan.base.target.TargetDescription` of the device.
         search: The :class:`Directory` objects to search, instead of
             :func:`directories`.
         strict: Whether a miss raises, instead of ``NUMBA_VULKAN_AOT_STRICT``.

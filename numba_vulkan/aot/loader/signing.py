@@ -10,7 +10,7 @@ signature of :data:`CONTEXT` followed by the index's bytes; the context
 keeps a signature made for anything else from passing as one of an index.
 
 Keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public), written
-by ``python -m numba_vulkan.aot keygen`` (:mod:`numba_vulkan.aot.keys`,
+by ``python -m numba_vulkan.aot keygen`` (:mod:`numba_vulkan.aot.build.signing`,
 the build side, which signs). The ``cryptography`` package is imported only
 here, and only when a key is used.
 """
@@ -18,8 +18,8 @@ here, and only when a key is used.
 import hashlib
 import os
 
-from numba_vulkan import files
-from numba_vulkan.errors import AOTError
+from numba_vulkan.base import files
+from numba_vulkan.base.errors import AOTError
 
 #: The signature's file, beside the index.
 SIGNATURE = "index.json.sig"

@@ -1,0 +1,1 @@
+"""Building AOT directories: manifests, the parallel build, signing keys."""

@@ -1,0 +1,304 @@
+"""The Vulkan target as Numba sees it: target class, typing and target contexts."""
+
+import functools
+
+from llvmlite import ir
+from numba.core import types, typing
+from numba.core.base import BaseContext
+from numba.core.codegen import CodeLibrary, Codegen
+from numba.core.descriptors import TargetDescriptor
+from numba.core.target_extension import GPU, dispatcher_registry, target_registry
+
+from numba_vulkan.api import numba_target
+
+#: Data layout of LLVM's logical SPIR-V target.
+DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
+               "v256:256-v512:512-v1024:1024-n8:16:32:64-G10")
+
+
+class Vulkan(GPU):
+    """The Vulkan compute target."""
+
+
+target_registry["vulkan"] = Vulkan
+# numba.vectorize(..., target="vulkan") too, once Numba is loaded for a compile.
+numba_target.register_numba_target()
+
+
+class VulkanTypingContext(typing.Context):
+    """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
+
+    def load_additional_registries(self):
+        from numba_vulkan.frontend import fp16
+        from numba_vulkan.frontend import mathimpl
+        from numba_vulkan.frontend import stubs
+        from numba_vulkan.frontend import subgroups
+        super().load_additional_registries()
+        self.install_registry(stubs.typing_registry)
+        self.install_registry(fp16.typing_registry)
+        self.install_registry(mathimpl.typing_registry)
+        self.install_registry(subgroups.typing_registry)
+
+    def resolve_value_type(self, val):
+        from numba_vulkan.frontend.functions import device_function_type
+        resolved = device_function_type(val)
+        if resolved is not None:
+            return resolved
+        if type(val) is type and val.__module__ == "builtins" \
+                and not issubclass(val, BaseException):
+            # ``bool``, which Numba calls on every branch condition: typeof
+            # has no type for a builtin class and Numba falls back to the
+            # global's template, but first imports numba.typed to rule out
+            # its Dict, List and Set (20 ms of a process's first compile).
+            resolved = self._get_global_type(val)
+            if resolved is not None:
+                return resolved
+        return super().resolve_value_type(val)
+
+
+class VulkanCodeLibrary(CodeLibrary):
+    """Collects the LLVM IR modules of one compiled function and those it calls.
+
+    Nothing is compiled to machine code here: :meth:`modules` hands the IR to
+    :mod:`numba_vulkan.codegen`.
+    """
+
+    def __init__(self, codegen, name):
+        super().__init__(codegen, name)
+        self._modules = []
+        self._linked = []
+
+    def add_ir_module(self, ir_module):
+        self._raise_if_finalized()
+        self._modules.append(str(ir_module))
+
+    def add_linking_library(self, library):
+        if library not in self._linked:
+            self._linked.append(library)
+
+    def finalize(self):
+        self._finalized = True
+
+    def modules(self):
+        """IR text of this library's modules and of every library it links."""
+        seen, out = set(), []
+
+        def visit(lib):
+            if id(lib) in seen:
+                return
+            seen.add(id(lib))
+            out.extend(lib._modules)
+            for dep in lib._linked:
+                visit(dep)
+
+        visit(self)
+        return out
+
+    def get_function(self, name):
+        raise NotImplementedError("Vulkan functions are not callable from the host")
+
+    def get_llvm_str(self):
+        return "\n".join(self.modules())
+
+    def get_asm_str(self):
+        raise NotImplementedError("use the compiled kernel's spirv attribute")
+
+
+class VulkanCodegen(Codegen):
+    """Creates empty modules and libraries for the Vulkan target."""
+
+    _library_class = VulkanCodeLibrary
+
+    def __init__(self):
+        self._data_layout = DATA_LAYOUT
+
+    def _create_empty_module(self, name):
+        module = ir.Module(name)
+        module.data_layout = DATA_LAYOUT
+        return module
+
+    def _add_module(self, module):
+        raise NotImplementedError
+
+    def create_library(self, name, **kwargs):
+        return VulkanCodeLibrary(self, name)
+
+    def insert_unresolved_ref(self, builder, fnty, name):
+        """Numba's lowering of a recursive call; SPIR-V kernels have none."""
+        from numba.core.errors import UnsupportedError
+        raise UnsupportedError("recursive calls are not supported in Vulkan kernels: every "
+                               "device function is inlined into the kernel")
+
+    def magic_tuple(self):
+        return ("spirv", "vulkan", "")
+
+    @functools.cached_property
+    def _target_data(self):
+        import llvmlite.binding as llvm
+        return llvm.create_target_data(DATA_LAYOUT)
+
+
+class VulkanTargetContext(BaseContext):
+    """Lowering for the Vulkan target: Numba's CPU lowering without the CPython
+    and NRT parts, plus the kernel API."""
+
+    # Numba's CPU lowering of ``float ** float`` calls llvm.pow; codegen maps
+    # that to libclc. (True would route it through math.pow, which the CPU
+    # lowering implements as ``**`` again.)
+    implement_powi_as_math_call = False
+    # A packed record's fields may sit at any offset: codegen/logical.py
+    # assembles an access it cannot prove aligned from narrower ones, so
+    # Numba's refusal of such fields (numba.cuda's) is not needed.
+    strict_alignment = False
+    allow_dynamic_globals = False
+
+    def __init__(self, typingctx, target="vulkan"):
+        super().__init__(typingctx, target)
+
+    def init(self):
+        from numba_vulkan.frontend import fp16
+        self._internal_codegen = VulkanCodegen()
+        self.data_model_manager = fp16.data_model_manager(self.data_model_manager)
+        self._abi = {}
+
+    def get_abi_sizeof(self, ty):
+        return self._abi_of(ty, "size", super().get_abi_sizeof)
+
+    def get_abi_alignment(self, ty):
+        return self._abi_of(ty, "alignment", super().get_abi_alignment)
+
+    def _abi_of(self, ty, what, compute):
+        # llvmlite answers each query by parsing a module that declares a
+        # global of the type: a millisecond, asked a dozen times a kernel.
+        # A literal type's text is all of it; a named struct's is only its
+        # name, so those are asked every time.
+        key = (what, str(ty))
+        if "%" in key[1]:
+            return compute(ty)
+        value = self._abi.get(key)
+        if value is None:
+            value = self._abi[key] = compute(ty)
+        return value
+
+    @property
+    def enable_nrt(self):
+        return False
+
+    def post_lowering(self, mod, library):
+        if self.fastmath:
+            from numba.core import fastmathpass
+            fastmathpass.rewrite_module(mod, self.fastmath)
+
+    def create_module(self, name):
+        return self._internal_codegen._create_empty_module(name)
+
+    def codegen(self):
+        return self._internal_codegen
+
+    @property
+    def target_data(self):
+        return self._internal_codegen._target_data
+
+    @functools.cached_property
+    def call_conv(self):
+        from numba_vulkan.frontend.checks import VulkanCallConv
+        return VulkanCallConv(self)
+
+    def load_additional_registries(self):
+        from numba.cpython import (builtins, charseq, enumimpl, iterators,  # noqa: F401
+                                   listobj, numbers, rangeobj, slicing,
+                                   tupleobj)
+        from numba.cpython import cmathimpl, mathimpl
+        from numba.core import optional  # noqa: F401
+        from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
+        from numba_vulkan.frontend import mathimpl as vulkan_mathimpl
+        from numba_vulkan.frontend import fp16
+        from numba_vulkan.frontend import printing
+        from numba_vulkan.frontend import stubs
+        from numba_vulkan.frontend import subgroups
+        self.install_registry(cmathimpl.registry)
+        self.install_registry(mathimpl.registry)
+        self.install_registry(npyimpl.registry)
+        self.install_registry(stubs.lowering_registry)
+        self.install_registry(vulkan_mathimpl.lowering_registry)
+        self.install_registry(subgroups.lowering_registry)
+        self.install_registry(fp16.lowering_registry)
+        self.install_registry(printing.lowering_registry)
+
+    def get_ufunc_info(self, ufunc_key):
+        """NumPy ufuncs on scalars lower as on the CPU; codegen links their math."""
+        from numba_vulkan.frontend import mathimpl
+        return mathimpl.ufunc_info(ufunc_key)
+
+    def get_constant_generic(self, builder, ty, val):
+        # A function named in a kernel is a compile-time constant: calls to
+        # it are lowered directly and nothing reads its value. Numba's CPU
+        # lowering would embed the object's address, which a GPU cannot use.
+        if isinstance(ty, (types.Dispatcher, types.Function)):
+            return self.get_dummy_value()
+        from numba_vulkan.base import intrinsics
+        if isinstance(val, intrinsics.KernelValue):
+            # Typed as an int, read from the device each time it is named.
+            from numba_vulkan.frontend import stubs
+            return stubs.kernel_value(builder, val)
+        return super().get_constant_generic(builder, ty, val)
+
+    def get_executable(self, func, fndesc, env):
+        raise NotImplementedError("Vulkan functions are not callable from the host")
+
+    def create_cpython_wrapper(self, library, fndesc, env, call_helper,
+                               release_gil=False):
+        """Kernels have no CPython wrapper."""
+
+    def create_cfunc_wrapper(self, library, fndesc, env, call_helper):
+        """Kernels have no C wrapper."""
+
+
+class VulkanTargetDescriptor(TargetDescriptor):
+    """Owns the Vulkan target's typing and target contexts, made on first use."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self._contexts = None
+
+    @property
+    def options(self):
+        from numba_vulkan.frontend.flags import VulkanTargetOptions
+        return VulkanTargetOptions
+
+    def _ensure(self):
+        if self._contexts is None:
+            from numba.core.target_extension import target_override
+            with target_override("vulkan"):
+                typing_context = VulkanTypingContext()
+                target_context = VulkanTargetContext(typing_context)
+                # Refreshing resolves overload templates, which ask this
+                # descriptor for the contexts: publish them first.
+                self._contexts = typing_context, target_context
+                from numba_vulkan.frontend import functions
+                target_context.refresh()
+        return self._contexts
+
+    @property
+    def typing_context(self):
+        return self._ensure()[0]
+
+    @property
+    def target_context(self):
+        return self._ensure()[1]
+
+
+vulkan_target = VulkanTargetDescriptor("vulkan")
+
+
+class VulkanTarget:
+    """What Numba's registries need to find the Vulkan target's contexts.
+
+    Numba resolves overloads for a target through ``dispatcher_registry``;
+    only the ``targetdescr`` attribute of the registered class is used there.
+    """
+
+    targetdescr = vulkan_target
+
+
+dispatcher_registry[Vulkan] = VulkanTarget
