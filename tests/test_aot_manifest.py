@@ -180,7 +180,7 @@ def test_recorded_launches_with_dynamic_shared_memory_list_their_sizes(tmp_path)
 
 def test_a_reader_that_stops_early_ends_a_command_quietly():
     """`... | head`: the command ends without a BrokenPipeError traceback."""
-    code = ("from numba_vulkan import cli\n"
+    code = ("from numba_vulkan.base import cli\n"
             "def main():\n"
             "    for _ in range(20000):\n"
             "        print('x' * 100)\n"

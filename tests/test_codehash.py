@@ -259,7 +259,7 @@ def test_mutual_recursion_terminates_and_is_stable():
 def test_keys_do_not_depend_on_the_process(project):
     script = ("import sys; sys.path.insert(0, sys.argv[1])\n"
               "from ch_kernel import kern\n"
-              "from numba_vulkan import codehash\n"
+              "from numba_vulkan.store import codehash\n"
               "print(codehash.code_key(kern.py_func, kern.options))\n")
     _keys(project)
     kern = sys.modules["ch_kernel"].kern

@@ -494,7 +494,7 @@ import sys
 
 sys.path.insert(0, os.getcwd())
 from numba_vulkan import kernelcache
-from numba_vulkan.aot import build
+from numba_vulkan.aot.build import builder as build
 from rc_kill import kill
 
 pid, port, url, output = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -677,8 +677,8 @@ def test_a_build_given_a_remote_leaves_the_callers_settings(server, project, loc
     script = (
         "import json, os, sys\n"
         "sys.path.insert(0, os.getcwd())\n"
-        "from numba_vulkan import config\n"
-        "from numba_vulkan.aot import build\n"
+        "from numba_vulkan.base import config\n"
+        "from numba_vulkan.aot.build import builder as build\n"
         f"r = build.build('kernels.yaml', {str(tmp_path / 'out')!r}, jobs=2, remote={server.url!r})\n"
         "print(json.dumps([r.built + r.remote, r.failures == [], "
         "os.environ.get('NUMBA_VULKAN_REMOTE_CACHE'), config.remote_cache()]))\n")

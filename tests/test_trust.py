@@ -688,7 +688,7 @@ def leftovers(root):
 
 _KILLED_BUILD = """
 import os, sys
-from numba_vulkan.aot import build
+from numba_vulkan.aot.build import builder as build
 def hook(point):
     if point == sys.argv[1]:
         os._exit(9)
