@@ -69,7 +69,7 @@ syncthreads_or = _intrinsics.barrier_or
 laneid = _intrinsics.KernelValue("laneid", _intrinsics.lane_id)
 warpsize = _intrinsics.KernelValue("warpsize", _intrinsics.subgroup_size)
 # Warp functions: nv.subgroup's operations with numba.cuda's masks and
-# out-of-range rules (numba_vulkan/compiler/subgroups.py).
+# out-of-range rules (numba_vulkan/frontend/subgroups.py).
 syncwarp = _intrinsics.cuda_warp.syncwarp
 shfl_sync = _intrinsics.cuda_warp.shfl_sync
 shfl_up_sync = _intrinsics.cuda_warp.shfl_up_sync
