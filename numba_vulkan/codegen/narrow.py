@@ -20,7 +20,7 @@ range or precision are not kept.
 
 import struct
 
-from numba_vulkan.llvmir import ir
+from numba_vulkan.llvmir import ir, types
 from numba_vulkan.base.errors import UnsupportedError
 
 #: Numba's C helpers for doubles whose float twin takes the same arguments.
@@ -29,11 +29,6 @@ _SHIFTS = ("shl", "lshr", "ashr")
 #: Casts that narrowing may leave between a type and itself.
 _WIDTH_CASTS = ("sext", "zext", "trunc", "fpext", "fptrunc")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2, "bfloat": 2, "float": 4,
-          "double": 8, "ptr": 8}
-#: Vector alignments of the data layout, by size in bits.
-_VECTOR_ALIGN = {16: 2, 24: 4, 32: 4, 48: 8, 64: 8, 96: 16, 128: 16, 192: 32, 256: 32,
-                 512: 64, 1024: 128}
 #: Where each memory access names its alignment: the operand whose type it
 #: accesses (None: the instruction's own type).
 _ACCESSES = {"load": None, "alloca": None, "store": 0, "atomicrmw": 1, "cmpxchg": 1}
@@ -81,49 +76,6 @@ def _integer(value):
     if isinstance(value, str) and value.lstrip("-").isdigit():
         return int(value)
     return None
-
-
-class _Layout:
-    """ABI sizes and alignments of types written as text, as the data layout
-    of the SPIR-V target gives them."""
-
-    def __init__(self, named):
-        self.named = named
-
-    def size_align(self, ty):
-        ty = ty.strip()
-        if ty in self.named:
-            return self.size_align(self.named[ty])
-        if ty.startswith("ptr"):
-            return 8, 8
-        if ty in _SIZES:
-            return _SIZES[ty], _SIZES[ty]
-        if ty.startswith("<{") or ty.startswith("{"):
-            packed = ty.startswith("<{")
-            body = ty[2:-2] if packed else ty[1:-1]
-            size, align = 0, 1
-            for group in ir._groups(ir.tokens(body)):
-                field_size, field_align = self.size_align(" ".join(group))
-                field_align = 1 if packed else field_align
-                size = -(-size // field_align) * field_align + field_size
-                align = max(align, field_align)
-            return -(-size // align) * align, align
-        count, _, elem = ty[1:-1].partition(" x ")
-        elem_size, elem_align = self.size_align(elem)
-        if ty.startswith("<"):
-            bits = int(count) * elem_size * 8
-            align = _VECTOR_ALIGN.get(bits, 1 << max(bits - 1, 1).bit_length() >> 3)
-            return -(-int(count) * elem_size // align) * align, align
-        return int(count) * (-(-elem_size // elem_align) * elem_align), elem_align
-
-    def preferred(self, ty):
-        """The alignment LLVM gives an ``alloca`` of ``ty`` without one:
-        at least 8 for a structure."""
-        ty = self.named.get(ty.strip(), ty).strip()
-        if ty[:1] == "[":
-            return self.preferred(ty[1:-1].partition(" x ")[2])
-        align = self.size_align(ty)[1]
-        return max(align, 8) if ty[:1] == "{" or ty[:2] == "<{" else align
 
 
 def _realign(tail, old, new):
@@ -214,11 +166,12 @@ class _Narrower:
                 inst.operands[_ACCESSES[inst.opcode]].type
             try:
                 if inst.opcode == "alloca":
-                    before, after = self.before.preferred(accessed), self.after.preferred(now)
+                    before = self.before.preferred_align(accessed)
+                    after = self.after.preferred_align(now)
                 else:
                     before = self.before.size_align(accessed)[1]
                     after = self.after.size_align(now)[1]
-            except (KeyError, ValueError):
+            except types.UnknownType:
                 before = after = None
             if before is not None and after < before:
                 inst.tail = _realign(inst.tail, before, after)
@@ -228,8 +181,8 @@ class _Narrower:
     def module(self, module):
         self.renames = {}
         named = module.named_types()
-        self.before = _Layout(named)
-        self.after = _Layout({name: self.type(ty) for name, ty in named.items()})
+        self.before = types.Layout(named)
+        self.after = types.Layout({name: self.type(ty) for name, ty in named.items()})
         declared = {f.name for f in module.functions}
         for function in module.functions:
             name = self.rename(function.name)
