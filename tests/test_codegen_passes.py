@@ -10,7 +10,7 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from numba_vulkan.codegen import exact, logical, narrow, optimize, structurize
+from numba_vulkan.codegen import entrypoint, exact, narrow, optimize, structurize
 from numba_vulkan.llvmir import ir
 from numba_vulkan.base.errors import UnsupportedError
 
@@ -167,7 +167,7 @@ declare ptr addrspace(3) @__nv.element.3.2(ptr addrspace(3), i32, i32)
 
 
 def test_markers_are_lowered():
-    out = logical.lower_markers(MARKERS, (64, 4, 1))
+    out = entrypoint.lower_markers(MARKERS, (64, 4, 1))
     _llvm(out)
     assert "__nv." not in out
     assert "%nv.push = type { float, i32, i32 }" in out
@@ -185,7 +185,7 @@ def test_a_marker_left_over_is_an_error():
     text = MARKERS.replace("ret void", "%b = call ptr @__nv.buffer.0()\n  ret void") + \
         "declare ptr @__nv.buffer.0()\n"
     with pytest.raises(UnsupportedError, match="__nv.buffer. marker survived"):
-        logical.lower_markers(text, (1, 1, 1))
+        entrypoint.lower_markers(text, (1, 1, 1))
 
 
 # Restructuring ----------------------------------------------------------------

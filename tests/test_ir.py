@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.codegen import backend, logical
+from numba_vulkan.codegen import backend, entrypoint, logical
 from numba_vulkan.llvmir import ir
 
 SNIPPET = r"""
@@ -186,7 +186,7 @@ def test_pipeline_modules_round_trip(kernel, sig, monkeypatch):
         monkeypatch.setattr(module, name, record)
 
     recording(logical, "rewrite")
-    recording(logical, "lower_markers")
+    recording(entrypoint, "lower_markers")
     recording(backend, "emit")
     monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
     kernel.compile(sig)

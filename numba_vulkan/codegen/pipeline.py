@@ -15,7 +15,7 @@ process.
 from numba_vulkan.base import config
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.base.errors import UnsupportedError
-from numba_vulkan.codegen import backend, barriers, carried, contract, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, versioning, workarounds
+from numba_vulkan.codegen import backend, barriers, carried, contract, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, versioning, workarounds
 from numba_vulkan.llvmir import groupops
 from numba_vulkan.llvmir import ir
 from numba_vulkan.spirv import tools as validate
@@ -42,7 +42,7 @@ def link(job):
     kernel = ir.parse(str(optimize.link(job.sources, job.target.triple, DATA_LAYOUT)))
     narrow.module(kernel, job.target.narrowed)
     job.fastmath = exact.fast_math_flags(kernel)
-    logical.constant_local_size(kernel, job.threads)
+    entrypoint.constant_local_size(kernel, job.threads)
     texts = libclc_link.link(kernel)
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
@@ -130,7 +130,7 @@ def integers(job):
 
 def markers(job):
     """``job.text`` with the push constant, buffer and workgroup size markers lowered."""
-    job.text = logical.lower_markers(job.text, tuple(job.threads))
+    job.text = entrypoint.lower_markers(job.text, tuple(job.threads))
     return job.text
 
 

@@ -3,7 +3,8 @@
 The compiler lowers a kernel into ordinary LLVM IR, except for what only
 exists in SPIR-V (descriptor bindings, push constants) or depends on the
 launch shape (the workgroup size). For those it calls these declared
-functions; :mod:`numba_vulkan.codegen.logical` replaces each call. Keeping
+functions; :mod:`numba_vulkan.codegen.logical` and
+:mod:`numba_vulkan.codegen.entrypoint` replace each call. Keeping
 them as calls keeps the IR that the kernel cache hashes free of the
 workgroup size and of SPIR-V types that llvmlite's IR builder cannot spell.
 """
@@ -18,7 +19,7 @@ PUSH = "__nv.push."
 LOCAL_SIZE = "__nv.local_size"
 #: ``ptr addrspace(A) @__nv.element.A.R(ptr addrspace(A) @G, i32 i, ...)``:
 #: element ``(i, ...)`` of the rank-R global array ``@G``. Emitted by
-#: logical.py, replaced by a ``getelementptr`` after the last optimisation,
+#: codegen.logical, replaced by a ``getelementptr`` after the last optimisation,
 #: which would otherwise fold it back into a byte offset that the backend
 #: cannot lower.
 ELEMENT = "__nv.element."
