@@ -274,7 +274,7 @@ def _codegen(name):
 
 
 def _logical(job):
-    from numba_vulkan.codegen.logical import MixedFloatAtomics
+    from numba_vulkan.codegen.logical.atomics import MixedFloatAtomics
     try:
         return _codegen("logical_addressing")(job)
     except MixedFloatAtomics:

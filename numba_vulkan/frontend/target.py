@@ -146,7 +146,7 @@ class VulkanTargetContext(BaseContext):
     # that to libclc. (True would route it through math.pow, which the CPU
     # lowering implements as ``**`` again.)
     implement_powi_as_math_call = False
-    # A packed record's fields may sit at any offset: codegen/logical.py
+    # A packed record's fields may sit at any offset: codegen/logical/records.py
     # assembles an access it cannot prove aligned from narrower ones, so
     # Numba's refusal of such fields (numba.cuda's) is not needed.
     strict_alignment = False
