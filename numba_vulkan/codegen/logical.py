@@ -1369,19 +1369,15 @@ def _constant_array(data, elem):
     return f"[{', '.join(f'{elem} {v}' for v in items)}]"
 
 
-def rewrite(text, bindings):
-    """Rewrite every array access of the optimised module ``text``.
+def rewrite(module, bindings):
+    """Rewrite every array access of the optimised module, in place, to go
+    through its buffer's handle.
 
     Args:
-        text: The module as printed after optimisation.
+        module: The IR model of the module after optimisation.
         bindings: Storage dtype name of each descriptor binding, in order.
-
-    Returns:
-        The module text with each access going through its buffer's handle.
     """
-    module = ir.parse(text)
     _Rewriter(module, list(bindings)).run()
-    return str(module)
 
 
 _MARKERS = (markers.BUFFER, markers.PUSH, markers.LOCAL_SIZE, markers.ELEMENT)
@@ -1443,14 +1439,14 @@ def constant_local_size(module, local_size):
                         f"{inst.name} = add i32 {local_size[axis]}, 0")
 
 
-def lower_markers(text, local_size):
-    """Replace the push constant and workgroup size markers, and make ``main``
-    the compute entry point with workgroup size ``local_size``.
+def lower_markers(module, local_size):
+    """Replace the push constant and workgroup size markers of the IR model
+    ``module``, in place, and make ``main`` the compute entry point with
+    workgroup size ``local_size``.
 
     This runs after the last optimisation: LLVM would fold the push constant
     accesses into byte-offset expressions that the backend cannot lower.
     """
-    module = ir.parse(text)
     layout, index = _push_layout(module)
     _lower_elements(module)
     counter = 0
@@ -1488,4 +1484,3 @@ def lower_markers(text, local_size):
             for prefix in _MARKERS:
                 if _marker(inst, prefix):
                     raise UnsupportedError(f"a {prefix} marker survived the rewrite")
-    return str(module)
