@@ -102,10 +102,9 @@ def carry_values(job):
     computed already, on the values this trip reads, taken from that trip
     through a phi (:mod:`numba_vulkan.codegen.carried`); after the loops'
     rotation, which leaves those duplicates."""
-    text = str(job.module)
-    rewritten = carried.carry(text)
-    if rewritten is not text:
-        job.module = optimize.link([rewritten], job.target.triple, DATA_LAYOUT)
+    model = ir.parse(str(job.module))
+    if carried.carry(model):
+        job.module = optimize.link([str(model)], job.target.triple, DATA_LAYOUT)
     return job.module
 
 
