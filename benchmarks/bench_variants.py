@@ -63,7 +63,7 @@ def or_to_add():
 def inexact_float32():
     """float32 division and square roots left to the driver (not computed in float64)."""
     from numba_vulkan.codegen import legalize
-    with _patched(legalize, "exact_float32", lambda original: (lambda text: text)):
+    with _patched(legalize, "exact_float32", lambda original: (lambda module: None)):
         yield
 
 
@@ -103,7 +103,7 @@ def full_barriers():
     """Every workgroup barrier orders storage-buffer memory too (``UniformMemory``),
     as numba.cuda's syncthreads does, not only those that can need it."""
     from numba_vulkan.codegen import barriers
-    with _patched(barriers, "workgroup_only", lambda original: (lambda text: text)):
+    with _patched(barriers, "workgroup_only", lambda original: (lambda module: None)):
         yield
 
 
@@ -113,7 +113,7 @@ def no_carried():
     (``codegen/carried.py`` off): a rotated loop's test computed again at
     the top of the next trip."""
     from numba_vulkan.codegen import carried
-    with _patched(carried, "carry", lambda original: (lambda text: text)):
+    with _patched(carried, "carry", lambda original: (lambda module: None)):
         yield
 
 

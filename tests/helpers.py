@@ -18,6 +18,28 @@ def assert_valid_spirv(compiled):
     assert result.returncode == 0, result.stderr + result.stdout
 
 
+def assert_round_trip(text, parse=None):
+    """Printing the IR model of ``text`` (:mod:`numba_vulkan.llvmir.ir`) gives
+    the module LLVM reads from ``text``. ``parse`` is the model's parser, for
+    a caller that has replaced ``ir.parse`` with one that calls this."""
+    import llvmlite.binding as llvm
+    from numba_vulkan.llvmir import ir
+
+    def read(text):
+        # A fresh context each: a shared one renames the second copy of a named type.
+        return str(llvm.parse_assembly(text, context=llvm.create_context()))
+    assert read(str((parse or ir.parse)(text))) == read(text)
+
+
+def rewritten(rewrite, text, *args, **kwargs):
+    """The module ``text`` after the codegen pass ``rewrite`` (which changes
+    an IR model in place), printed."""
+    from numba_vulkan.llvmir import ir
+    module = ir.parse(text)
+    rewrite(module, *args, **kwargs)
+    return str(module)
+
+
 def compiled_kernels(dispatcher):
     """Every kernel a dispatcher compiled so far."""
     return list(dispatcher._compiled.values())

@@ -211,7 +211,8 @@ attributes #0 = {{ convergent nounwind }}
 
 
 def _barriers_after(text):
-    module = ir.parse(barriers.workgroup_only(text))
+    module = ir.parse(text)
+    barriers.workgroup_only(module)
     return [inst.callee for inst in module.function("@main").instructions()
             if inst.callee in (barriers.BARRIER, barriers.PLACEHOLDER)]
 

@@ -13,6 +13,7 @@ import pytest
 from numba_vulkan.codegen import entrypoint, exact, narrow, optimize, structurize
 from numba_vulkan.llvmir import ir
 from numba_vulkan.base.errors import UnsupportedError
+from helpers import rewritten
 
 
 def _llvm(text):
@@ -127,7 +128,7 @@ entry:
 
 
 def test_final_narrowing_computes_high_halves_in_32_bits():
-    out = narrow.final(HIGH_HALF, ("int64",))
+    out = rewritten(narrow.final, HIGH_HALF, ("int64",))
     assert "i64" not in out and "%nv.mulhi.1." in out
     # Run on the host: the high half of each 32 x 32-bit product.
     llvm.initialize_native_target()
@@ -167,7 +168,7 @@ declare ptr addrspace(3) @__nv.element.3.2(ptr addrspace(3), i32, i32)
 
 
 def test_markers_are_lowered():
-    out = entrypoint.lower_markers(MARKERS, (64, 4, 1))
+    out = rewritten(entrypoint.lower_markers, MARKERS, (64, 4, 1))
     _llvm(out)
     assert "__nv." not in out
     assert "%nv.push = type { float, i32, i32 }" in out
@@ -185,7 +186,7 @@ def test_a_marker_left_over_is_an_error():
     text = MARKERS.replace("ret void", "%b = call ptr @__nv.buffer.0()\n  ret void") + \
         "declare ptr @__nv.buffer.0()\n"
     with pytest.raises(UnsupportedError, match="__nv.buffer. marker survived"):
-        entrypoint.lower_markers(text, (1, 1, 1))
+        entrypoint.lower_markers(ir.parse(text), (1, 1, 1))
 
 
 # Restructuring ----------------------------------------------------------------

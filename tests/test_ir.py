@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.codegen import backend, entrypoint, logical
+from numba_vulkan.codegen import backend
 from numba_vulkan.llvmir import ir
+
+from helpers import assert_round_trip
 
 SNIPPET = r"""
 target triple = "spirv1.6-unknown-vulkan1.3-compute"
@@ -64,17 +66,6 @@ attributes #1 = { nounwind memory(none) }
 """
 
 
-def _llvm(text):
-    # A fresh context each: a shared one renames the second copy of a named type.
-    return str(llvm.parse_assembly(text, context=llvm.create_context()))
-
-
-_parse = ir.parse
-
-
-def assert_round_trip(text):
-    """Printing the model of ``text`` gives the module LLVM reads from it."""
-    assert _llvm(str(_parse(text))) == _llvm(text)
 
 
 def test_snippet_round_trips():
@@ -117,7 +108,7 @@ def test_edit_and_print():
     load.operands[0].value = "%addr"
     text = str(module)
     assert "%v = load float, ptr %addr, align 4, !tbaa !0" in text
-    _llvm(text)
+    llvm.parse_assembly(text, context=llvm.create_context())
 
 
 @nv.jit
@@ -173,8 +164,10 @@ KERNELS = [
 
 @pytest.mark.parametrize("kernel, sig", KERNELS, ids=[k.__name__ for k, _ in KERNELS])
 def test_pipeline_modules_round_trip(kernel, sig, monkeypatch):
-    """Every module handed between the passes round-trips; the conftest
-    checks those of every other kernel the suite compiles."""
+    """Every module the passes parse into the IR model (LLVM's, after each
+    of its runs) round-trips, and so does the one printed for the backend;
+    ``pytest --ir-round-trips`` checks those of every kernel the suite
+    compiles."""
     seen = []
 
     def recording(module, name):
@@ -185,14 +178,14 @@ def test_pipeline_modules_round_trip(kernel, sig, monkeypatch):
             return original(text, *args, **kwargs)
         monkeypatch.setattr(module, name, record)
 
-    recording(logical, "rewrite")
-    recording(entrypoint, "lower_markers")
+    parse = ir.parse
+    recording(ir, "parse")
     recording(backend, "emit")
     monkeypatch.setenv("NUMBA_VULKAN_CACHE", "0")
     kernel.compile(sig)
     assert len(seen) >= 3
     for text in seen:
-        assert_round_trip(text)
+        assert_round_trip(text, parse)
 
 
 # Numba's own printer opens a body on a line of its own, and a switch spans lines.
@@ -253,3 +246,21 @@ def test_a_parsed_instruction_shares_nothing_with_the_next_parse_of_its_text():
     assert str(again) == text
     assert str(inst) == ("%w = load volatile float, ptr getelementptr (i8, ptr addrspacecast "
                          "(ptr addrspace(3) @other to ptr), i64 16), align 4")
+
+
+def test_built_instructions_are_the_parsed_ones():
+    """A pass reads a built instruction's fields as it reads a parsed one's."""
+    from numba_vulkan.llvmir.build import Builder
+    b = Builder("%t")
+    sign = b.binary("ashr", "i64", "%a", "63", flags=["exact"])
+    low = b.cast("trunc", "i64", sign, "i32", name="%low")
+    cmp = b.compare("icmp", "slt", "i32", low, "0")
+    b.select(cmp, "i32", low, "7")
+    b.call("i32", "@llvm.ctpop.i32", [("i32", low)])
+    b.call("void", "@f", [("i32", "2"), ("ptr", "%p")])
+    assert [str(i) for i in b.instructions] == [
+        "%t.1 = ashr exact i64 %a, 63", "%low = trunc i64 %t.1 to i32",
+        "%t.2 = icmp slt i32 %low, 0", "%t.3 = select i1 %t.2, i32 %low, i32 7",
+        "%t.4 = call i32 @llvm.ctpop.i32(i32 %low)", "call void @f(i32 2, ptr %p)"]
+    for inst in b.instructions:
+        assert ir._freeze(inst) == ir._freeze(ir.instruction(str(inst)))

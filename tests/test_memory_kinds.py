@@ -291,7 +291,8 @@ def test_constant_expressions_in_a_phi_become_instructions():
     also once constant expressions over a workgroup array are instructions."""
     from llvmlite import binding as llvm
     from numba_vulkan.codegen import logical
-    text = logical.rewrite(_PHI_OF_CONSTANTS, [])
+    from helpers import rewritten
+    text = rewritten(logical.rewrite, _PHI_OF_CONSTANTS, [])
     llvm.parse_assembly(text, context=llvm.create_context()).verify()
     assert "addrspacecast (" not in text
     assert "@__nv.element.3.1(ptr addrspace(3) @tile" in text

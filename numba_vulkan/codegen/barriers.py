@@ -42,6 +42,7 @@ nobody else's to write; every other address space counts as a buffer's.
 
 from numba_vulkan.llvmir import groupops
 from numba_vulkan.llvmir import ir
+from numba_vulkan.llvmir.build import Builder
 
 #: The backend's workgroup barrier, as the compiler emits it.
 BARRIER = "@llvm.spv.group.memory.barrier.with.group.sync"
@@ -93,22 +94,16 @@ _TERMINATORS = frozenset(("br", "switch", "ret", "unreachable"))
 _WALK_LIMIT = 20000
 
 
-def workgroup_only(text):
-    """``text`` (a module's IR) with each workgroup barrier that cannot need
-    to order storage-buffer memory made a barrier of workgroup memory only
-    (see the module's docs)."""
-    if BARRIER not in text:
-        return text
-    module = ir.parse(text)
+def workgroup_only(module):
+    """Make each workgroup barrier of the IR model ``module`` that cannot
+    need to order storage-buffer memory a barrier of workgroup memory only,
+    in place (see the module's docs)."""
     changed = False
     for function in module.functions:
         if function.blocks is not None:
             changed |= _function(function)
-    if not changed:
-        return text
-    if not any(f.name == PLACEHOLDER for f in module.functions):
+    if changed and not any(f.name == PLACEHOLDER for f in module.functions):
         module.add(f"declare void {PLACEHOLDER}(i32, i32, i32) convergent nounwind")
-    return str(module)
 
 
 def _function(function):
@@ -123,9 +118,11 @@ def _function(function):
         if flow.needs_buffer_memory(at):
             continue
         block, index = at
-        flow.blocks[block].instructions[index] = ir.instruction(
-            f"call void {PLACEHOLDER}(i32 {_WORKGROUP_SCOPE}, i32 {_WORKGROUP_SCOPE}, "
-            f"i32 {WORKGROUP_SEMANTICS})")
+        build = Builder()
+        build.call("void", PLACEHOLDER, [("i32", str(_WORKGROUP_SCOPE)),
+                                         ("i32", str(_WORKGROUP_SCOPE)),
+                                         ("i32", str(WORKGROUP_SEMANTICS))])
+        flow.blocks[block].instructions[index] = build.instructions[0]
         changed = True
     return changed
 

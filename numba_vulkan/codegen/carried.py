@@ -73,17 +73,16 @@ def _key(inst, operands):
             tuple((o.type, value, o.attrs) for o, value in zip(inst.operands, operands)))
 
 
-def carry(text):
-    """``text`` (IR of a module) with each operation of a loop that the
+def carry(module):
+    """Take each operation of a loop of the IR model ``module`` that the
     loop's previous trip computed already, on the values this trip reads,
-    taken from that trip through a phi of the loop's header; ``text``
-    itself where there is none."""
-    module = ir.parse(text)
+    from that trip through a phi of the loop's header, in place; return
+    whether there was one."""
     changed = False
     for function in module.functions:
         if function.blocks:
             changed |= _carry_function(function)
-    return str(module) if changed else text
+    return changed
 
 
 def _carry_function(function):

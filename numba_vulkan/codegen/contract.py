@@ -29,25 +29,23 @@ def _contractible(inst, opcode):
             and not _CONTRACT.isdisjoint(inst.flags))
 
 
-def fuse(text):
-    """``text`` with each ``fadd``/``fsub`` of an ``fmul``, both allowing
-    contraction, computed by one ``llvm.fma``. As NVVM does (LLVM's
+def fuse(module):
+    """Compute each ``fadd``/``fsub`` of an ``fmul`` of the IR model
+    ``module``, both allowing contraction, by one ``llvm.fma``, in place. As NVVM does (LLVM's
     aggressive fusion for NVIDIA GPUs), a product with several uses is fused
     into each add that uses it (``zr*zr + zi*zi`` and ``zr*zr - zi*zi +
     cr``), and the multiply stays only for uses that are not adds."""
-    module = ir.parse(text)
     used = set()
     for function in module.functions:
         if function.blocks is not None and _fuse_function(function):
             used.update(inst.callee for inst in function.instructions()
                         if inst.opcode == "call" and inst.callee.startswith("@llvm.fma."))
     if not used:
-        return text
+        return
     declared = {f.name for f in module.functions}
     for callee in sorted(used - declared):
         ty = next(t for t, suffix in _TYPES.items() if callee.endswith(suffix))
         module.add(f"declare {ty} {callee}({ty}, {ty}, {ty})")
-    return str(module)
 
 
 def _fuse_function(function):

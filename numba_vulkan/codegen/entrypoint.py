@@ -74,14 +74,14 @@ def constant_local_size(module, local_size):
                         f"{inst.name} = add i32 {local_size[axis]}, 0")
 
 
-def lower_markers(text, local_size):
-    """Replace the push constant and workgroup size markers, and make ``main``
-    the compute entry point with workgroup size ``local_size``.
+def lower_markers(module, local_size):
+    """Replace the push constant and workgroup size markers of the IR model
+    ``module``, in place, and make ``main`` the compute entry point with
+    workgroup size ``local_size``.
 
     This runs after the last optimisation: LLVM would fold the push constant
     accesses into byte-offset expressions that the backend cannot lower.
     """
-    module = ir.parse(text)
     layout, index = _push_layout(module)
     _lower_elements(module)
     counter = 0
@@ -119,4 +119,3 @@ def lower_markers(text, local_size):
             for prefix in _MARKERS:
                 if _marker(inst, prefix):
                     raise UnsupportedError(f"a {prefix} marker survived the rewrite")
-    return str(module)

@@ -426,27 +426,27 @@ class _Native(_Rewriter):
             out.append(inst)
 
 
-def native(text, rte):
-    """The module ``text``, of a target computing in float16, with every
+def native(module, rte):
+    """Make the IR model ``module``, of a target computing in float16, in
+    place, one with every
     rounding to float16 done correctly on any driver: conversions from
     float32 rounded in integer arithmetic, division, remainders and square
     roots computed in float32 (exact enough: 24 >= 2 * 11 + 2 bits) and
     rounded so, and, unless the module asks for rounding to nearest (``rte``),
     additions, subtractions and products too."""
-    if "half" not in text:
-        return text
-    module = ir.parse(text)
+    if not _mentions_half(module):
+        return
     for function in module.functions:
         if function.blocks is not None:
             _Native(function, rte).run()
-    return _declare_intrinsics(str(module))
+    _declare_intrinsics(module)
 
 
-def emulate(text):
-    """The module ``text`` with float16 arithmetic computed in float32 (see above)."""
-    if "half" not in text:
-        return text
-    module = ir.parse(text)
+def emulate(module):
+    """Compute the float16 arithmetic of the IR model ``module`` in float32
+    (see above), in place."""
+    if not _mentions_half(module):
+        return
     for item in module.items:
         if isinstance(item, ir.Global):
             if _has_half(item.type):
@@ -457,12 +457,26 @@ def emulate(text):
         elif isinstance(item, ir.Function):
             if item.blocks is not None:
                 _Emulator(item).run()
-    return _declare_intrinsics(str(module))
+    _declare_intrinsics(module)
 
 
-def _declare_intrinsics(text):
-    """``text`` with the float32 intrinsics it now calls declared."""
-    module = ir.parse(text)
+def _mentions_half(module):
+    """Whether a type in ``module`` (of a global, a function or an
+    instruction's operand or result) has float16 in it."""
+    for item in module.items:
+        if isinstance(item, ir.Global) and _has_half(item.type):
+            return True
+        if isinstance(item, ir.Function):
+            if _has_half(item.header):
+                return True
+            for inst in item.instructions():
+                if _has_half(inst.type) or any(_has_half(o.type) for o in inst.operands):
+                    return True
+    return False
+
+
+def _declare_intrinsics(module):
+    """Declare in ``module`` the float32 intrinsics it now calls."""
     declared = {f.name for f in module.functions}
     wanted = {}
     for fn in module.functions:
@@ -479,7 +493,6 @@ def _declare_intrinsics(text):
     module.items = [item for item in module.items
                     if not (isinstance(item, ir.Function) and item.blocks is None
                             and item.name.endswith(".f16") and item.name not in called)]
-    return str(module)
 
 
 _STORAGE_BUFFER = 12

@@ -18,6 +18,7 @@ their low ``64 - s`` bits, all that a truncation to 32 bits keeps.
 """
 
 from numba_vulkan.llvmir import ir
+from numba_vulkan.llvmir.build import Builder
 
 #: Opcodes whose result is a multiple of ``2^s`` when their operands are
 #: (for ``mul`` and ``shl``, when either is).
@@ -108,16 +109,13 @@ class _Function:
         return f"%nv.el.{self.fresh}"
 
 
-def element_indices(text):
-    """``text`` (IR of a module) with each element index that only reaches
-    truncations computed from its offset's terms divided by the element
-    size, where every term is a multiple of it."""
-    module = ir.parse(text)
-    changed = False
+def element_indices(module):
+    """Compute each element index of the IR model ``module`` that only
+    reaches truncations from its offset's terms divided by the element
+    size, where every term is a multiple of it, in place."""
     for function in module.functions:
-        if function.blocks and _rewrite(_Function(function)):
-            changed = True
-    return str(module) if changed else text
+        if function.blocks:
+            _rewrite(_Function(function))
 
 
 def _rewrite(fn):
@@ -153,28 +151,31 @@ def _twin(fn, token, s, multiples, twins):
     inst = fn.defs[token]
     twin = twins[token] = fn.name()
     values = [o.value for o in inst.operands]
+    build = Builder()
     if inst.opcode == "phi":
         incoming = [_twin(fn, v, s, multiples, twins) for v in values]
-        new = ir.Instruction("phi", [ir.Operand(None, v) for v in incoming], name=twin,
-                             type="i64", labels=list(inst.labels))
+        build.instructions.append(ir.Instruction("phi", [ir.Operand(None, v) for v in incoming],
+                                                 name=twin, type="i64",
+                                                 labels=list(inst.labels)))
     elif inst.opcode == "select":
         a, b = (_twin(fn, v, s, multiples, twins) for v in values[1:])
-        new = ir.instruction(f"{twin} = select {inst.operands[0]}, i64 {a}, i64 {b}")
+        build.select(values[0], "i64", a, b, name=twin)
     elif inst.opcode in ("add", "sub"):
         a, b = (_twin(fn, v, s, multiples, twins) for v in values)
-        new = ir.instruction(f"{twin} = {inst.opcode} i64 {a}, {b}")
+        build.binary(inst.opcode, "i64", a, b, name=twin)
     elif inst.opcode == "mul":
         a, b = values
         if not _is_multiple(a, s, multiples):
             a, b = b, a
-        new = ir.instruction(f"{twin} = mul i64 {_twin(fn, a, s, multiples, twins)}, {b}")
+        build.binary("mul", "i64", _twin(fn, a, s, multiples, twins), b, name=twin)
     else:
         a, amount = values[0], int(values[1])
         if amount >= s:
-            new = ir.instruction(f"{twin} = shl i64 {a}, {amount - s}")
+            build.binary("shl", "i64", a, str(amount - s), name=twin)
         else:
-            new = ir.instruction(f"{twin} = shl i64 {_twin(fn, a, s, multiples, twins)}, "
-                                 f"{amount}")
+            build.binary("shl", "i64", _twin(fn, a, s, multiples, twins), str(amount),
+                         name=twin)
+    new, = build.instructions
     block = fn.where[token]
     block.instructions.insert(block.instructions.index(inst) + 1, new)
     fn.defs[twin], fn.where[twin] = new, block

@@ -24,7 +24,7 @@ module does two rewrites of the final IR:
   14 % faster with an int32 counter, all else equal.
 """
 
-from numba_vulkan.llvmir import ir
+from numba_vulkan.llvmir.build import Builder
 
 _I32_MIN, _I32_MAX = -2 ** 31, 2 ** 31 - 1
 
@@ -105,20 +105,16 @@ def _untruncate(module, inst):
     plain copy; return whether it did."""
     source = _truncated(inst)
     if source is not None:
-        _replace(module, inst, ir.instruction(f"{inst.name} = add i32 {source}, 0"))
+        b = Builder()
+        b.binary("add", "i32", source, "0", name=inst.name)
+        _replace(module, inst, *b.instructions)
     return source is not None
 
 
-def counters(text):
-    """Rewrite the closed groups of bounded 64-bit counters in ``text`` (IR
-    of a module) as 32-bit values."""
-    module = ir.parse(text)
-    return str(module) if narrow_counters(module) else text
-
-
-def narrow_counters(module):
-    """:func:`counters` on the IR model ``module``, in place; returns whether
-    it changed anything."""
+def counters(module):
+    """Rewrite the closed groups of bounded 64-bit counters of the IR model
+    ``module`` as 32-bit values, in place; return whether it changed
+    anything."""
     defs, leaves = {}, {}
     for inst in _instructions(module):
         if inst.name is None:
@@ -214,10 +210,9 @@ def _bounded_groups(members, bounded, defs):
 _LOW = ("add", "sub", "mul", "shl", "and", "or", "xor")
 
 
-def low_bits(text):
-    """Do in 32 bits the 64-bit integer operations of ``text`` (IR of a
-    module) whose results only reach truncations to 32 bits."""
-    module = ir.parse(text)
+def low_bits(module):
+    """Do in 32 bits the 64-bit integer operations of the IR model
+    ``module`` whose results only reach truncations to 32 bits, in place."""
     ops, extended = {}, {}
     for inst in _instructions(module):
         if inst.name is None:
@@ -229,7 +224,7 @@ def low_bits(text):
         if _plain(inst, ("sext", "zext"), set(), "i32") and inst.type == "i64":
             extended[inst.name] = inst.operands[0].value
     if not ops:
-        return text
+        return
     uses = _uses(module, ops.keys())
     members = set(ops)
     changed = True
@@ -244,7 +239,7 @@ def low_bits(text):
                 changed = True
                 break
     if not members:
-        return text
+        return
     lows = 0
     for name in sorted(members):
         inst = ops[name]
@@ -257,15 +252,14 @@ def low_bits(text):
             elif token.lstrip("-").isdigit():
                 operand.value = str((int(token) + 2 ** 31) % 2 ** 32 - 2 ** 31)
             else:
-                low = f"%nv.lo.{lows}"
+                b = Builder()
+                operand.value = b.cast("trunc", "i64", token, "i32", name=f"%nv.lo.{lows}")
                 lows += 1
-                _insert_before(module, inst, ir.instruction(f"{low} = trunc i64 {token} to i32"))
-                operand.value = low
+                _insert_before(module, inst, *b.instructions)
         inst.flags = []
         inst.operands[0].type = "i32"
         for use in uses.get(name, ()):
             _untruncate(module, use)
-    return str(module)
 
 
 def _insert_before(module, inst, new):

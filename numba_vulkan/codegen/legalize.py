@@ -429,8 +429,9 @@ def _declare(module, name, declaration):
         module.items.append(ir.parse(declaration).items[0])
 
 
-def exact_float32(text):
-    """Divide and take square roots of float32 values in float64.
+def exact_float32(module):
+    """Divide and take square roots of float32 values of the IR model
+    ``module`` in float64, in place.
 
     Vulkan only asks for float32 division within 2.5 ULP (NVIDIA's is
     that, and gives 0 for divisors beyond 2**126) and for square roots
@@ -454,7 +455,6 @@ def exact_float32(text):
     as infinities), where it passed a C model of the driver's errors; it
     was reverted.
     """
-    module = ir.parse(text)
     counter = 0
 
     def rewrite(inst, function):
@@ -473,10 +473,8 @@ def exact_float32(text):
         emit(f"fptrunc double {wide} to float", inst.name)
         return emit.lines
 
-    if not splice(module, rewrite):
-        return text
-    _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
-    return str(module)
+    if splice(module, rewrite):
+        _declare(module, "@llvm.sqrt.f64", "declare double @llvm.sqrt.f64(double)")
 
 
 _BINARY = frozenset("add sub mul udiv sdiv urem srem shl lshr ashr and or xor".split())
@@ -556,8 +554,9 @@ def _printed(value, bits):
     return str(_signed(value, bits))
 
 
-def fold_constants(text):
-    """Replace integer operations on constants by their values.
+def fold_constants(module):
+    """Replace integer operations on constants of the IR model ``module`` by
+    their values, in place.
 
     The passes after the last optimisation build some (a remainder by a
     constant, a narrowed copy of a constant), and LLVM 22's SPIR-V backend
@@ -565,8 +564,6 @@ def fold_constants(text):
     whose value is zero, such as ``ashr i32 16, 31``. Folding repeats until
     none is left, since replacing a value by a constant may make another.
     """
-    module = ir.parse(text)
-    changed = False
     for function in module.functions:
         while function.blocks is not None:
             values = {}
@@ -581,18 +578,16 @@ def fold_constants(text):
                 block.instructions = kept
             if not values:
                 break
-            changed = True
             for inst in function.instructions():
                 for holder, value in inst.values():
                     if isinstance(value, str) and value in values:
                         holder.value = values[value]
-    return str(module) if changed else text
 
 
-def legalize(text, fused_fma=False):
-    """Rewrite the instructions of ``text`` that the backend cannot lower for Vulkan
-    (``llvm.fma`` is kept where the target's ``Fma`` is ``fused_fma``)."""
-    module = ir.parse(text)
+def legalize(module, fused_fma=False):
+    """Rewrite the instructions of the IR model ``module`` that the backend
+    cannot lower for Vulkan, in place (``llvm.fma`` is kept where the
+    target's ``Fma`` is ``fused_fma``)."""
     counter = 0
     found = {}
 
@@ -619,9 +614,7 @@ def legalize(text, fused_fma=False):
             counter += 1
         return lines
 
-    if not splice(module, rewrite):
-        return text
-    if any(inst.opcode == "call" and inst.callee == "@llvm.ctpop.i32"
-           for function in module.functions for inst in function.instructions()):
+    if splice(module, rewrite) and any(
+            inst.opcode == "call" and inst.callee == "@llvm.ctpop.i32"
+            for function in module.functions for inst in function.instructions()):
         _declare(module, "@llvm.ctpop.i32", "declare i32 @llvm.ctpop.i32(i32)")
-    return str(module)

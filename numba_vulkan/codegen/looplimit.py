@@ -114,17 +114,17 @@ def _mark(module, loops, prop):
             latch.terminator.tail += f", !llvm.loop !{loop_id}"
 
 
-def hint_unrolling(text, entry="main", count=UNROLL, budget=UNROLL_BUDGET):
-    """Mark every innermost loop of ``entry`` for LLVM's loop unroller to
+def hint_unrolling(module, entry="main", count=UNROLL, budget=UNROLL_BUDGET):
+    """Mark every innermost loop of ``entry`` in the IR model ``module``, in
+    place, for LLVM's loop unroller to
     unroll ``count`` times (``llvm.loop.unroll.count``), or as many times as
     copies of its body fit in ``budget`` instructions; loops that already
     carry loop metadata (see :func:`keep_library_loops`) are left alone."""
     if count < 2:
-        return text
-    module = ir.parse(text)
+        return
     function = next((f for f in module.functions if f.name == f"@{entry}"), None)
     if function is None or function.blocks is None:
-        return text
+        return
     # A loop with exits besides its latch (a break, a return) is left rolled:
     # unrolled, each copy of its exits became one more exit through a flag,
     # and some nests of `while True` then computed wrong results (the cause is
@@ -144,11 +144,8 @@ def hint_unrolling(text, entry="main", count=UNROLL, budget=UNROLL_BUDGET):
         copies = min(count, budget // max(size, 1) - 1)
         if copies >= 2:
             by_count.setdefault(copies, []).append(latches)
-    if not by_count:
-        return text
     for copies, loops in sorted(by_count.items()):
         _mark(module, loops, f'!"llvm.loop.unroll.count", i32 {copies}')
-    return str(module)
 
 
 def _convergent_callees(module):

@@ -214,14 +214,13 @@ def module(model, narrowed):
         _Narrower(double, int64).module(model)
 
 
-def final(text, narrowed):
-    """Narrow the 64-bit integers that codegen itself added to the final IR."""
+def final(model, narrowed):
+    """Narrow the 64-bit integers that codegen itself added to the final IR
+    model ``model``, in place."""
     if "int64" not in narrowed:
-        return text
-    model = ir.parse(text)
+        return
     _split_wide_multiplies(model)
     _Narrower(False, True).module(model)
-    return str(model)
 
 
 def _split_wide_multiplies(model):

@@ -59,27 +59,30 @@ def optimise(job):
 
 
 def logical_addressing(job):
-    """``job.text``: ``job.module`` with every access through a buffer handle
-    (``job.bindings``) instead of a byte address, at an element index
-    computed in elements where the byte offset's terms allow it."""
-    job.text = indices.element_indices(logical.rewrite(str(job.module), job.bindings))
-    return job.text
+    """``job.model``: the IR model of ``job.module`` with every access through
+    a buffer handle (``job.bindings``) instead of a byte address, at an
+    element index computed in elements where the byte offset's terms allow
+    it."""
+    job.model = ir.parse(str(job.module))
+    logical.rewrite(job.model, job.bindings)
+    indices.element_indices(job.model)
+    return job.model
 
 
 def unroll_hints(job):
-    """``job.text`` with every innermost loop marked to be unrolled
+    """``job.model`` with every innermost loop marked to be unrolled
     :data:`~numba_vulkan.codegen.looplimit.UNROLL` times, on a target with a
     loop limit (lavapipe's): the driver then counts a fraction of the trips."""
     if job.target.loop_limit:
-        job.text = looplimit.hint_unrolling(job.text, ENTRY_POINT, looplimit.UNROLL)
-    return job.text
+        looplimit.hint_unrolling(job.model, ENTRY_POINT, looplimit.UNROLL)
+    return job.model
 
 
 def reoptimise(job):
-    """``job.module``: ``job.text`` optimised again, with what the rewrite
+    """``job.module``: ``job.model`` optimised again, with what the rewrite
     exposed; on a target without a loop limit (a GPU), loops bounded by
     64-bit values get a copy for bounds that fit in 32 bits."""
-    job.module = optimize.link([job.text], job.target.triple, DATA_LAYOUT)
+    job.module = optimize.link([str(job.model)], job.target.triple, DATA_LAYOUT)
     optimize.optimise(job.module, ENTRY_POINT, _machine(job), speed=2,
                       unroll_runtime=not job.target.loop_limit)
     if job.target.loop_limit:
@@ -99,81 +102,83 @@ def carry_values(job):
     computed already, on the values this trip reads, taken from that trip
     through a phi (:mod:`numba_vulkan.codegen.carried`); after the loops'
     rotation, which leaves those duplicates."""
-    text = str(job.module)
-    rewritten = carried.carry(text)
-    if rewritten is not text:
-        job.module = optimize.link([rewritten], job.target.triple, DATA_LAYOUT)
+    model = ir.parse(str(job.module))
+    if carried.carry(model):
+        job.module = optimize.link([str(model)], job.target.triple, DATA_LAYOUT)
     return job.module
 
 
 def structure(job):
-    """``job.text``: ``job.module`` with structured control flow (loops left by
-    breaks where ``job.breaks`` allows). On a target with a loop limit, a
-    kernel with loops counts its trips and reports reaching the limit in its
-    status buffer (``job.status``); ``job.loop_check`` says whether it does."""
+    """``job.model``: the IR model of ``job.module`` with structured control
+    flow (loops left by breaks where ``job.breaks`` allows). On a target with
+    a loop limit, a kernel with loops counts its trips and reports reaching
+    the limit in its status buffer (``job.status``); ``job.loop_check`` says
+    whether it does. The stages after this one rewrite ``job.model`` in
+    place, with LLVM's optimiser no more."""
     instrument = None
     job.loop_check = False
     if job.target.loop_limit:
         def instrument(function, loops):
             job.loop_check = True
             return looplimit.count_trips(function, loops, job.target.loop_limit, job.status)
-    job.text = str(structurize.structurize(job.module, _machine(job), ENTRY_POINT, job.breaks,
-                                           instrument=instrument))
-    return job.text
+    job.model = ir.parse(str(structurize.structurize(job.module, _machine(job), ENTRY_POINT,
+                                                     job.breaks, instrument=instrument)))
+    return job.model
 
 
 def integers(job):
-    """``job.text`` computing in 32 bits what provably gives the same result."""
-    job.text = int32.low_bits(int32.counters(job.text))
-    return job.text
+    """``job.model`` computing in 32 bits what provably gives the same result."""
+    int32.counters(job.model)
+    int32.low_bits(job.model)
+    return job.model
 
 
 def markers(job):
-    """``job.text`` with the push constant, buffer and workgroup size markers lowered."""
-    job.text = entrypoint.lower_markers(job.text, tuple(job.threads))
-    return job.text
+    """``job.model`` with the push constant, buffer and workgroup size markers lowered."""
+    entrypoint.lower_markers(job.model, tuple(job.threads))
+    return job.model
 
 
 def narrowing(job):
-    """``job.text`` with the 64-bit types the target lacks made 32-bit, and
+    """``job.model`` with the 64-bit types the target lacks made 32-bit, and
     float16 computed in float32 on a target without float16 arithmetic."""
-    job.text = narrow.final(job.text, job.target.narrowed)
+    narrow.final(job.model, job.target.narrowed)
     if job.target.float16:
-        job.text = half.native(job.text, job.target.float16_rte)
+        half.native(job.model, job.target.float16_rte)
     else:
-        job.text = half.emulate(job.text)
-    return job.text
+        half.emulate(job.model)
+    return job.model
 
 
 def driver_workarounds(job):
-    """``job.text`` steering around known driver bugs."""
-    job.text = workarounds.signed_remainder(job.text)
-    return job.text
+    """``job.model`` steering around known driver bugs."""
+    workarounds.signed_remainder(job.model)
+    return job.model
 
 
 def legalise(job):
-    """``job.llvm_ir``: ``job.text`` with multiplies and adds the kernel lets
-    contract fused (on a target with a fused ``Fma``), in the forms the
-    backend can express, with float64 rounding computed on 64-bit integers where the target has them
-    (:mod:`numba_vulkan.codegen.rounding`)."""
-    final = job.text
+    """``job.model`` with multiplies and adds the kernel lets contract fused
+    (on a target with a fused ``Fma``), in the forms the backend can
+    express, with float64 rounding computed on 64-bit integers where the
+    target has them (:mod:`numba_vulkan.codegen.rounding`)."""
     if job.target.fused_fma and "contract" in job.fastmath:
-        final = contract.fuse(final)
-    final = legalize.legalize(final, fused_fma=job.target.fused_fma)
+        contract.fuse(job.model)
+    legalize.legalize(job.model, fused_fma=job.target.fused_fma)
     if "int64" not in job.target.narrowed:
-        final = rounding.exact_rounding(final)
+        rounding.exact_rounding(job.model)
     if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
-        final = legalize.exact_float32(final)
-    final = legalize.fold_constants(final)
-    job.llvm_ir = final
-    return final
+        legalize.exact_float32(job.model)
+    legalize.fold_constants(job.model)
+    return job.model
 
 
 def barrier_semantics(job):
-    """``job.llvm_ir`` with each workgroup barrier that cannot need to order
-    storage-buffer memory made a barrier of workgroup memory only
-    (:mod:`numba_vulkan.codegen.barriers`); the IR handed to the backend."""
-    job.llvm_ir = barriers.workgroup_only(job.llvm_ir)
+    """``job.llvm_ir``: ``job.model`` with each workgroup barrier that cannot
+    need to order storage-buffer memory made a barrier of workgroup memory
+    only (:mod:`numba_vulkan.codegen.barriers`), printed: the IR handed to
+    the backend."""
+    barriers.workgroup_only(job.model)
+    job.llvm_ir = str(job.model)
     return job.llvm_ir
 
 

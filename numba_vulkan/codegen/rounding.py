@@ -20,7 +20,6 @@ keeps its own rounding instructions.
 """
 
 from numba_vulkan.codegen import legalize
-from numba_vulkan.llvmir import ir
 
 _OPS = ("floor", "ceil", "trunc", "rint", "nearbyint", "roundeven", "round")
 _CALLEES = {f"@llvm.{op}.f64": op for op in _OPS}
@@ -80,11 +79,9 @@ def _expand(op, x, result, stem):
     return emit.lines
 
 
-def exact_rounding(text):
-    """``text`` with every float64 rounding intrinsic call computed on bits."""
-    if "double @llvm." not in text:
-        return text
-    module = ir.parse(text)
+def exact_rounding(module):
+    """Compute every float64 rounding intrinsic call of the IR model
+    ``module`` on bits, in place."""
     counter = 0
 
     def rewrite(inst, function):
@@ -95,4 +92,4 @@ def exact_rounding(text):
         counter += 1
         return _expand(op, str(inst.operands[0].value), inst.name, f"%nv.round.{counter}")
 
-    return str(module) if legalize.splice(module, rewrite) else text
+    legalize.splice(module, rewrite)

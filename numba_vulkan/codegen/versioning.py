@@ -98,7 +98,7 @@ def _narrowed(text, count, routed):
     counter, kept = False, set()
     module = ir.parse(text)
     # Read from the model it rewrote, not from its text parsed again.
-    int32.narrow_counters(module)
+    int32.counters(module)
     for function in module.functions:
         for inst in function.instructions():
             if inst.opcode != "phi" or inst.type != "i32" or not inst.name:

@@ -3,18 +3,18 @@
 They run after the last optimisation, so LLVM cannot fold them back.
 """
 
-from numba_vulkan.llvmir import ir
+from numba_vulkan.llvmir.build import Builder
 
 
-def signed_remainder(text):
-    """Compute signed remainders from unsigned ones.
+def signed_remainder(module):
+    """Compute the signed remainders of the IR model ``module`` from unsigned
+    ones, in place.
 
     NVIDIA's driver (580.x, H200) returns wrong ``OpSRem`` results when an
     operand is negative: 64-bit ones, and 32-bit ones by some constants or
     next to a division of the same operands. Unsigned remainders of the
     magnitudes with the dividend's sign applied are correct everywhere.
     """
-    module = ir.parse(text)
     counter = 0
     for fn in module.functions:
         for block in fn.blocks or ():
@@ -24,19 +24,19 @@ def signed_remainder(text):
                 if not (ty.startswith("i") and ty[1:].isdigit()):
                     out.append(inst)
                     continue
-                a, b = (str(o.value) for o in inst.operands)
-                top = int(ty[1:]) - 1
+                a, b = (o.value for o in inst.operands)
+                top = str(int(ty[1:]) - 1)
                 counter += 1
                 t = f"%nv.srem.{counter}"
-                out += [ir.instruction(line) for line in (
-                    f"{t}.sa = ashr {ty} {a}, {top}",
-                    f"{t}.xa = xor {ty} {a}, {t}.sa",
-                    f"{t}.ma = sub {ty} {t}.xa, {t}.sa",
-                    f"{t}.sb = ashr {ty} {b}, {top}",
-                    f"{t}.xb = xor {ty} {b}, {t}.sb",
-                    f"{t}.mb = sub {ty} {t}.xb, {t}.sb",
-                    f"{t}.ur = urem {ty} {t}.ma, {t}.mb",
-                    f"{t}.xr = xor {ty} {t}.ur, {t}.sa",
-                    f"{inst.name} = sub {ty} {t}.xr, {t}.sa")]
+                build = Builder()
+                sa = build.binary("ashr", ty, a, top, name=f"{t}.sa")
+                xa = build.binary("xor", ty, a, sa, name=f"{t}.xa")
+                ma = build.binary("sub", ty, xa, sa, name=f"{t}.ma")
+                sb = build.binary("ashr", ty, b, top, name=f"{t}.sb")
+                xb = build.binary("xor", ty, b, sb, name=f"{t}.xb")
+                mb = build.binary("sub", ty, xb, sb, name=f"{t}.mb")
+                ur = build.binary("urem", ty, ma, mb, name=f"{t}.ur")
+                xr = build.binary("xor", ty, ur, sa, name=f"{t}.xr")
+                build.binary("sub", ty, xr, sa, name=inst.name)
+                out += build.instructions
             block.instructions = out
-    return str(module) if counter else text

@@ -84,7 +84,8 @@ class Compilation:
             the stages that link and optimise.
         fastmath: The fast-math flags of the kernel's own float operations
             (``fastmath``), found at link.
-        text: IR text between the stages that rewrite text.
+        model: The IR model (:class:`numba_vulkan.llvmir.ir.Module`) between
+            the stages that rewrite it; they change it in place.
         llvm_ir: The IR handed to the backend.
         spirv: The SPIR-V module.
         capabilities: The SPIR-V capabilities it declares.
@@ -112,7 +113,7 @@ class Compilation:
     machine: object = None
     module: object = None
     fastmath: frozenset = frozenset()
-    text: str = None
+    model: object = None
     llvm_ir: str = None
     spirv: bytes = None
     capabilities: list = None

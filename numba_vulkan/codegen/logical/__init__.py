@@ -25,22 +25,18 @@ rather than producing a wrong module.
 """
 
 from numba_vulkan.base.errors import UnsupportedError
-from numba_vulkan.llvmir import ir
 from numba_vulkan.codegen.logical import access, atomics, choices, objects, pointers, records
 from numba_vulkan.codegen.logical.state import Choice, Kernel
 
 
-def rewrite(text, bindings):
-    """Rewrite every array access of the optimised module ``text``.
+def rewrite(module, bindings):
+    """Rewrite every array access of the optimised module, in place, to go
+    through its buffer's handle.
 
     Args:
-        text: The module as printed after optimisation.
+        module: The IR model of the module after optimisation.
         bindings: Storage dtype name of each descriptor binding, in order.
-
-    Returns:
-        The module text with each access going through its buffer's handle.
     """
-    module = ir.parse(text)
     kernel = Kernel(module, list(bindings))
     objects.find(kernel)
     objects.materialise_constants(kernel)
@@ -63,7 +59,6 @@ def rewrite(text, bindings):
     for line in atomics.declarations(kernel) + access.declarations(kernel):
         module.add(line)
     objects.retype(kernel)
-    return str(module)
 
 
 def _rewrite_instruction(kernel, inst):
