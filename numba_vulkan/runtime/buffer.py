@@ -105,7 +105,7 @@ class RawBuffer:
                      "vkMapMemory")
             self.mapped = (ctypes.c_char * self.nbytes).from_address(
                 int(ffi.cast("uintptr_t", pointer[0])))
-        self._finalizer = weakref.finalize(self, Buffer._release, device, self.handle,
+        self._finalizer = weakref.finalize(self, RawBuffer._release, device, self.handle,
                                            self.memory, index, requirements.size)
         # At exit the finalizer would run even while the queue still uses the
         # buffer (a copy not waited for): freeing it then crashed the driver.
