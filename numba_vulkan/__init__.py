@@ -31,12 +31,13 @@ from numba_vulkan.base.intrinsics import (atomic, barrier, barrier_and, barrier_
                                      gridsize, group_id, lane_id, local, local_id, local_size,
                                      num_groups, popc, selp, shared, subgroup, subgroup_size,
                                      workgroup_fence)
-from numba_vulkan.runtime.device import get_current_device, gpus, list_devices, select_device
+from numba_vulkan.runtime.device import (default_stream, event, get_current_device, gpus,
+                                         list_devices, select_device, stream)
 from numba_vulkan.runtime.memory import (DeviceArray, HostArray, device_array, device_array_like,
                                          mapped_array, pinned_array, to_device)
-from numba_vulkan.runtime.queue import Event, Stream, default_stream, event, stream
+from numba_vulkan.runtime.queue import Event, Stream
 from numba_vulkan.base.target import TargetDescription
-from numba_vulkan.api.numba_target import register_numba_target
+from numba_vulkan.frontend.ufunc_target import register_numba_target
 from numba_vulkan.api.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
 
 __all__ = [

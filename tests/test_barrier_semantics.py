@@ -15,6 +15,7 @@ import numba_vulkan as nv
 from numba import float32, int32
 from numba_vulkan.base import config
 from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv import opcodes as spv
 from numba_vulkan.codegen import barriers
 from numba_vulkan.llvmir import ir
 from numba_vulkan.base.target import TargetDescription
@@ -28,9 +29,9 @@ GPU = TargetDescription(vulkan=(1, 3), float32_atomic_add=True)
 def semantics(binary):
     """The memory semantics of each OpControlBarrier of a module, in order."""
     _, instructions = spirv.parse(binary)
-    constants = {i[2]: i[3] for i in instructions if (i[0] & 0xFFFF) == spirv.OP_CONSTANT}
+    constants = {i[2]: i[3] for i in instructions if (i[0] & 0xFFFF) == spv.OpConstant}
     return [constants[i[3]] for i in instructions
-            if (i[0] & 0xFFFF) == spirv.OP_CONTROL_BARRIER]
+            if (i[0] & 0xFFFF) == spv.OpControlBarrier]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,7 +18,7 @@ import pytest
 import numba_vulkan as nv
 from numba_vulkan.base import config
 from numba_vulkan.store import cache as kernelcache
-from numba_vulkan.codegen import libclc
+from numba_vulkan.base import libclc_file
 from numba_vulkan.base.target import DEFAULT
 
 SIG = ("float32", "float32[1d,C]", "float32[1d,C]")
@@ -234,7 +234,7 @@ def test_fingerprint_covers_each_of_its_parts(tmp_path, monkeypatch):
     # The libclc file in use: which one, and its content.
     bitcode = tmp_path / "libclc.bc"
     bitcode.write_bytes(b"BC\xc0\xde one")
-    monkeypatch.setattr(libclc, "path_in_use", lambda: str(bitcode), raising=False)
+    monkeypatch.setattr(libclc_file, "path_in_use", lambda: str(bitcode))
     changed()
     bitcode.write_bytes(b"BC\xc0\xde other")
     changed()

@@ -246,29 +246,6 @@ def test_mixed_float_atomics_go_back_to_numba_without_native_adds(uncached, reco
     assert_valid_spirv(compiled)
 
 
-def test_compiler_and_codegen_layers_import_nothing_above_them():
-    import ast
-    package = os.path.dirname(os.path.dirname(stages.__file__))
-    above = ("numba_vulkan.runtime", "numba_vulkan.api.dispatcher", "numba_vulkan.aot")
-    offenders = []
-    for layer in ("compiler", "codegen"):
-        for name in sorted(os.listdir(os.path.join(package, layer))):
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(package, layer, name)
-            with open(path) as f:
-                tree = ast.parse(f.read())
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    modules = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module:
-                    modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                else:
-                    continue
-                offenders += [f"{layer}/{name}: {m}" for m in modules if m.startswith(above)]
-    assert not offenders
-
-
 def test_every_setting_config_reads_is_documented_and_every_documented_one_is_read():
     from numba_vulkan.base import config
     with open(config.__file__) as f:

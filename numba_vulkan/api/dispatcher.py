@@ -506,7 +506,7 @@ class VulkanDispatcher:
 
     def device_function(self):
         """This function as a device function, for calls from other kernels."""
-        from numba_vulkan.frontend.functions import DeviceDispatcher, lowering_variant
+        from numba_vulkan.frontend.target import DeviceDispatcher, lowering_variant
         with self._lock:
             variant = lowering_variant()
             device = self._device_functions.get(variant)

@@ -43,15 +43,15 @@ nobody else's to write; every other address space counts as a buffer's.
 from numba_vulkan.llvmir import groupops
 from numba_vulkan.llvmir import ir
 from numba_vulkan.llvmir.build import Builder
+from numba_vulkan.spirv import opcodes as spv
 
 #: The backend's workgroup barrier, as the compiler emits it.
 BARRIER = "@llvm.spv.group.memory.barrier.with.group.sync"
 
-_WORKGROUP_SCOPE = 2
-#: AcquireRelease | WorkgroupMemory.
-WORKGROUP_SEMANTICS = 0x8 | 0x100
+#: The semantics of a barrier that orders no buffer memory.
+WORKGROUP_SEMANTICS = spv.MemorySemanticsAcquireRelease | spv.MemorySemanticsWorkgroupMemory
 #: The placeholder of ``OpControlBarrier`` with explicit operands.
-PLACEHOLDER = f"@{groupops.PLAIN}{groupops.CONTROL_BARRIER}.x.void_i32_i32_i32"
+PLACEHOLDER = f"@{groupops.PLAIN}{spv.OpControlBarrier}.x.void_i32_i32_i32"
 
 _WORKGROUP = "workgroup"
 _BUFFER = "buffer"
@@ -119,8 +119,8 @@ def _function(function):
             continue
         block, index = at
         build = Builder()
-        build.call("void", PLACEHOLDER, [("i32", str(_WORKGROUP_SCOPE)),
-                                         ("i32", str(_WORKGROUP_SCOPE)),
+        build.call("void", PLACEHOLDER, [("i32", str(spv.ScopeWorkgroup)),
+                                         ("i32", str(spv.ScopeWorkgroup)),
                                          ("i32", str(WORKGROUP_SEMANTICS))])
         flow.blocks[block].instructions[index] = build.instructions[0]
         changed = True

@@ -22,19 +22,18 @@ import struct
 
 from numba_vulkan.base import jitoptions
 from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv import opcodes as spv
 
-_NO_CONTRACTION = 42
-_SIGNED_ZERO_INF_NAN_PRESERVE = 4466
-_CAPABILITY_FLOAT16 = 9
-_EXECUTION_MODE_PRESERVE = 4461
-_EXECUTION_MODE_RTE = 4462
-_CAPABILITY_ROUNDING_MODE_RTE = 4467
-#: OpFNegate, OpFAdd, OpFSub, OpFMul, OpFDiv, OpFRem, OpFMod,
-#: OpVectorTimesScalar, OpDot: result type at word 1, result id at word 2.
-_FLOAT_ARITHMETIC = {127, 129, 131, 133, 136, 140, 141, 142, 148}
-#: OpTypeVoid .. OpTypeForwardPointer, OpTypeCooperativeMatrix..: the first
-#: declaration after the annotations.
-_FIRST_DECLARATION = set(range(19, 40)) | {41, 42, 43, 44, 45, 46, 48, 49, 50, 51, 52, 59}
+#: Float arithmetic: result type at word 1, result id at word 2.
+_FLOAT_ARITHMETIC = {spv.OpFNegate, spv.OpFAdd, spv.OpFSub, spv.OpFMul, spv.OpFDiv, spv.OpFRem,
+                     spv.OpFMod, spv.OpVectorTimesScalar, spv.OpDot}
+#: The types, constants and global variables, the first of which follows
+#: the annotations.
+_FIRST_DECLARATION = (set(range(spv.OpTypeVoid, spv.OpTypeForwardPointer + 1))
+                      | {spv.OpConstantTrue, spv.OpConstantFalse, spv.OpConstant,
+                         spv.OpConstantComposite, spv.OpConstantSampler, spv.OpConstantNull,
+                         spv.OpSpecConstantTrue, spv.OpSpecConstantFalse, spv.OpSpecConstant,
+                         spv.OpSpecConstantComposite, spv.OpSpecConstantOp, spv.OpVariable})
 
 
 def decorate(binary, operations=True, special_values=True):
@@ -48,28 +47,28 @@ def decorate(binary, operations=True, special_values=True):
     if not results or not operations:
         return spirv.assemble(header, instructions)
     already = {inst[1] for inst in instructions
-               if inst[0] & 0xFFFF == spirv.OP_DECORATE and inst[2] == _NO_CONTRACTION}
+               if inst[0] & 0xFFFF == spv.OpDecorate and inst[2] == spv.DecorationNoContraction}
     position = next(k for k, inst in enumerate(instructions)
                     if inst[0] & 0xFFFF in _FIRST_DECLARATION)
-    added = [((3 << 16) | spirv.OP_DECORATE, result, _NO_CONTRACTION)
+    added = [((3 << 16) | spv.OpDecorate, result, spv.DecorationNoContraction)
              for result in results if result not in already]
     instructions[position:position] = added
     return spirv.assemble(header, instructions)
 
 
 def _preserve_special_values(header, instructions):
-    widths = {inst[2] for inst in instructions if inst[0] & 0xFFFF == spirv.OP_TYPE_FLOAT}
-    if not any(inst[0] & 0xFFFF == spirv.OP_CAPABILITY and inst[1] == _CAPABILITY_FLOAT16
+    widths = {inst[2] for inst in instructions if inst[0] & 0xFFFF == spv.OpTypeFloat}
+    if not any(inst[0] & 0xFFFF == spv.OpCapability and inst[1] == spv.CapabilityFloat16
                for inst in instructions):
         # float16 only stored and converted (no Float16 arithmetic): the mode
         # for it would need shaderSignedZeroInfNanPreserveFloat16 for nothing.
         widths.discard(16)
     widths = sorted(widths)
-    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == spirv.OP_ENTRY_POINT]
+    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == spv.OpEntryPoint]
     if not widths or not entries:
         return
-    _add_float_controls(header, instructions, _SIGNED_ZERO_INF_NAN_PRESERVE,
-                        _EXECUTION_MODE_PRESERVE, entries, widths)
+    _add_float_controls(header, instructions, spv.CapabilitySignedZeroInfNanPreserve,
+                        spv.ExecutionModeSignedZeroInfNanPreserve, entries, widths)
 
 
 _FLOAT_CONTROLS = b"SPV_KHR_float_controls\0" + bytes(-len(b"SPV_KHR_float_controls\0") % 4)
@@ -80,16 +79,16 @@ def _add_float_controls(header, instructions, capability, mode, entries, widths)
     SPIR-V 1.4) and give each entry point the execution ``mode`` for each
     float width."""
     opcodes = [inst[0] & 0xFFFF for inst in instructions]
-    last_capability = max(k for k, op in enumerate(opcodes) if op == spirv.OP_CAPABILITY)
-    added = [[(2 << 16) | spirv.OP_CAPABILITY, capability]]
+    last_capability = max(k for k, op in enumerate(opcodes) if op == spv.OpCapability)
+    added = [[(2 << 16) | spv.OpCapability, capability]]
     words = list(struct.unpack(f"<{len(_FLOAT_CONTROLS) // 4}I", _FLOAT_CONTROLS))
     if header[1] < 0x00010400 and not any(
-            op == spirv.OP_EXTENSION and inst[1:] == words for op, inst in zip(opcodes, instructions)):
-        added.append([((1 + len(words)) << 16) | spirv.OP_EXTENSION, *words])
+            op == spv.OpExtension and inst[1:] == words for op, inst in zip(opcodes, instructions)):
+        added.append([((1 + len(words)) << 16) | spv.OpExtension, *words])
     instructions[last_capability + 1:last_capability + 1] = added
     opcodes = [inst[0] & 0xFFFF for inst in instructions]
-    after = max(k for k, op in enumerate(opcodes) if op in (spirv.OP_ENTRY_POINT, spirv.OP_EXECUTION_MODE))
-    modes = [[(4 << 16) | spirv.OP_EXECUTION_MODE, entry, mode, width]
+    after = max(k for k, op in enumerate(opcodes) if op in (spv.OpEntryPoint, spv.OpExecutionMode))
+    modes = [[(4 << 16) | spv.OpExecutionMode, entry, mode, width]
              for entry in entries for width in widths]
     instructions[after + 1:after + 1] = modes
 
@@ -100,12 +99,12 @@ def round_float16_to_nearest(binary):
     ``Float16``): Vulkan lets a driver round float16 results either way
     otherwise. For devices with ``shaderRoundingModeRTEFloat16``."""
     header, instructions = spirv.parse(binary)
-    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == spirv.OP_ENTRY_POINT]
-    if not entries or not any(inst[0] & 0xFFFF == spirv.OP_CAPABILITY
-                              and inst[1] == _CAPABILITY_FLOAT16 for inst in instructions):
+    entries = [inst[2] for inst in instructions if inst[0] & 0xFFFF == spv.OpEntryPoint]
+    if not entries or not any(inst[0] & 0xFFFF == spv.OpCapability
+                              and inst[1] == spv.CapabilityFloat16 for inst in instructions):
         return binary
-    _add_float_controls(header, instructions, _CAPABILITY_ROUNDING_MODE_RTE,
-                        _EXECUTION_MODE_RTE, entries, [16])
+    _add_float_controls(header, instructions, spv.CapabilityRoundingModeRTE,
+                        spv.ExecutionModeRoundingModeRTE, entries, [16])
     return spirv.assemble(header, instructions)
 
 

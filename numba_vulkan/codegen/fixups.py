@@ -28,20 +28,17 @@ Each repair undoes one known defect of LLVM 22's SPIR-V backend for Vulkan:
   storage class either, which Vulkan rejects; it gets the same semantics.
 """
 
+from numba_vulkan.llvmir.groupops import BARRIER_SEMANTICS
 from numba_vulkan.spirv import binary as spirv
-
-_CAPABILITY_LINKAGE = 5
-_CAPABILITY_INT64_ATOMICS = 12
-_DECORATION_LINKAGE = 41
+from numba_vulkan.spirv import opcodes as spv
 
 #: Name prefix of the placeholder functions of 64-bit atomics.
 WIDE_ATOMIC = "nv.atomic64."
 #: SPIR-V opcode of each LLVM ``atomicrmw`` operation (and of cmpxchg).
-_ATOMIC_OPCODES = {"xchg": 229, "cmpxchg": 230, "add": 234, "sub": 235, "min": 236,
-                   "umin": 237, "max": 238, "umax": 239, "and": 240, "or": 241, "xor": 242}
-
-#: AcquireRelease | UniformMemory | WorkgroupMemory.
-BARRIER_SEMANTICS = 0x8 | 0x40 | 0x100
+_ATOMIC_OPCODES = {"xchg": spv.OpAtomicExchange, "cmpxchg": spv.OpAtomicCompareExchange,
+                   "add": spv.OpAtomicIAdd, "sub": spv.OpAtomicISub, "min": spv.OpAtomicSMin,
+                   "umin": spv.OpAtomicUMin, "max": spv.OpAtomicSMax, "umax": spv.OpAtomicUMax,
+                   "and": spv.OpAtomicAnd, "or": spv.OpAtomicOr, "xor": spv.OpAtomicXor}
 
 
 def repair(binary):
@@ -51,31 +48,31 @@ def repair(binary):
     constants = {}
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT):
+        if opcode in (spv.OpTypeInt, spv.OpTypeFloat):
             widths[inst[1]] = inst[2]
-        elif opcode == spirv.OP_CONSTANT:
+        elif opcode == spv.OpConstant:
             constants[inst[2]] = (inst[1], tuple(inst[3:]))
     out, inserted = [], {}
     instructions = _wide_atomics(instructions, header, constants, inserted)
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode == spirv.OP_CONSTANT_NULL and inst[1] in widths:
+        if opcode == spv.OpConstantNull and inst[1] in widths:
             literal = [0] * (2 if widths[inst[1]] == 64 else 1)
-            inst = [((3 + len(literal)) << 16) | spirv.OP_CONSTANT, inst[1], inst[2], *literal]
-        elif opcode == spirv.OP_COMPOSITE_INSERT and inst[1] in widths and len(inst) == 6:
+            inst = [((3 + len(literal)) << 16) | spv.OpConstant, inst[1], inst[2], *literal]
+        elif opcode == spv.OpCompositeInsert and inst[1] in widths and len(inst) == 6:
             source = inst[3] if inst[5] == 0 else inst[4]
-            inst = [(4 << 16) | spirv.OP_COPY_OBJECT, inst[1], inst[2], source]
-        elif opcode == spirv.OP_CONTROL_BARRIER and not _names_storage(constants, inst[3]):
+            inst = [(4 << 16) | spv.OpCopyObject, inst[1], inst[2], source]
+        elif opcode == spv.OpControlBarrier and not _names_storage(constants, inst[3]):
             ty = constants[inst[3]][0]
             inst = inst[:3] + [_constant(header, constants, inserted, ty, BARRIER_SEMANTICS)]
-        elif opcode == spirv.OP_MEMORY_BARRIER:
+        elif opcode == spv.OpMemoryBarrier:
             ty = constants[inst[1]][0]
             inst = inst[:2] + [_constant(header, constants, inserted, ty, BARRIER_SEMANTICS)]
         out.append(inst)
     if inserted:
         # New constants go right after the last type or constant declaration.
         last = max(k for k, inst in enumerate(out)
-                   if (inst[0] & 0xFFFF) in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT, spirv.OP_CONSTANT))
+                   if (inst[0] & 0xFFFF) in (spv.OpTypeInt, spv.OpTypeFloat, spv.OpConstant))
         out[last + 1:last + 1] = list(inserted.values())
     return spirv.assemble(header, out)
 
@@ -83,7 +80,7 @@ def repair(binary):
 def _wide_atomics(instructions, header, constants, inserted):
     placeholders = {}
     for inst in instructions:
-        if (inst[0] & 0xFFFF) == spirv.OP_NAME:
+        if (inst[0] & 0xFFFF) == spv.OpName:
             name = spirv.string(inst[2:])
             if name.startswith(WIDE_ATOMIC):
                 op, scope = name[len(WIDE_ATOMIC):].rsplit(".", 1)
@@ -91,12 +88,12 @@ def _wide_atomics(instructions, header, constants, inserted):
     if not placeholders:
         return instructions
     uint = next(inst[1] for inst in instructions
-                if (inst[0] & 0xFFFF) == spirv.OP_TYPE_INT and inst[2:] == [32, 0])
+                if (inst[0] & 0xFFFF) == spv.OpTypeInt and inst[2:] == [32, 0])
     loads = {inst[2]: k for k, inst in enumerate(instructions)
-             if (inst[0] & 0xFFFF) == spirv.OP_LOAD}
+             if (inst[0] & 0xFFFF) == spv.OpLoad}
     drop = set()
     for k, inst in enumerate(instructions):
-        if (inst[0] & 0xFFFF) != spirv.OP_FUNCTION_CALL or inst[3] not in placeholders:
+        if (inst[0] & 0xFFFF) != spv.OpFunctionCall or inst[3] not in placeholders:
             continue
         opcode, scope = placeholders[inst[3]]
         ty, result, element, args = inst[1], inst[2], inst[4], inst[5:]
@@ -116,23 +113,26 @@ def _wide_atomics(instructions, header, constants, inserted):
         opcode = inst[0] & 0xFFFF
         if k in drop:
             continue
-        if opcode == spirv.OP_FUNCTION and inst[2] in placeholders:
+        if opcode == spv.OpFunction and inst[2] in placeholders:
             inside = True
         if inside:
-            inside = opcode != spirv.OP_FUNCTION_END
+            inside = opcode != spv.OpFunctionEnd
             continue
-        if opcode in (spirv.OP_NAME, spirv.OP_DECORATE) and inst[1] in placeholders:
+        if opcode in (spv.OpName, spv.OpDecorate) and inst[1] in placeholders:
             continue
         out.append(inst)
-    if not any((i[0] & 0xFFFF) == spirv.OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):
+    if not any((i[0] & 0xFFFF) == spv.OpDecorate and i[2] == spv.DecorationLinkageAttributes
+               for i in out):
         out = [i for i in out
-               if not ((i[0] & 0xFFFF) == spirv.OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
-    out.insert(0, [(2 << 16) | spirv.OP_CAPABILITY, _CAPABILITY_INT64_ATOMICS])
+               if not ((i[0] & 0xFFFF) == spv.OpCapability and i[1] == spv.CapabilityLinkage)]
+    out.insert(0, [(2 << 16) | spv.OpCapability, spv.CapabilityInt64Atomics])
     return out
 
 
-#: The storage-class bits of memory semantics (UniformMemory to ImageMemory).
-_STORAGE_CLASSES = 0xFC0
+#: The storage-class bits of memory semantics.
+_STORAGE_CLASSES = (spv.MemorySemanticsUniformMemory | spv.MemorySemanticsSubgroupMemory
+                    | spv.MemorySemanticsWorkgroupMemory | spv.MemorySemanticsCrossWorkgroupMemory
+                    | spv.MemorySemanticsAtomicCounterMemory | spv.MemorySemanticsImageMemory)
 
 
 def _names_storage(constants, semantics):
@@ -147,5 +147,5 @@ def _constant(header, constants, inserted, ty, value):
     cid = header[3]
     header[3] += 1
     constants[cid] = (ty, (value,))
-    inserted[cid] = [(4 << 16) | spirv.OP_CONSTANT, ty, cid, value]
+    inserted[cid] = [(4 << 16) | spv.OpConstant, ty, cid, value]
     return cid

@@ -38,6 +38,7 @@ import re
 import struct
 
 from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv import opcodes as spv
 from numba_vulkan.llvmir import ir
 from numba_vulkan.base.errors import UnsupportedError
 
@@ -495,10 +496,9 @@ def _declare_intrinsics(module):
                             and item.name.endswith(".f16") and item.name not in called)]
 
 
-_STORAGE_BUFFER = 12
-_CAPABILITY_FLOAT16 = 9
 #: The storage capability that buffers of each width of type need.
-_STORAGE_CAPABILITY = {16: 4433, 8: 4448}
+_STORAGE_CAPABILITY = {16: spv.CapabilityStorageBuffer16BitAccess,
+                       8: spv.CapabilityStorageBuffer8BitAccess}
 
 
 def _stored_widths(instructions):
@@ -506,18 +506,18 @@ def _stored_widths(instructions):
     width = {}
     for inst in instructions:
         op = spirv.opcode(inst)
-        if op in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT) and inst[2] in _STORAGE_CAPABILITY:
+        if op in (spv.OpTypeInt, spv.OpTypeFloat) and inst[2] in _STORAGE_CAPABILITY:
             width[inst[1]] = {inst[2]}
-        elif op in (spirv.OP_TYPE_VECTOR, spirv.OP_TYPE_ARRAY, spirv.OP_TYPE_RUNTIME_ARRAY) \
+        elif op in (spv.OpTypeVector, spv.OpTypeArray, spv.OpTypeRuntimeArray) \
                 and inst[2] in width:
             width[inst[1]] = width[inst[2]]
-        elif op == spirv.OP_TYPE_STRUCT:
+        elif op == spv.OpTypeStruct:
             inner = set().union(*(width.get(member, ()) for member in inst[2:]))
             if inner:
                 width[inst[1]] = inner
     stored = set()
     for inst in instructions:
-        if spirv.opcode(inst) == spirv.OP_TYPE_POINTER and inst[2] == _STORAGE_BUFFER:
+        if spirv.opcode(inst) == spv.OpTypePointer and inst[2] == spv.StorageClassStorageBuffer:
             stored |= width.get(inst[3], set())
     return stored
 
@@ -528,19 +528,19 @@ def storage_capabilities(binary, float16):
     8-bit types, and without ``Float16`` unless the target computes in
     float16 (``float16``)."""
     header, instructions = spirv.parse(binary)
-    declared = {inst[1] for inst in instructions if spirv.opcode(inst) == spirv.OP_CAPABILITY}
+    declared = {inst[1] for inst in instructions if spirv.opcode(inst) == spv.OpCapability}
     changed = False
-    if not float16 and _CAPABILITY_FLOAT16 in declared:
+    if not float16 and spv.CapabilityFloat16 in declared:
         instructions = [inst for inst in instructions
-                        if not (spirv.opcode(inst) == spirv.OP_CAPABILITY
-                                and inst[1] == _CAPABILITY_FLOAT16)]
+                        if not (spirv.opcode(inst) == spv.OpCapability
+                                and inst[1] == spv.CapabilityFloat16)]
         changed = True
     for width in sorted(_stored_widths(instructions), reverse=True):
         capability = _STORAGE_CAPABILITY[width]
         if capability in declared:
             continue
         first = next(k for k, inst in enumerate(instructions)
-                     if spirv.opcode(inst) == spirv.OP_CAPABILITY)
-        instructions.insert(first + 1, [(2 << 16) | spirv.OP_CAPABILITY, capability])
+                     if spirv.opcode(inst) == spv.OpCapability)
+        instructions.insert(first + 1, [(2 << 16) | spv.OpCapability, capability])
         changed = True
     return spirv.assemble(header, instructions) if changed else binary

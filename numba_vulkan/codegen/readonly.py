@@ -16,8 +16,7 @@ the module with these decorations removed
 
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.spirv import binary as spirv
-
-_STORAGE_BUFFER = 12
+from numba_vulkan.spirv import opcodes as spv
 
 
 def decorate(binary):
@@ -27,18 +26,18 @@ def decorate(binary):
     header, instructions = spirv.parse(binary)
     bindings, decorated, first = {}, set(), None
     for k, inst in enumerate(instructions):
-        if spirv.opcode(inst) == spirv.OP_DECORATE and len(inst) >= 3:
+        if spirv.opcode(inst) == spv.OpDecorate and len(inst) >= 3:
             first = k if first is None else first
-            if inst[2] == spirv.DECORATION_BINDING and len(inst) >= 4:
+            if inst[2] == spv.DecorationBinding and len(inst) >= 4:
                 bindings[inst[1]] = inst[3]
-            elif inst[2] == spirv.DECORATION_NON_WRITABLE:
+            elif inst[2] == spv.DecorationNonWritable:
                 decorated.add(inst[1])
     readonly = [inst[2] for inst in instructions
-                if spirv.opcode(inst) == spirv.OP_VARIABLE and len(inst) >= 4
-                and inst[3] == _STORAGE_BUFFER and inst[2] in bindings
+                if spirv.opcode(inst) == spv.OpVariable and len(inst) >= 4
+                and inst[3] == spv.StorageClassStorageBuffer and inst[2] in bindings
                 and bindings[inst[2]] not in written and inst[2] not in decorated]
     if not readonly:
         return binary
-    annotations = [[(3 << 16) | spirv.OP_DECORATE, variable, spirv.DECORATION_NON_WRITABLE]
+    annotations = [[(3 << 16) | spv.OpDecorate, variable, spv.DecorationNonWritable]
                    for variable in readonly]
     return spirv.assemble(header, instructions[:first] + annotations + instructions[first:])

@@ -13,32 +13,30 @@ remove something in use.
 """
 
 from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv import opcodes as spv
 
-_FUNCTION_STORAGE = 7
-_INT8_CAPABILITY = 39
 #: Declarations that can go when nothing refers to them: result id at word 1.
-_REMOVABLE_TYPES = {21, 28, 32}           # OpTypeInt, OpTypeArray, OpTypePointer
+_REMOVABLE_TYPES = {spv.OpTypeInt, spv.OpTypeArray, spv.OpTypePointer}
 #: Constants: result type at word 1, result id at word 2.
-_REMOVABLE_CONSTANTS = {41, 42, 43, 44, 46}
-
+_REMOVABLE_CONSTANTS = {spv.OpConstantTrue, spv.OpConstantFalse, spv.OpConstant,
+                        spv.OpConstantComposite, spv.OpConstantNull}
 
 def _result_id(inst):
     opcode = inst[0] & 0xFFFF
     if opcode in _REMOVABLE_TYPES:
         return inst[1]
-    if opcode in _REMOVABLE_CONSTANTS or opcode == spirv.OP_VARIABLE:
+    if opcode in _REMOVABLE_CONSTANTS or opcode == spv.OpVariable:
         return inst[2]
     return None
 
 
 #: Instructions whose operands are all literals (or refer to nothing this
-#: pass may remove): OpSource, OpName, OpMemberName, OpExtension,
-#: OpExtInstImport, OpMemoryModel, OpEntryPoint, OpCapability.
-_NO_ID_OPERANDS = {3, spirv.OP_NAME, 6, 10, 11, 14, 15, spirv.OP_CAPABILITY, spirv.OP_DECORATE, 72}
-#: Instructions with literals from this word on: OpExecutionMode (2),
-#: OpTypeInt and OpTypeFloat (2), OpConstant (3).
-_LITERALS_FROM = {16: 2, spirv.OP_TYPE_INT: 2, 22: 2, 43: 3}
-
+#: pass may remove).
+_NO_ID_OPERANDS = {spv.OpSource, spv.OpName, spv.OpMemberName, spv.OpExtension,
+                   spv.OpExtInstImport, spv.OpMemoryModel, spv.OpEntryPoint, spv.OpCapability,
+                   spv.OpDecorate, spv.OpMemberDecorate}
+#: Instructions with literals from this word on.
+_LITERALS_FROM = {spv.OpExecutionMode: 2, spv.OpTypeInt: 2, spv.OpTypeFloat: 2, spv.OpConstant: 3}
 
 def _uses(instructions, skip):
     counts = {}
@@ -69,15 +67,15 @@ def strip(binary):
             rid = _result_id(inst)
             if rid is None or uses.get(rid):
                 continue
-            if opcode == spirv.OP_VARIABLE and inst[3] != _FUNCTION_STORAGE:
+            if opcode == spv.OpVariable and inst[3] != spv.StorageClassFunction:
                 continue
             removed.add(k)
             changed = True
     gone = {_result_id(instructions[k]) for k in removed}
     kept = [inst for k, inst in enumerate(instructions)
             if k not in removed and not (
-                (inst[0] & 0xFFFF) in (spirv.OP_NAME, spirv.OP_DECORATE) and inst[1] in gone)]
-    if not any((i[0] & 0xFFFF) == spirv.OP_TYPE_INT and i[2] == 8 for i in kept):
+                (inst[0] & 0xFFFF) in (spv.OpName, spv.OpDecorate) and inst[1] in gone)]
+    if not any((i[0] & 0xFFFF) == spv.OpTypeInt and i[2] == 8 for i in kept):
         kept = [i for i in kept
-                if not ((i[0] & 0xFFFF) == spirv.OP_CAPABILITY and i[1] == _INT8_CAPABILITY)]
+                if not ((i[0] & 0xFFFF) == spv.OpCapability and i[1] == spv.CapabilityInt8)]
     return spirv.assemble(header, kept)

@@ -22,7 +22,7 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float16, fl
 
 from numba_vulkan.api import dispatcher as _dispatcher
 from numba_vulkan.base import intrinsics as _intrinsics
-from numba_vulkan.api import numba_target as _numba_target
+from numba_vulkan.frontend import ufunc_target as _ufunc_target
 from numba_vulkan.api import ufunc as _ufunc
 from numba_vulkan.base.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
@@ -272,14 +272,14 @@ Event = _queue.Event
 
 def stream():
     """A new :class:`Stream` on the current device."""
-    return _queue.stream()
+    return _device.stream()
 
 
 def default_stream():
     """The current device's default stream: numba.cuda's legacy default
     stream, whose work waits for every stream's earlier work, and which
     other streams' later work waits for."""
-    return _queue.default_stream()
+    return _device.default_stream()
 
 
 #: numba.cuda's per-thread default stream is the default stream here: its
@@ -294,7 +294,7 @@ def _check_stream(value):
 
 def event(timing=True):
     """A new :class:`Event` on the current device."""
-    return _queue.event(timing)
+    return _device.event(timing)
 
 
 def event_elapsed_time(evtstart, evtend):
@@ -526,7 +526,7 @@ def guvectorize(signatures, layout, target="cuda", **options):
 Reduce = reduce = _ufunc.Reduce
 
 # Importing this module imports Numba: numba.vectorize(target="vulkan") too.
-_numba_target.register_numba_target()
+_ufunc_target.register_numba_target()
 
 # numba.cuda has it as an attribute too: kernels call cuda.libdevice.expf(x).
 from numba_vulkan.cuda import libdevice  # noqa: E402

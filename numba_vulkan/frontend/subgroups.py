@@ -21,8 +21,8 @@ from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
 from numba_vulkan.base import intrinsics
-from numba_vulkan.codegen import fixups
 from numba_vulkan.llvmir import groupops
+from numba_vulkan.spirv import opcodes as spv
 
 typing_registry = Registry()
 lowering_registry = LoweringRegistry("numba_vulkan.subgroups")
@@ -150,7 +150,8 @@ def _vote(builder, opcode, truth):
 
 
 def _ballot_words(builder, truth):
-    vector = groupops.call(builder, groupops.BALLOT, ir.VectorType(_i32, 4), [truth])
+    vector = groupops.call(builder, spv.OpGroupNonUniformBallot, ir.VectorType(_i32, 4),
+                           [truth])
     return builder.extract_element(vector, _const(0)), builder.extract_element(vector, _const(1))
 
 
@@ -184,9 +185,9 @@ def _lower_all_equal(context, builder, sig, args):
     if _split(context, word):
         # Two 32-bit votes, as in _per_word.
         low, high = _halves(builder, word)
-        return builder.and_(groupops.call(builder, groupops.ALL_EQUAL, _i1, [low]),
-                            groupops.call(builder, groupops.ALL_EQUAL, _i1, [high]))
-    return groupops.call(builder, groupops.ALL_EQUAL, _i1, [word])
+        return builder.and_(groupops.call(builder, spv.OpGroupNonUniformAllEqual, _i1, [low]),
+                            groupops.call(builder, spv.OpGroupNonUniformAllEqual, _i1, [high]))
+    return groupops.call(builder, spv.OpGroupNonUniformAllEqual, _i1, [word])
 
 
 def _value_typer(name, result=None):
@@ -197,9 +198,9 @@ def _value_typer(name, result=None):
 
 
 _register(_SG.all, _predicate_typer("subgroup.all", types.boolean),
-          _lower_vote(groupops.ALL), 1)
+          _lower_vote(spv.OpGroupNonUniformAll), 1)
 _register(_SG.any, _predicate_typer("subgroup.any", types.boolean),
-          _lower_vote(groupops.ANY), 1)
+          _lower_vote(spv.OpGroupNonUniformAny), 1)
 _register(_SG.all_equal, _value_typer("subgroup.all_equal", types.boolean), _lower_all_equal, 1)
 _register(_SG.ballot, _predicate_typer("subgroup.ballot", types.uint64), _lower_ballot, 1)
 
@@ -232,15 +233,15 @@ def _shuffle(context, builder, ty, value, kind, amount):
     """``value`` (of Numba type ``ty``) from another lane; ``amount`` is an i32."""
     word = _to_word(context, builder, value, ty)
     if kind == "broadcast":
-        moved = _per_word(context, builder, groupops.BROADCAST, word, [amount])
+        moved = _per_word(context, builder, spv.OpGroupNonUniformBroadcast, word, [amount])
         return _from_word(context, builder, moved, ty)
     size = _size(builder)
     if kind == "shuffle":
         index = builder.and_(amount, builder.sub(size, _const(1)))
-        moved = _per_word(context, builder, groupops.SHUFFLE, word, [index])
+        moved = _per_word(context, builder, spv.OpGroupNonUniformShuffle, word, [index])
         return _from_word(context, builder, moved, ty)
-    opcode = {"xor": groupops.SHUFFLE_XOR, "up": groupops.SHUFFLE_UP,
-              "down": groupops.SHUFFLE_DOWN}[kind]
+    opcode = {"xor": spv.OpGroupNonUniformShuffleXor, "up": spv.OpGroupNonUniformShuffleUp,
+              "down": spv.OpGroupNonUniformShuffleDown}[kind]
     moved = _per_word(context, builder, opcode, word, [amount])
     lane = _lane(builder)
     # The lane read must exist; numba.cuda's rule keeps the own value where
@@ -288,15 +289,15 @@ for _func, _kind in ((_WARP.shfl_sync, "shuffle"), (_WARP.shfl_xor_sync, "xor"),
 
 #: Opcodes by operation: (signed int, unsigned int, float); None where undefined.
 _ARITHMETIC = {
-    "add": (groupops.IADD, groupops.IADD, groupops.FADD),
-    "min": (groupops.SMIN, groupops.UMIN, groupops.FMIN),
-    "max": (groupops.SMAX, groupops.UMAX, groupops.FMAX),
-    "and": (groupops.BITWISE_AND, groupops.BITWISE_AND, None),
-    "or": (groupops.BITWISE_OR, groupops.BITWISE_OR, None),
-    "xor": (groupops.BITWISE_XOR, groupops.BITWISE_XOR, None),
+    "add": (spv.OpGroupNonUniformIAdd, spv.OpGroupNonUniformIAdd, spv.OpGroupNonUniformFAdd),
+    "min": (spv.OpGroupNonUniformSMin, spv.OpGroupNonUniformUMin, spv.OpGroupNonUniformFMin),
+    "max": (spv.OpGroupNonUniformSMax, spv.OpGroupNonUniformUMax, spv.OpGroupNonUniformFMax),
+    "and": (spv.OpGroupNonUniformBitwiseAnd, spv.OpGroupNonUniformBitwiseAnd, None),
+    "or": (spv.OpGroupNonUniformBitwiseOr, spv.OpGroupNonUniformBitwiseOr, None),
+    "xor": (spv.OpGroupNonUniformBitwiseXor, spv.OpGroupNonUniformBitwiseXor, None),
 }
-_OPERATIONS = {"reduce": groupops.REDUCE, "inclusive": groupops.INCLUSIVE_SCAN,
-               "exclusive": groupops.EXCLUSIVE_SCAN}
+_OPERATIONS = {"reduce": spv.GroupOperationReduce, "inclusive": spv.GroupOperationInclusiveScan,
+               "exclusive": spv.GroupOperationExclusiveScan}
 
 
 def _arithmetic_typer(name, op):
@@ -340,8 +341,8 @@ def _barrier_typer(*args):
 
 
 def _lower_barrier(context, builder, sig, args):
-    groupops.call(builder, groupops.CONTROL_BARRIER, ir.VoidType(),
-                  [_const(groupops.SUBGROUP), _const(fixups.BARRIER_SEMANTICS)])
+    groupops.call(builder, spv.OpControlBarrier, ir.VoidType(),
+                  [_const(spv.ScopeSubgroup), _const(groupops.BARRIER_SEMANTICS)])
     return context.get_dummy_value()
 
 
@@ -366,21 +367,21 @@ def _in_mask(context, builder, mask, maskty):
 def _lower_all_sync(context, builder, sig, args):
     member = _in_mask(context, builder, args[0], sig.args[0])
     truth = _truth(context, builder, args[1], sig.args[1])
-    return _vote(builder, groupops.ALL, builder.or_(builder.not_(member), truth))
+    return _vote(builder, spv.OpGroupNonUniformAll, builder.or_(builder.not_(member), truth))
 
 
 def _lower_any_sync(context, builder, sig, args):
     member = _in_mask(context, builder, args[0], sig.args[0])
     truth = _truth(context, builder, args[1], sig.args[1])
-    return _vote(builder, groupops.ANY, builder.and_(member, truth))
+    return _vote(builder, spv.OpGroupNonUniformAny, builder.and_(member, truth))
 
 
 def _lower_eq_sync(context, builder, sig, args):
     member = _in_mask(context, builder, args[0], sig.args[0])
     truth = _truth(context, builder, args[1], sig.args[1])
     outside = builder.not_(member)
-    every = _vote(builder, groupops.ALL, builder.or_(outside, truth))
-    none = _vote(builder, groupops.ALL, builder.or_(outside, builder.not_(truth)))
+    every = _vote(builder, spv.OpGroupNonUniformAll, builder.or_(outside, truth))
+    none = _vote(builder, spv.OpGroupNonUniformAll, builder.or_(outside, builder.not_(truth)))
     return builder.or_(every, none)
 
 
@@ -456,7 +457,7 @@ def _lower_match_all(context, builder, sig, args):
     # Every lane of the mask finds all of the mask's active lanes.
     member = _in_mask(context, builder, args[0], sig.args[0])
     agrees = builder.icmp_unsigned("==", found, members)
-    every = _vote(builder, groupops.ALL, builder.or_(builder.not_(member), agrees))
+    every = _vote(builder, spv.OpGroupNonUniformAll, builder.or_(builder.not_(member), agrees))
     result = builder.select(every, _u32(context, builder, args[0], sig.args[0]), _const(0))
     return context.make_tuple(builder, sig.return_type, [result, every])
 
@@ -476,11 +477,11 @@ _register(_WARP.match_all_sync,
 # would merge back into 64-bit ones.
 
 def _popc32(builder, word):
-    return groupops.instruction(builder, groupops.BIT_COUNT, _i32, [word])
+    return groupops.instruction(builder, spv.OpBitCount, _i32, [word])
 
 
 def _brev32(builder, word):
-    return groupops.instruction(builder, groupops.BIT_REVERSE, _i32, [word])
+    return groupops.instruction(builder, spv.OpBitReverse, _i32, [word])
 
 
 def _clz32(builder, word):

@@ -22,6 +22,7 @@ import re
 from llvmlite import ir
 
 from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv import opcodes as spv
 
 #: Name prefix of the placeholder functions.
 PREFIX = "nv.group."
@@ -30,32 +31,25 @@ PREFIX = "nv.group."
 #: ``llvm.bitreverse`` into a 64-bit one, which Vulkan does not allow).
 PLAIN = "nv.op."
 
-#: SPIR-V's Subgroup scope, the first argument of every placeholder.
-SUBGROUP = 3
+#: The memory semantics of ``numba.cuda.syncthreads``, which a subgroup's
+#: ``syncwarp`` and the backend's barriers and fences take too:
+#: acquire-release on workgroup and storage buffer memory.
+BARRIER_SEMANTICS = (spv.MemorySemanticsAcquireRelease | spv.MemorySemanticsUniformMemory
+                     | spv.MemorySemanticsWorkgroupMemory)
 
-#: SPIR-V opcodes of the instructions the compiler emits.
-ALL, ANY, ALL_EQUAL, BROADCAST, BALLOT = 334, 335, 336, 337, 339
-SHUFFLE, SHUFFLE_XOR, SHUFFLE_UP, SHUFFLE_DOWN = 345, 346, 347, 348
-IADD, FADD, SMIN, UMIN, FMIN, SMAX, UMAX, FMAX = 349, 350, 353, 354, 355, 356, 357, 358
-BITWISE_AND, BITWISE_OR, BITWISE_XOR = 359, 360, 361
-CONTROL_BARRIER = 224
-BIT_REVERSE, BIT_COUNT = 204, 205
-
-#: SPIR-V group operations of the arithmetic instructions.
-REDUCE, INCLUSIVE_SCAN, EXCLUSIVE_SCAN = 0, 1, 2
-
-#: The capability each instruction needs besides GroupNonUniform, by name
-#: (``spirv.CAPABILITIES`` numbers them).
-_GROUP_NON_UNIFORM = 61
+#: The capability each group instruction needs besides GroupNonUniform.
 _CAPABILITY_OF = {
-    **{op: 62 for op in (ALL, ANY, ALL_EQUAL)},
-    **{op: 64 for op in (BROADCAST, BALLOT)},
-    SHUFFLE: 65, SHUFFLE_XOR: 65, SHUFFLE_UP: 66, SHUFFLE_DOWN: 66,
-    **{op: 63 for op in range(IADD, BITWISE_XOR + 1)},
+    **{op: spv.CapabilityGroupNonUniformVote for op in (
+        spv.OpGroupNonUniformAll, spv.OpGroupNonUniformAny, spv.OpGroupNonUniformAllEqual)},
+    **{op: spv.CapabilityGroupNonUniformBallot for op in (
+        spv.OpGroupNonUniformBroadcast, spv.OpGroupNonUniformBallot)},
+    spv.OpGroupNonUniformShuffle: spv.CapabilityGroupNonUniformShuffle,
+    spv.OpGroupNonUniformShuffleXor: spv.CapabilityGroupNonUniformShuffle,
+    spv.OpGroupNonUniformShuffleUp: spv.CapabilityGroupNonUniformShuffleRelative,
+    spv.OpGroupNonUniformShuffleDown: spv.CapabilityGroupNonUniformShuffleRelative,
+    **{op: spv.CapabilityGroupNonUniformArithmetic for op in range(
+        spv.OpGroupNonUniformIAdd, spv.OpGroupNonUniformBitwiseXor + 1)},
 }
-
-_CAPABILITY_LINKAGE = 5
-_DECORATION_LINKAGE = 41
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")
 
@@ -91,13 +85,13 @@ def call(builder, opcode, restype, args, operation=None):
         opcode: The SPIR-V opcode.
         restype: The LLVM result type (``ir.VoidType()`` for none).
         args: The instruction's operands after the scope, as LLVM values.
-        operation: The group operation literal (``REDUCE``, ...) of an
+        operation: The group operation literal (``GroupOperationReduce``, ...) of an
             arithmetic instruction, or None.
 
     Returns:
         The call's value.
     """
-    scope = ir.Constant(ir.IntType(32), SUBGROUP)
+    scope = ir.Constant(ir.IntType(32), spv.ScopeSubgroup)
     argtypes = [scope.type] + [a.type for a in args]
     name = (f"{PREFIX}{opcode}.{'x' if operation is None else operation}."
             f"{_suffix([restype, *argtypes])}")
@@ -108,7 +102,7 @@ def call(builder, opcode, restype, args, operation=None):
 def _placeholders(instructions):
     found = {}
     for inst in instructions:
-        if (inst[0] & 0xFFFF) == spirv.OP_NAME:
+        if (inst[0] & 0xFFFF) == spv.OpName:
             name = spirv.string(inst[2:])
             for prefix in (PREFIX, PLAIN):
                 if name.startswith(prefix):
@@ -124,32 +118,33 @@ def lower(binary):
     placeholders = _placeholders(instructions)
     if not placeholders:
         return binary
-    void = {inst[1] for inst in instructions if (inst[0] & 0xFFFF) == spirv.OP_TYPE_VOID}
+    void = {inst[1] for inst in instructions if (inst[0] & 0xFFFF) == spv.OpTypeVoid}
     needed = set()
     out, inside = [], False
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode == spirv.OP_FUNCTION and inst[2] in placeholders:
+        if opcode == spv.OpFunction and inst[2] in placeholders:
             inside = True
         if inside:
-            inside = opcode != spirv.OP_FUNCTION_END
+            inside = opcode != spv.OpFunctionEnd
             continue
-        if opcode in (spirv.OP_NAME, spirv.OP_DECORATE) and inst[1] in placeholders:
+        if opcode in (spv.OpName, spv.OpDecorate) and inst[1] in placeholders:
             continue
-        if opcode == spirv.OP_FUNCTION_CALL and inst[3] in placeholders:
+        if opcode == spv.OpFunctionCall and inst[3] in placeholders:
             op, operation, subgroup = placeholders[inst[3]]
             literal = [] if operation is None else [operation]
             # The scope (of a group instruction) comes before the literal.
             operands = inst[4:5] + literal + inst[5:]
             words = operands if inst[1] in void else [inst[1], inst[2], *operands]
             inst = [((1 + len(words)) << 16) | op, *words]
-            if op in _CAPABILITY_OF or (op == CONTROL_BARRIER and subgroup):
-                needed.add(_CAPABILITY_OF.get(op, _GROUP_NON_UNIFORM))
+            if op in _CAPABILITY_OF or (op == spv.OpControlBarrier and subgroup):
+                needed.add(_CAPABILITY_OF.get(op, spv.CapabilityGroupNonUniform))
         out.append(inst)
-    if not any((i[0] & 0xFFFF) == spirv.OP_DECORATE and i[2] == _DECORATION_LINKAGE for i in out):
+    if not any((i[0] & 0xFFFF) == spv.OpDecorate and i[2] == spv.DecorationLinkageAttributes
+               for i in out):
         out = [i for i in out
-               if not ((i[0] & 0xFFFF) == spirv.OP_CAPABILITY and i[1] == _CAPABILITY_LINKAGE)]
-    declared = {i[1] for i in out if (i[0] & 0xFFFF) == spirv.OP_CAPABILITY}
-    added = [[(2 << 16) | spirv.OP_CAPABILITY, c] for c in sorted(needed - declared)]
+               if not ((i[0] & 0xFFFF) == spv.OpCapability and i[1] == spv.CapabilityLinkage)]
+    declared = {i[1] for i in out if (i[0] & 0xFFFF) == spv.OpCapability}
+    added = [[(2 << 16) | spv.OpCapability, c] for c in sorted(needed - declared)]
     return spirv.assemble(header, added + out)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from numba_vulkan.base import config
 from numba_vulkan.base.errors import DriverError
 from numba_vulkan.runtime import vk
+from numba_vulkan.runtime.queue import Event, Lane, Stream
 from numba_vulkan.base.target import LAVAPIPE_LOOP_LIMIT, TargetDescription
 
 
@@ -554,7 +555,6 @@ class Device(CudaAttributes):
                      "vkCreateCommandPool")
             self.command_pools[family] = pool[0]
         self.command_pool = self.command_pools[self.queue_family]
-        from numba_vulkan.runtime.queue import Lane, Stream
         lanes = {family: [Lane(self, family, k, family == copy_family, families[family][2])
                           for k in range(n)] for family, n in wanted}
         #: The compute queues of the default stream's family (the default
@@ -588,7 +588,6 @@ class Device(CudaAttributes):
         to :attr:`stream_lanes` in turn (the compute queues after the default
         stream's, the default's own where there is one), its copies to a
         transfer-only queue where the device opened one."""
-        from numba_vulkan.runtime.queue import Stream
         with self.lock:
             k = self.streams_made
             self.streams_made += 1
@@ -815,6 +814,28 @@ def current_device():
 
 #: numba.cuda's name for :func:`current_device`.
 get_current_device = current_device
+
+
+def _device(device):
+    return as_device(device) or current_device()
+
+
+def stream(device=None):
+    """A new :class:`~numba_vulkan.runtime.queue.Stream` on ``device`` (the
+    calling thread's current device by default): ``nv.stream()``."""
+    return _device(device).new_stream()
+
+
+def default_stream(device=None):
+    """The default :class:`~numba_vulkan.runtime.queue.Stream` of ``device``
+    (the current device by default): numba.cuda's legacy default stream."""
+    return _device(device).stream
+
+
+def event(timing=True, device=None):
+    """A new :class:`~numba_vulkan.runtime.queue.Event` on ``device`` (the
+    current device by default): ``nv.event()``."""
+    return Event(_device(device), timing)
 
 
 class Gpu(CudaAttributes):

@@ -707,25 +707,3 @@ def wait(ticket):
     if ticket is not None:
         ticket[0].wait_for(ticket[1])
 
-
-def _device(device):
-    from numba_vulkan.runtime.device import as_device, current_device
-    return as_device(device) or current_device()
-
-
-def stream(device=None):
-    """A new :class:`Stream` on ``device`` (the calling thread's current
-    device by default): ``nv.stream()``."""
-    return _device(device).new_stream()
-
-
-def default_stream(device=None):
-    """The default :class:`Stream` of ``device`` (the current device by
-    default): numba.cuda's legacy default stream."""
-    return _device(device).stream
-
-
-def event(timing=True, device=None):
-    """A new :class:`Event` on ``device`` (the current device by default):
-    ``nv.event()``."""
-    return Event(_device(device), timing)

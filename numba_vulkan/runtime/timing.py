@@ -23,6 +23,7 @@ import weakref
 
 from numba_vulkan.base.errors import DriverError, LaunchError
 from numba_vulkan.runtime import vk
+from numba_vulkan.runtime.device import current_device
 
 
 class _State(threading.local):
@@ -60,7 +61,6 @@ class KernelTimer:
 
     def __init__(self, device=None, capacity=64):
         if device is None:
-            from numba_vulkan.runtime.device import current_device
             device = current_device()
         v = vk.module()
         ffi, lib = v.ffi, v.lib

@@ -26,6 +26,7 @@ import numpy as np
 from numba_vulkan.base import config
 from numba_vulkan.base.errors import DriverError
 from numba_vulkan.runtime import queue, vk
+from numba_vulkan.runtime.buffer import RawBuffer, sharing
 
 #: Bytes per staging chunk.
 CHUNK = 64 << 20
@@ -118,10 +119,9 @@ class _Slot:
         """
         if self.buffer is not None and self.buffer.nbytes >= size:
             return
-        from numba_vulkan.runtime.memory import Buffer
         capacity = max(_SLOT_MIN, 1 << (size - 1).bit_length())
         capacity = max(size, min(capacity, CHUNK))
-        self.buffer = Buffer(self.device, capacity, host=True)
+        self.buffer = RawBuffer(self.device, capacity, host=True)
         self.view = self.buffer.host_view()
 
 
@@ -251,7 +251,6 @@ class HostImport:
         :class:`ImportFailed`, having released everything, if the device
         refuses.
         """
-        from numba_vulkan.runtime.memory import sharing
         v = vk.module()
         ffi, lib = v.ffi, v.lib
         device = self.device.handle

@@ -2,60 +2,9 @@
 
 import struct
 
+from numba_vulkan.spirv import opcodes as spv
+
 MAGIC = 0x07230203
-
-#: Capability enumerants this package may meet, by number.
-CAPABILITIES = {
-    1: "Shader", 5: "Linkage", 9: "Float16", 10: "Float64", 11: "Int64",
-    12: "Int64Atomics", 22: "Int16", 39: "Int8", 4433: "StorageBuffer16BitAccess",
-    4434: "UniformAndStorageBuffer16BitAccess", 4435: "StoragePushConstant16",
-    4448: "StorageBuffer8BitAccess", 4449: "UniformAndStorageBuffer8BitAccess",
-    4450: "StoragePushConstant8", 6033: "AtomicFloat32AddEXT",
-    6034: "AtomicFloat64AddEXT", 4441: "VariablePointersStorageBuffer",
-    4442: "VariablePointers", 5612: "AtomicFloat32MinMaxEXT",
-    4464: "DenormPreserve", 4465: "DenormFlushToZero", 4466: "SignedZeroInfNanPreserve",
-    4467: "RoundingModeRTE",
-    61: "GroupNonUniform", 62: "GroupNonUniformVote", 63: "GroupNonUniformArithmetic",
-    64: "GroupNonUniformBallot", 65: "GroupNonUniformShuffle",
-    66: "GroupNonUniformShuffleRelative",
-}
-
-#: SPIR-V opcodes (the low 16 bits of an instruction's first word) the
-#: package's passes and checks read or write, named as the specification does.
-OP_NAME = 5
-OP_EXTENSION = 10
-OP_ENTRY_POINT = 15
-OP_EXECUTION_MODE = 16
-OP_CAPABILITY = 17
-OP_TYPE_VOID = 19
-OP_TYPE_BOOL = 20
-OP_TYPE_INT = 21
-OP_TYPE_FLOAT = 22
-OP_TYPE_VECTOR = 23
-OP_TYPE_ARRAY = 28
-OP_TYPE_RUNTIME_ARRAY = 29
-OP_TYPE_STRUCT = 30
-OP_TYPE_POINTER = 32
-OP_CONSTANT = 43
-OP_CONSTANT_NULL = 46
-OP_FUNCTION = 54
-OP_FUNCTION_END = 56
-OP_FUNCTION_CALL = 57
-OP_VARIABLE = 59
-OP_LOAD = 61
-OP_STORE = 62
-OP_DECORATE = 71
-OP_MEMBER_DECORATE = 72
-OP_COMPOSITE_INSERT = 82
-OP_COPY_OBJECT = 83
-OP_SELECT = 169
-OP_CONTROL_BARRIER = 224
-OP_MEMORY_BARRIER = 225
-OP_PHI = 245
-OP_SELECTION_MERGE = 247
-OP_SWITCH = 251
-OP_EXECUTION_MODE_ID = 331
-
 
 #: The device feature (as in ``DeviceInfo.features``: the operation classes
 #: of ``VkPhysicalDeviceSubgroupProperties.supportedOperations``) each
@@ -108,12 +57,8 @@ def opcode(instruction):
 def capabilities(binary):
     """Names of the capabilities a module declares, in order."""
     _, instructions = parse(binary)
-    return [CAPABILITIES.get(inst[1], str(inst[1])) for inst in instructions
-            if opcode(inst) == OP_CAPABILITY]
-
-
-_LINKAGE_ATTRIBUTES = 41
-_IMPORT = 1
+    return [spv.CAPABILITIES.get(inst[1], str(inst[1])) for inst in instructions
+            if opcode(inst) == spv.OpCapability]
 
 
 def string(words):
@@ -129,8 +74,8 @@ def imports(binary):
     spirv-val accepts it."""
     _, instructions = parse(binary)
     return [string(inst[3:-1]) for inst in instructions
-            if opcode(inst) == OP_DECORATE and len(inst) >= 5
-            and inst[2] == _LINKAGE_ATTRIBUTES and inst[-1] == _IMPORT]
+            if opcode(inst) == spv.OpDecorate and len(inst) >= 5
+            and inst[2] == spv.DecorationLinkageAttributes and inst[-1] == spv.LinkageTypeImport]
 
 
 def unmerged_switch(binary):
@@ -140,15 +85,10 @@ def unmerged_switch(binary):
     previous = None
     for inst in instructions:
         op = opcode(inst)
-        if op == OP_SWITCH and previous != OP_SELECTION_MERGE:
+        if op == spv.OpSwitch and previous != spv.OpSelectionMerge:
             return True
         previous = op
     return False
-
-
-#: Decoration enumerants of storage-buffer variables.
-DECORATION_NON_WRITABLE = 24
-DECORATION_BINDING = 33
 
 
 def nonwritable_bindings(binary):
@@ -156,10 +96,10 @@ def nonwritable_bindings(binary):
     _, instructions = parse(binary)
     bindings, readonly = {}, set()
     for inst in instructions:
-        if opcode(inst) == OP_DECORATE and len(inst) >= 3:
-            if inst[2] == DECORATION_BINDING and len(inst) >= 4:
+        if opcode(inst) == spv.OpDecorate and len(inst) >= 3:
+            if inst[2] == spv.DecorationBinding and len(inst) >= 4:
                 bindings[inst[1]] = inst[3]
-            elif inst[2] == DECORATION_NON_WRITABLE:
+            elif inst[2] == spv.DecorationNonWritable:
                 readonly.add(inst[1])
     return {bindings[target] for target in readonly if target in bindings}
 
@@ -168,5 +108,5 @@ def without_nonwritable(binary):
     """The module with its variables' NonWritable decorations removed."""
     header, instructions = parse(binary)
     return assemble(header, [inst for inst in instructions
-                             if not (opcode(inst) == OP_DECORATE and len(inst) == 3
-                                     and inst[2] == DECORATION_NON_WRITABLE)])
+                             if not (opcode(inst) == spv.OpDecorate and len(inst) == 3
+                                     and inst[2] == spv.DecorationNonWritable)])

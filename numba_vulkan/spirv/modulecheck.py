@@ -38,7 +38,8 @@ from numba_vulkan.base import files
 from numba_vulkan.base import records
 from numba_vulkan.base import signature
 from numba_vulkan.spirv import binary as spirv
-from numba_vulkan.spirv.binary import CAPABILITIES, MAGIC
+from numba_vulkan.spirv import opcodes as spv
+from numba_vulkan.spirv.binary import MAGIC
 
 #: Vulkan version -> newest SPIR-V version (major, minor) it consumes.
 SPIRV_FOR_VULKAN = {(1, 0): (1, 0), (1, 1): (1, 3), (1, 2): (1, 5), (1, 3): (1, 6)}
@@ -47,23 +48,11 @@ SPIRV_FOR_VULKAN = {(1, 0): (1, 0), (1, 1): (1, 3), (1, 2): (1, 5), (1, 3): (1, 
 MAX_ID_BOUND = 0x3FFFFF
 
 
-_GL_COMPUTE = 5
-_LOCAL_SIZE = 17
-_LOCAL_SIZE_ID = 38
-_DEC_BUILTIN = 11
-_DEC_BINDING = 33
-_DEC_DESCRIPTOR_SET = 34
-_DEC_OFFSET = 35
-_BUILTIN_WORKGROUP_SIZE = 25
-
-_SC_INPUT = 1
-_SC_WORKGROUP = 4
-_SC_PUSH_CONSTANT = 9
-_SC_STORAGE_BUFFER = 12
-#: Storage classes of module-level variables a kernel of ours may declare:
-#: Input (built-ins), Workgroup, Private, PushConstant, StorageBuffer.
-_KERNEL_STORAGE = frozenset({_SC_INPUT, _SC_WORKGROUP, 6, _SC_PUSH_CONSTANT, _SC_STORAGE_BUFFER})
-
+#: Storage classes of module-level variables a kernel of ours may declare
+#: (Input for built-ins).
+_KERNEL_STORAGE = frozenset({spv.StorageClassInput, spv.StorageClassWorkgroup,
+                             spv.StorageClassPrivate, spv.StorageClassPushConstant,
+                             spv.StorageClassStorageBuffer})
 
 def _words(binary):
     if not isinstance(binary, (bytes, bytearray, memoryview)):
@@ -153,35 +142,37 @@ def interface(binary, words=None):
         count, op = words[i] >> 16, words[i] & 0xFFFF
         inst = words[i:i + count]
         i += count
-        if op == spirv.OP_FUNCTION:
+        if op == spv.OpFunction:
             break  # declarations all precede the first function
-        if op == spirv.OP_CAPABILITY and count == 2:
-            capabilities.append(CAPABILITIES.get(inst[1], str(inst[1])))
-        elif op == spirv.OP_ENTRY_POINT and count >= 4:
+        if op == spv.OpCapability and count == 2:
+            capabilities.append(spv.CAPABILITIES.get(inst[1], str(inst[1])))
+        elif op == spv.OpEntryPoint and count >= 4:
             name, _ = _string(inst, 3)
             entry_points.append((inst[1], inst[2], name))
-        elif op == spirv.OP_EXECUTION_MODE and count >= 3:
+        elif op == spv.OpExecutionMode and count >= 3:
             modes.setdefault(inst[1], []).append(tuple(inst[2:]))
-        elif op == spirv.OP_EXECUTION_MODE_ID:
+        elif op == spv.OpExecutionModeId:
             problems.append("an execution mode with id operands (LocalSizeId)")
-        elif op in (spirv.OP_TYPE_BOOL, spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT, spirv.OP_TYPE_VECTOR,
-                    spirv.OP_TYPE_ARRAY, spirv.OP_TYPE_RUNTIME_ARRAY, spirv.OP_TYPE_STRUCT,
-                    spirv.OP_TYPE_POINTER) and count >= 2:
+        elif op in (spv.OpTypeBool, spv.OpTypeInt, spv.OpTypeFloat, spv.OpTypeVector,
+                    spv.OpTypeArray, spv.OpTypeRuntimeArray, spv.OpTypeStruct,
+                    spv.OpTypePointer) and count >= 2:
             types[inst[1]] = (op, tuple(inst[2:]))
-        elif op == spirv.OP_CONSTANT and count == 4:
+        elif op == spv.OpConstant and count == 4:
             constants[inst[2]] = inst[3]
-        elif op == spirv.OP_VARIABLE and count >= 4:
+        elif op == spv.OpVariable and count >= 4:
             variables.append((inst[1], inst[2], inst[3]))
-        elif op == spirv.OP_DECORATE and count >= 3:
+        elif op == spv.OpDecorate and count >= 3:
             decorations.setdefault(inst[1], []).append(tuple(inst[2:]))
-            if inst[2] == _DEC_BUILTIN and count >= 4 and inst[3] == _BUILTIN_WORKGROUP_SIZE:
+            if inst[2] == spv.DecorationBuiltIn and count >= 4 \
+                    and inst[3] == spv.BuiltInWorkgroupSize:
                 problems.append("a WorkgroupSize built-in, which overrides LocalSize")
-        elif op == spirv.OP_MEMBER_DECORATE and count >= 5 and inst[3] == _DEC_OFFSET:
+        elif op == spv.OpMemberDecorate and count >= 5 and inst[3] == spv.DecorationOffset:
             offsets[(inst[1], inst[2])] = inst[4]
     local_size = None
     for model, function, name in entry_points:
         if name == "main":
-            sizes = [m[1:4] for m in modes.get(function, ()) if m[0] == _LOCAL_SIZE and len(m) == 4]
+            sizes = [m[1:4] for m in modes.get(function, ())
+                     if m[0] == spv.ExecutionModeLocalSize and len(m) == 4]
             local_size = tuple(sizes[0]) if len(sizes) == 1 else None
 
     def size_of(type_id, depth=0):
@@ -189,13 +180,13 @@ def interface(binary, words=None):
         if kind is None or depth > 8:
             raise ValueError(f"SPIR-V type %{type_id} is not a plain data type")
         op, operands = kind
-        if op in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT) and operands:
+        if op in (spv.OpTypeInt, spv.OpTypeFloat) and operands:
             return max(1, operands[0] // 8)
-        if op == spirv.OP_TYPE_VECTOR and len(operands) == 2:
+        if op == spv.OpTypeVector and len(operands) == 2:
             return size_of(operands[0], depth + 1) * operands[1]
-        if op == spirv.OP_TYPE_ARRAY and len(operands) == 2 and operands[1] in constants:
+        if op == spv.OpTypeArray and len(operands) == 2 and operands[1] in constants:
             return size_of(operands[0], depth + 1) * constants[operands[1]]
-        if op == spirv.OP_TYPE_STRUCT:
+        if op == spv.OpTypeStruct:
             return max((offsets.get((type_id, k), 0) + size_of(t, depth + 1)
                         for k, t in enumerate(operands)), default=0)
         raise ValueError(f"SPIR-V type %{type_id} is not a plain data type")
@@ -205,30 +196,31 @@ def interface(binary, words=None):
         if storage not in _KERNEL_STORAGE:
             problems.append(f"a variable %{var} of storage class {storage}")
             continue
-        if storage == _SC_WORKGROUP:
+        if storage == spv.StorageClassWorkgroup:
             pointed = types.get(pointer)
-            if pointed is not None and pointed[0] == spirv.OP_TYPE_POINTER and len(pointed[1]) == 2:
+            if pointed is not None and pointed[0] == spv.OpTypePointer and len(pointed[1]) == 2:
                 try:
                     workgroup_bytes += size_of(pointed[1][1])
                 except ValueError:
                     problems.append(f"workgroup variable %{var} of no plain data type")
             continue
-        if storage not in (_SC_STORAGE_BUFFER, _SC_PUSH_CONSTANT):
+        if storage not in (spv.StorageClassStorageBuffer, spv.StorageClassPushConstant):
             continue
         pointed = types.get(pointer)
-        if pointed is None or pointed[0] != spirv.OP_TYPE_POINTER or len(pointed[1]) != 2:
+        if pointed is None or pointed[0] != spv.OpTypePointer or len(pointed[1]) != 2:
             problems.append(f"variable %{var} whose type is not a pointer")
             continue
         block = pointed[1][1]
-        if storage == _SC_PUSH_CONSTANT:
+        if storage == spv.StorageClassPushConstant:
             push_blocks += 1
             push_extent = max(push_extent, size_of(block))
             continue
         decorated = {d[0]: d[1:] for d in decorations.get(var, ())}
-        if decorated.get(_DEC_DESCRIPTOR_SET) != (0,) or len(decorated.get(_DEC_BINDING, ())) != 1:
+        if decorated.get(spv.DecorationDescriptorSet) != (0,) \
+                or len(decorated.get(spv.DecorationBinding, ())) != 1:
             problems.append(f"storage buffer %{var} outside descriptor set 0 or without a binding")
             continue
-        binding = decorated[_DEC_BINDING][0]
+        binding = decorated[spv.DecorationBinding][0]
         element = _buffer_element(types, block)
         if element is None:
             problems.append(f"storage buffer at binding {binding} that is not a runtime array "
@@ -245,15 +237,15 @@ def interface(binary, words=None):
 
 def _buffer_element(types, block):
     struct_type = types.get(block)
-    if struct_type is None or struct_type[0] != spirv.OP_TYPE_STRUCT or len(struct_type[1]) != 1:
+    if struct_type is None or struct_type[0] != spv.OpTypeStruct or len(struct_type[1]) != 1:
         return None
     array = types.get(struct_type[1][0])
-    if array is None or array[0] != spirv.OP_TYPE_RUNTIME_ARRAY or len(array[1]) != 1:
+    if array is None or array[0] != spv.OpTypeRuntimeArray or len(array[1]) != 1:
         return None
     element = types.get(array[1][0])
-    if element is None or element[0] not in (spirv.OP_TYPE_INT, spirv.OP_TYPE_FLOAT) or not element[1]:
+    if element is None or element[0] not in (spv.OpTypeInt, spv.OpTypeFloat) or not element[1]:
         return None
-    return ("int" if element[0] == spirv.OP_TYPE_INT else "float", element[1][0])
+    return ("int" if element[0] == spv.OpTypeInt else "float", element[1][0])
 
 
 def _element_of(storage):
@@ -290,7 +282,7 @@ def check_interface(binary, params, push_size, threads, vulkan=None):
         ValueError: What differs.
     """
     found = interface(binary, check_header(binary, vulkan))
-    unknown = [c for c in found.capabilities if c not in CAPABILITIES.values()]
+    unknown = [c for c in found.capabilities if c not in spv.CAPABILITIES.values()]
     if unknown:
         raise ValueError(f"the module declares unknown capabilities {unknown}")
     if "Linkage" in found.capabilities:
@@ -299,7 +291,7 @@ def check_interface(binary, params, push_size, threads, vulkan=None):
                          "cannot link")
     if found.problems:
         raise ValueError(f"the module declares {found.problems[0]}")
-    if [(m, n) for m, _, n in found.entry_points] != [(_GL_COMPUTE, "main")]:
+    if [(m, n) for m, _, n in found.entry_points] != [(spv.ExecutionModelGLCompute, "main")]:
         raise ValueError("the module does not have exactly one entry point, a GLCompute "
                          f"'main' (it has {[n for _, _, n in found.entry_points]})")
     if found.local_size != tuple(threads):
@@ -455,17 +447,17 @@ def validate_once(binary, target_env):
 
 # Which buffers a kernel writes ------------------------------------------------------
 
-#: Instructions whose result points into what their operand at index 3 points into:
-#: OpAccessChain, OpInBoundsAccessChain, OpPtrAccessChain, OpInBoundsPtrAccessChain,
-#: OpCopyObject, OpBitcast.
-_DERIVING = frozenset({65, 66, 67, 70, 83, 124})
-#: Instructions that write through the pointer at index 1: OpStore,
-#: OpCopyMemory, OpCopyMemorySized, OpAtomicStore.
-_WRITES_AT_1 = frozenset({62, 63, 64, 228})
+#: Instructions whose result points into what their operand at index 3 points into.
+_DERIVING = frozenset({spv.OpAccessChain, spv.OpInBoundsAccessChain, spv.OpPtrAccessChain,
+                       spv.OpInBoundsPtrAccessChain, spv.OpCopyObject, spv.OpBitcast})
+#: Instructions that write through the pointer at index 1.
+_WRITES_AT_1 = frozenset({spv.OpStore, spv.OpCopyMemory, spv.OpCopyMemorySized,
+                          spv.OpAtomicStore})
 #: Atomic read-modify-writes, pointer at index 3 (exchange to xor, float min,
 #: max and add, flag test-and-set).
-_WRITES_AT_3 = frozenset(range(229, 243)) | {318, 5614, 5615, 6035}
-
+_WRITES_AT_3 = (frozenset(range(spv.OpAtomicExchange, spv.OpAtomicXor + 1))
+                | {spv.OpAtomicFlagTestAndSet, spv.OpAtomicFMinEXT, spv.OpAtomicFMaxEXT,
+                   spv.OpAtomicFAddEXT})
 
 def written_bindings(binary):
     """Descriptor bindings of the storage buffers a module may write.
@@ -478,9 +470,9 @@ def written_bindings(binary):
     bindings, points = {}, {}
     for inst in instructions:
         op = inst[0] & 0xFFFF
-        if op == spirv.OP_DECORATE and len(inst) >= 4 and inst[2] == _DEC_BINDING:
+        if op == spv.OpDecorate and len(inst) >= 4 and inst[2] == spv.DecorationBinding:
             bindings[inst[1]] = inst[3]
-        elif op == spirv.OP_VARIABLE and len(inst) >= 4 and inst[2] in bindings:
+        elif op == spv.OpVariable and len(inst) >= 4 and inst[2] in bindings:
             points[inst[2]] = {bindings[inst[2]]}
     written, changed = set(), True
     while changed:   # again until loops' OpPhi see their back edges' pointers
@@ -490,9 +482,9 @@ def written_bindings(binary):
             sources = ()
             if op in _DERIVING and len(inst) >= 4:
                 sources = (inst[3],)
-            elif op == spirv.OP_PHI:
+            elif op == spv.OpPhi:
                 sources = inst[3::2]
-            elif op == spirv.OP_SELECT and len(inst) >= 6:
+            elif op == spv.OpSelect and len(inst) >= 6:
                 sources = inst[4:6]
             if sources:
                 into = set().union(*(points.get(s, ()) for s in sources))
@@ -503,21 +495,20 @@ def written_bindings(binary):
             targets = []
             if op in _WRITES_AT_1 and len(inst) >= 2:
                 targets.append(inst[1])
-            if op == spirv.OP_STORE and len(inst) >= 3:
+            if op == spv.OpStore and len(inst) >= 3:
                 targets.append(inst[2])      # the pointer itself escapes
             if op in _WRITES_AT_3 and len(inst) >= 4:
                 targets.append(inst[3])
-            if op == spirv.OP_FUNCTION_CALL:
+            if op == spv.OpFunctionCall:
                 targets.extend(inst[4:])
             for target in targets:
                 written |= points.get(target, set())
     return written
 
 
-#: Opcodes of SPIR-V's non-uniform group instructions (OpGroupNonUniformElect
-#: to OpGroupNonUniformQuadSwap), whose first operands are a result type and id.
-_GROUP_OPCODES = range(333, 367)
-
+#: Opcodes of SPIR-V's non-uniform group instructions, whose first operands
+#: are a result type and id.
+_GROUP_OPCODES = range(spv.OpGroupNonUniformElect, spv.OpGroupNonUniformQuadSwap + 1)
 
 def subgroup_features(binary):
     """Device features (as in ``DeviceInfo.features``) a module's subgroup
@@ -529,11 +520,11 @@ def subgroup_features(binary):
     widths = {}
     for inst in instructions:
         opcode = inst[0] & 0xFFFF
-        if opcode == spirv.OP_CAPABILITY:
-            feature = spirv.SUBGROUP_FEATURES.get(CAPABILITIES.get(inst[1], ""))
+        if opcode == spv.OpCapability:
+            feature = spirv.SUBGROUP_FEATURES.get(spv.CAPABILITIES.get(inst[1], ""))
             if feature:
                 needed.add(feature)
-        elif opcode == spirv.OP_TYPE_INT:
+        elif opcode == spv.OpTypeInt:
             widths[inst[1]] = inst[2]
         elif opcode in _GROUP_OPCODES and widths.get(inst[1], 32) != 32:
             needed.add("subgroup_extended_types")

@@ -77,7 +77,7 @@ from numba_vulkan.store import codehash
 from numba_vulkan.base import config
 from numba_vulkan.base import files
 from numba_vulkan.base import jitoptions
-from numba_vulkan.codegen import libclc
+from numba_vulkan.base import libclc_file
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.store import remote as remotecache
 
@@ -209,8 +209,7 @@ def _llvmlite_part():
 
 
 def _libclc_part():
-    path_in_use = getattr(libclc, "path_in_use", None)
-    path = path_in_use() if path_in_use is not None else None
+    path = libclc_file.path_in_use()
     if not path:
         return "libclc:none"
     return f"libclc:{os.path.abspath(path)}:{_file_digest(path)}"

@@ -50,16 +50,17 @@ from numba_vulkan.base import files
 from numba_vulkan.base import jitoptions
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.spirv import binary as spirv
+from numba_vulkan.spirv import opcodes as spv
 from numba_vulkan.aot.build import signing as signing_keys
 from numba_vulkan.aot.build import manifest as manifests
 from numba_vulkan.aot.loader import codekey, index, signing
 from numba_vulkan.spirv.compiled import check_errors, check_print
 from numba_vulkan.base.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
-#: SPIR-V opcodes of debug instructions, which a shipped module leaves out:
-#: OpSourceContinued, OpSource, OpSourceExtension, OpName, OpMemberName,
-#: OpString, OpLine, OpNoLine, OpModuleProcessed.
-_DEBUG_OPCODES = frozenset({2, 3, 4, 5, 6, 7, 8, 317, 330})
+#: SPIR-V's debug instructions, which a shipped module leaves out.
+_DEBUG_OPCODES = frozenset({spv.OpSourceContinued, spv.OpSource, spv.OpSourceExtension,
+                            spv.OpName, spv.OpMemberName, spv.OpString, spv.OpLine,
+                            spv.OpNoLine, spv.OpModuleProcessed})
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
