@@ -23,11 +23,10 @@ The prepared library is stored in ``libclc/`` below the cache directory
 (:func:`numba_vulkan.base.files.cache_root`) as LLVM IR text
 with a JSON record holding its SHA-256; a record that does not match its
 text is a damaged entry and is prepared again. ``NUMBA_VULKAN_LIBCLC`` names
-the libclc file to use; :func:`path_in_use` tells which one is used, for
-cache keys.
+the libclc file to use; :func:`numba_vulkan.base.libclcfile.path_in_use`
+tells which one is used.
 """
 
-import glob
 import hashlib
 import json
 import os
@@ -38,15 +37,11 @@ import threading
 
 from numba_vulkan.base import config
 from numba_vulkan.base import files
+from numba_vulkan.base import libclcfile
 from numba_vulkan.base.errors import CompilerError
 
 #: Version of the preparation; part of the prepared file's name.
 FORMAT = 4
-
-#: libclc file names, most preferred first.
-_FILE_NAMES = ("nvptx64--.bc",)
-_SEARCH_DIRS = ("/usr/lib/clc", "/usr/share/clc", "/usr/local/lib/clc",
-                "/usr/lib/llvm-*/lib/clc", "/usr/lib/llvm-*/share/clc")
 
 _UNARY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
           "asinh", "acosh", "atanh", "exp", "exp2", "expm1", "log", "log2", "log10",
@@ -72,24 +67,6 @@ ENTRY_POINTS = frozenset(
     + [mangled("ldexp", s, "i") for s in "fd"]
     + [mangled("frexp", s, "Pi") for s in "fd"]
     + [mangled("modf", s, "P" + s) for s in "fd"])
-
-
-def path_in_use():
-    """Absolute path of the libclc bitcode file that kernels link from.
-
-    ``NUMBA_VULKAN_LIBCLC`` if set, else the first ``nvptx64--.bc`` found in
-    the usual install locations, else None.
-    """
-    explicit = config.libclc()
-    if explicit:
-        return os.path.abspath(explicit)
-    for pattern in _SEARCH_DIRS:
-        for directory in sorted(glob.glob(pattern), reverse=True):
-            for name in _FILE_NAMES:
-                path = os.path.join(directory, name)
-                if os.path.isfile(path):
-                    return path
-    return None
 
 
 # The prepared library ---------------------------------------------------------
@@ -164,12 +141,13 @@ _loaded = {}
 
 
 def library():
-    """The prepared libclc for :func:`path_in_use`, prepared on first use.
+    """The prepared libclc for :func:`~numba_vulkan.base.libclcfile.path_in_use`,
+    prepared on first use.
 
     Raises:
         CompilerError: No libclc was found, or it cannot be prepared.
     """
-    path = path_in_use()
+    path = libclcfile.path_in_use()
     if path is None:
         raise CompilerError("libclc was not found: install it (Debian: apt-get install "
                             "libclc-22) or set NUMBA_VULKAN_LIBCLC to its nvptx64--.bc")
