@@ -9,7 +9,6 @@ import numba_vulkan as nv
 from numba_vulkan.api import dispatcher
 from numba_vulkan.base import files
 from numba_vulkan.base import jitoptions
-from numba_vulkan import store as kernelcache
 from numba_vulkan.codegen import libclc
 from numba_vulkan.aot.build import manifest
 from numba_vulkan.store import keys
@@ -39,8 +38,8 @@ def _values(name):
 @pytest.mark.parametrize("name", [n for n in jitoptions.CODE_OPTIONS
                                   if jitoptions.OPTIONS[n].values == jitoptions.FLAGS])
 def test_each_set_of_flags_has_a_key_of_its_own(name):
-    keys = {keys.content_key(nv.jit(**{name: value})(_kernel)) for value in _values(name)}
-    assert len(keys) == len(_values(name))
+    found = {keys.content_key(nv.jit(**{name: value})(_kernel)) for value in _values(name)}
+    assert len(found) == len(_values(name))
     assert keys.content_key(nv.jit(**{name: ["nnan", "contract"]})(_kernel)) == \
         keys.content_key(nv.jit(**{name: {"contract", "nnan"}})(_kernel))
 

@@ -9,9 +9,10 @@ in the tiers that missed it (the disk, for a hit on the server). A store
 goes to every tier; the remote one sends it from a background thread.
 
 An entry may have a portable name as well
-(:class:`numba_vulkan.store.keys.FunctionKey`), the same in every checkout: a portable tier (the server) is asked under
-that one, and ``adapt`` makes what it returns this checkout's entry before
-it is checked. ``docs/remote.md`` says what this trusts.
+(:class:`numba_vulkan.store.keys.FunctionKey`), the same in every
+checkout: a portable tier (the server) is asked under that one, and an
+``adapt`` function makes what it returns this checkout's entry before it
+is checked. ``docs/remote.md`` says what this trusts.
 """
 
 from numba_vulkan.base import config
