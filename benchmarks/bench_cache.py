@@ -121,7 +121,7 @@ def _launch(name):
 
 def child(name):
     """Run in the measured process: print one JSON line."""
-    from numba_vulkan.store import cache as kernelcache
+    from numba_vulkan import store as kernelcache
     if name == "libclc":
         from numba_vulkan.codegen import libclc
         start = time.perf_counter()

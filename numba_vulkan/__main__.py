@@ -34,8 +34,8 @@ def info():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["cache"]:
-        from numba_vulkan.store import cache as kernelcache
-        return kernelcache.main(argv[1:])
+        from numba_vulkan.store import cli
+        return cli.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m numba_vulkan")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="list Vulkan devices and the features that matter")

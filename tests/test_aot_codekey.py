@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.aot.loader.codekey import kernel_key
+from numba_vulkan.store.keys import content_key
 
 KERNEL = '''
 import numba_vulkan as nv
@@ -38,7 +38,7 @@ def njit_helper(source):
 
 
 def key_of(**kwargs):
-    return kernel_key(make(**kwargs))
+    return content_key(make(**kwargs))
 
 
 def test_same_code_same_key_whatever_the_file_and_line():
@@ -137,7 +137,7 @@ def test_closure_values_change_the_key():
     exec(source, namespace)
     a = nv.jit(namespace["factory"](2.0))
     b = nv.jit(namespace["factory"](3.0))
-    assert kernel_key(a) != kernel_key(b)
+    assert content_key(a) != content_key(b)
 
 
 def test_kernel_options_change_the_key():
@@ -155,8 +155,8 @@ def test_globals_without_a_stable_value_are_refused(value):
 def test_key_is_the_same_in_other_processes_and_directories(tmp_path):
     script = ("import sys; sys.path.insert(0, sys.argv[1])\n"
               "from examples.saxpy import saxpy\n"
-              "from numba_vulkan.aot.loader.codekey import kernel_key\n"
-              "print(kernel_key(saxpy))\n")
+              "from numba_vulkan.store.keys import content_key\n"
+              "print(content_key(saxpy))\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     keys = set()
     for seed in ("1", "2"):
@@ -165,4 +165,4 @@ def test_key_is_the_same_in_other_processes_and_directories(tmp_path):
                                 capture_output=True, text=True, check=True)
         keys.add(result.stdout.strip())
     from examples.saxpy import saxpy
-    assert keys == {kernel_key(saxpy)}
+    assert keys == {content_key(saxpy)}

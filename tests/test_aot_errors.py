@@ -8,6 +8,7 @@ about them is checked before use: a damaged or crafted table is refused.
 One project of two kernels is built once for the module.
 """
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -22,7 +23,9 @@ import pytest
 import numba_vulkan as nv
 from numba_vulkan.base import config
 from numba_vulkan.base import files
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
+from numba_vulkan.store import entry as store_entry
+from numba_vulkan.store import lookup as store_lookup
 from numba_vulkan.aot.build import builder as build
 from numba_vulkan.aot.build import manifest as manifests
 from numba_vulkan.aot.loader import index, lookup
@@ -286,31 +289,29 @@ def test_a_module_from_the_remote_tier_keeps_its_tables_and_they_are_checked(
     entries = _entries(project / "aot")
     served = {}
 
-    def remote_load(tier, name, check):
-        try:
-            check(served[name])
-        except ValueError:
-            return None
-        return served[name]
+    def get(section, name):
+        return store_entry.encode(section, name, served[name])
 
+    monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
     monkeypatch.setattr(config, "remote_cache", lambda: "redis://127.0.0.1:1/0")
-    monkeypatch.setattr(kernelcache, "remote_load", remote_load)
+    monkeypatch.setattr(store_lookup.REMOTE, "get", get)
     for task in tasks:
+        name = hashlib.sha256(task.kernel.encode()).hexdigest()
         entry = _entry(entries, task.kernel.partition(":")[2])
         meta = {k: entry[k] for k in ("capabilities", "params", "push_size", "abi_version",
                                       "exceptions", "loop_limit") if k in entry}
         data = (project / "aot" / entry["spirv"]).read_bytes()
-        served[task.kernel] = {"spirv": data, "meta": meta}
+        served[name] = {"spirv": data, "meta": meta}
         done = {}
-        assert build._from_remote([(task, task.kernel)], done) == []
+        assert build._from_remote([(task, name)], done) == []
         assert done[task][1] == meta
         lie = json.loads(json.dumps(meta))
         if "exceptions" in lie:
             _first(lie).update(line="9")
         else:
             lie["loop_limit"] = 7
-        served[task.kernel] = {"spirv": data, "meta": lie}
-        assert build._from_remote([(task, task.kernel)], {}) == [(task, task.kernel)]
+        served[name] = {"spirv": data, "meta": lie}
+        assert build._from_remote([(task, name)], {}) == [(task, name)]
 
 
 def test_an_exception_class_defined_in_a_function_passes_the_check(jit):

@@ -8,8 +8,9 @@ import types
 import pytest
 
 import numba_vulkan as nv
-from numba_vulkan.aot.loader import codekey, lookup
+from numba_vulkan.aot.loader import lookup
 from numba_vulkan.runtime.device import current_device
+from numba_vulkan.store import keys
 
 KERNELS = '''
 import numba_vulkan as nv
@@ -117,12 +118,12 @@ def test_a_launch_that_differs_is_named(strict):
 
 def test_key_parts_do_not_change_the_key():
     dispatcher = kernel()
-    key, parts = codekey.kernel_key_parts(dispatcher)
-    assert key == codekey.kernel_key(dispatcher)
+    key, parts = keys.content_key_parts(dispatcher)
+    assert key == keys.content_key(dispatcher)
     assert set(parts) == {"code", "options", "callee helper", "global SCALE",
                           "global nv.global_id"}, parts
     changed = kernel(KERNELS.replace("SCALE = 2.0", "SCALE = 3.0"))
-    other = codekey.kernel_key_parts(changed)[1]
+    other = keys.content_key_parts(changed)[1]
     assert {p for p in parts if parts[p] != other[p]} == {"global SCALE"}
 
 

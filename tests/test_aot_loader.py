@@ -10,10 +10,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOADER = ("numba_vulkan.aot.loader", "numba_vulkan.aot.loader.lookup",
           "numba_vulkan.aot.loader.index", "numba_vulkan.aot.loader.signing",
-          "numba_vulkan.aot.loader.codekey")
+          "numba_vulkan.store")
 #: What the loader must not import, directly, lazily or through what it imports.
 FORBIDDEN = ("numba", "llvmlite", "vulkan", "yaml", "numba_vulkan.api.dispatcher",
-             "numba_vulkan.compiler", "numba_vulkan.runtime", "numba_vulkan.store.cache",
+             "numba_vulkan.compiler", "numba_vulkan.runtime", "numba_vulkan.codegen",
+             "numba_vulkan.frontend",
              "numba_vulkan.aot.build.builder", "numba_vulkan.aot.build.manifest", "numba_vulkan.aot.build.signing",
              "numba_vulkan.aot.__main__")
 

@@ -10,7 +10,8 @@ import pytest
 
 from numba_vulkan.base import config
 from numba_vulkan.base import files
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
+from numba_vulkan.store import counters, disk, entry as entries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOB = 10_000
@@ -35,15 +36,15 @@ def name(i):
 def stored(i, when):
     """Store entry ``i`` (about BLOB bytes) and date its last use ``when``."""
     kernelcache.store(name(i), {"spirv": bytes([i]) * BLOB, "n": i})
-    path = os.path.join(kernelcache.tier_directory("kernels"), name(i) + kernelcache.SUFFIX)
+    path = os.path.join(disk.directory("kernels"), name(i) + entries.SUFFIX)
     os.utime(path, (when, when))
     return path
 
 
 def present(count):
     return [i for i in range(count)
-            if os.path.exists(os.path.join(kernelcache.tier_directory("kernels"),
-                                           name(i) + kernelcache.SUFFIX))]
+            if os.path.exists(os.path.join(disk.directory("kernels"),
+                                           name(i) + entries.SUFFIX))]
 
 
 @pytest.mark.parametrize("text, value", [
@@ -98,7 +99,7 @@ def test_eviction_spans_both_tiers_and_ignores_other_files(cache_dir, monkeypatc
     stored(0, 1_000_000)
     functions = cache_dir / "functions"
     functions.mkdir()
-    old = functions / (name(9) + kernelcache.SUFFIX)
+    old = functions / (name(9) + entries.SUFFIX)
     old.write_bytes(b"x" * BLOB)
     os.utime(old, (999_999, 999_999))
     other = cache_dir / "kernels" / "notes.txt"
@@ -111,7 +112,7 @@ def test_eviction_spans_both_tiers_and_ignores_other_files(cache_dir, monkeypatc
 
 _PROCESS = """
 import sys
-from numba_vulkan import kernelcache
+from numba_vulkan import store as kernelcache
 name = "ab" * 32
 if kernelcache.load(name) is None:
     kernelcache.store(name, {"spirv": b"module"})
@@ -125,7 +126,7 @@ def test_cache_info_shows_hit_rates_over_every_process(cache_dir, tmp_path):
     outputs = [subprocess.run([sys.executable, "-c", _PROCESS], env=env, capture_output=True,
                               text=True, timeout=120).stdout.strip() for _ in range(3)]
     assert outputs == ["0", "1", "1"]
-    totals = json.loads((cache_dir / kernelcache.STATS).read_text())["tiers"]["kernels"]
+    totals = json.loads((cache_dir / counters.STATS).read_text())["tiers"]["kernels"]
     assert (totals["hits"], totals["misses"], totals["stores"]) == (2, 1, 1)
     result = subprocess.run([sys.executable, "-m", "numba_vulkan", "cache", "info"], env=env,
                             capture_output=True, text=True, timeout=120)
@@ -134,9 +135,9 @@ def test_cache_info_shows_hit_rates_over_every_process(cache_dir, tmp_path):
     assert "1 entries" in line and "2 hits, 1 misses, 0 rejected: hit rate 67%" in line, line
     assert "size cap: 1024 MiB" in result.stdout
     # A damaged stats.json starts counting again instead of failing.
-    (cache_dir / kernelcache.STATS).write_text("{not json")
+    (cache_dir / counters.STATS).write_text("{not json")
     result = subprocess.run([sys.executable, "-c", _PROCESS], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    totals = json.loads((cache_dir / kernelcache.STATS).read_text())["tiers"]["kernels"]
+    totals = json.loads((cache_dir / counters.STATS).read_text())["tiers"]["kernels"]
     assert (totals["hits"], totals["misses"]) == (1, 0)

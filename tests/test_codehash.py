@@ -18,9 +18,9 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.store import codehash
-from numba_vulkan.store import cache as kernelcache
-from numba_vulkan.aot.loader import codekey
+from numba_vulkan import store as kernelcache
 from numba_vulkan.base.target import DEFAULT
+from numba_vulkan.store import keys, toolchain
 
 SIG = ("float32[1d,C]",)
 THREADS = (64, 1, 1)
@@ -63,7 +63,7 @@ def _forget():
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernelcache, "_package_part", lambda: "package:pinned")
+    monkeypatch.setattr(toolchain, "_package_part", lambda: "package:pinned")
     monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)
     directory = tmp_path / "src"
     directory.mkdir()
@@ -84,7 +84,7 @@ def _keys(directory):
         sys.path.remove(str(directory))
     cache = kernelcache.function_key(kern.py_func, kern.options, SIG, THREADS, DEFAULT)
     assert cache is not None
-    return cache, codekey.kernel_key(kern)
+    return cache, keys.content_key(kern)
 
 
 def _edit(path, old, new):
@@ -185,7 +185,7 @@ def test_unkeyable_values_are_refused_by_both(project):
     assert kernelcache.function_key(kern.py_func, kern.options, SIG, THREADS, DEFAULT) is None
     with pytest.raises(nv.AOTError,
                        match="global 'SCALE' read by make.<locals>.kern is a builtins.dict"):
-        codekey.kernel_key(kern)
+        keys.content_key(kern)
 
 
 def _namespace(source, **env):

@@ -9,10 +9,9 @@ import numba_vulkan as nv
 from numba_vulkan.api import dispatcher
 from numba_vulkan.base import files
 from numba_vulkan.base import jitoptions
-from numba_vulkan.store import cache as kernelcache
 from numba_vulkan.codegen import libclc
 from numba_vulkan.aot.build import manifest
-from numba_vulkan.aot.loader import codekey
+from numba_vulkan.store import keys
 
 
 def _kernel(x):
@@ -24,7 +23,7 @@ def test_every_part_reads_the_one_table():
     assert set(manifest._OPTIONS) == set(jitoptions.CODE_OPTIONS) == (
         set(jitoptions.OPTIONS) - {"cache"})
     options = {"cache": True, "fastmath": True, "boundscheck": False}
-    assert kernelcache._options(options) == {"boundscheck": False, "fastmath": True}
+    assert jitoptions.code_options(options) == {"boundscheck": False, "fastmath": True}
     with pytest.raises(TypeError, match="known: fastmath, error_model, boundscheck, inline"):
         nv.jit(fastmth=True)
 
@@ -39,18 +38,18 @@ def _values(name):
 @pytest.mark.parametrize("name", [n for n in jitoptions.CODE_OPTIONS
                                   if jitoptions.OPTIONS[n].values == jitoptions.FLAGS])
 def test_each_set_of_flags_has_a_key_of_its_own(name):
-    keys = {codekey.kernel_key(nv.jit(**{name: value})(_kernel)) for value in _values(name)}
-    assert len(keys) == len(_values(name))
-    assert codekey.kernel_key(nv.jit(**{name: ["nnan", "contract"]})(_kernel)) == \
-        codekey.kernel_key(nv.jit(**{name: {"contract", "nnan"}})(_kernel))
+    found = {keys.content_key(nv.jit(**{name: value})(_kernel)) for value in _values(name)}
+    assert len(found) == len(_values(name))
+    assert keys.content_key(nv.jit(**{name: ["nnan", "contract"]})(_kernel)) == \
+        keys.content_key(nv.jit(**{name: {"contract", "nnan"}})(_kernel))
 
 
 @pytest.mark.parametrize("name", jitoptions.CODE_OPTIONS)
 def test_each_code_option_changes_the_content_key_and_cache_does_not(name):
     first, second = _values(name)[:2]
-    key = codekey.kernel_key(nv.jit(**{name: first})(_kernel))
-    assert codekey.kernel_key(nv.jit(**{name: second})(_kernel)) != key
-    assert codekey.kernel_key(nv.jit(**{name: first}, cache=True)(_kernel)) == key
+    key = keys.content_key(nv.jit(**{name: first})(_kernel))
+    assert keys.content_key(nv.jit(**{name: second})(_kernel)) != key
+    assert keys.content_key(nv.jit(**{name: first}, cache=True)(_kernel)) == key
 
 
 def test_prepared_libclc_files_are_readable_by_the_cache_group(tmp_path, monkeypatch):

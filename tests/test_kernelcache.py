@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import textwrap
 
@@ -17,9 +18,10 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.base import config
-from numba_vulkan.store import cache as kernelcache
-from numba_vulkan.base import libclc_file
+from numba_vulkan import store as kernelcache
+from numba_vulkan.base import libclcfile
 from numba_vulkan.base.target import DEFAULT
+from numba_vulkan.store import cli, entry as entries, toolchain
 
 SIG = ("float32", "float32[1d,C]", "float32[1d,C]")
 THREADS = (64, 1, 1)
@@ -88,7 +90,7 @@ def codegen_once(monkeypatch):
 @pytest.fixture
 def pinned_package(monkeypatch):
     """Keys that must not change while other engineers edit the package."""
-    monkeypatch.setattr(kernelcache, "_package_part", lambda: "package:pinned")
+    monkeypatch.setattr(toolchain, "_package_part", lambda: "package:pinned")
 
 
 @pytest.fixture
@@ -201,7 +203,7 @@ def test_key_changes_with_source_and_every_setting():
 
 def _package_copy(tmp_path):
     copy = tmp_path / "package"
-    shutil.copytree(os.path.dirname(kernelcache.__file__), copy,
+    shutil.copytree(toolchain._PACKAGE_DIR, copy,
                     ignore=shutil.ignore_patterns("__pycache__"))
     return copy
 
@@ -218,23 +220,33 @@ def test_fingerprint_covers_each_of_its_parts(tmp_path, monkeypatch):
 
     # The package's source: a copy hashes the same; an edit does not.
     copy = _package_copy(tmp_path)
-    monkeypatch.setattr(kernelcache, "_PACKAGE_DIR", str(copy))
+    package = toolchain._PACKAGE_DIR
+    monkeypatch.setattr(toolchain, "_PACKAGE_DIR", str(copy))
     assert kernelcache.fingerprint() == base
-    with open(copy / "abi.py", "a") as f:
+    with open(copy / "base" / "abi.py", "a") as f:
         f.write("\n# an edit\n")
     changed()
-    monkeypatch.setattr(kernelcache, "_PACKAGE_DIR", os.path.dirname(kernelcache.__file__))
+    monkeypatch.setattr(toolchain, "_PACKAGE_DIR", package)
     assert kernelcache.fingerprint() == base
 
-    import llvmlite
-    monkeypatch.setattr(llvmlite, "__version__", llvmlite.__version__ + ".post1")
+    # llvmlite, found without importing it: its version, then its library.
+    site = tmp_path / "site"
+    (site / "llvmlite" / "binding").mkdir(parents=True)
+    (site / "llvmlite" / "binding" / "libllvmlite.so").write_bytes(b"one build")
+    (site / "llvmlite-1.0.dist-info").mkdir()
+    monkeypatch.setattr(toolchain, "_package_dir", lambda name: str(site / name))
+    changed()
+    (site / "llvmlite-1.0.dist-info").rename(site / "llvmlite-1.1.dist-info")
+    changed()
+    (site / "llvmlite" / "binding" / "libllvmlite.so").write_bytes(b"another build")
     changed()
     monkeypatch.undo()
+    assert kernelcache.fingerprint() == base
 
     # The libclc file in use: which one, and its content.
     bitcode = tmp_path / "libclc.bc"
     bitcode.write_bytes(b"BC\xc0\xde one")
-    monkeypatch.setattr(libclc_file, "path_in_use", lambda: str(bitcode))
+    monkeypatch.setattr(libclcfile, "path_in_use", lambda: str(bitcode))
     changed()
     bitcode.write_bytes(b"BC\xc0\xde other")
     changed()
@@ -255,7 +267,7 @@ def test_fingerprint_covers_each_of_its_parts(tmp_path, monkeypatch):
 def test_fingerprint_is_part_of_both_keys(monkeypatch):
     source = kernelcache.normalise(_IR)
     before = kernelcache.key(source, 1), kernelcache.kernel_key([b"stamp"], 1)
-    monkeypatch.setattr(kernelcache, "fingerprint", lambda: "another")
+    monkeypatch.setattr(toolchain, "fingerprint", lambda: "another")
     after = kernelcache.key(source, 1), kernelcache.kernel_key([b"stamp"], 1)
     assert before[0] != after[0] and before[1] != after[1]
 
@@ -404,7 +416,7 @@ def test_kernel_key_changes_with_every_input(kernel_files, monkeypatch, pinned_p
     keys["callee in the same module"] = _function_key(_import(kernel_files, "kc_kernel"))
     _edit(kernel_files / "kc_kernel.py", "* SCALE +", "* SCALE -")
     keys["body"] = _function_key(_import(kernel_files, "kc_kernel"))
-    monkeypatch.setattr(kernelcache, "fingerprint", lambda: "another")
+    monkeypatch.setattr(toolchain, "fingerprint", lambda: "another")
     keys["fingerprint"] = _function_key(_import(kernel_files, "kc_kernel"))
     assert len(set(keys.values())) == len(keys), keys
 
@@ -531,6 +543,73 @@ def test_store_and_load_round_trip(cache_dir):
         kernelcache.store("not-a-name", {"spirv": _SPIRV, "llvm_ir": ""})
 
 
+def _version_2_entry(name, values, blob):
+    """An entry file as version 2 of the format wrote it (before issue 22):
+    its header named the section "tier"."""
+    import hashlib
+    record = {"format": 2, "tier": "kernels", "key": name, "created": 0.0, "values": values,
+              "blobs": [["spirv", "bytes", len(blob), hashlib.sha256(blob).hexdigest()]]}
+    record["checksum"] = hashlib.sha256(
+        json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    header = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    return b"numba_vulkan cache entry 2\n" + header + b"\n" + blob
+
+
+def test_an_entry_of_the_previous_format_version_is_a_miss_and_replaced(cache_dir):
+    assert entries.FORMAT_VERSION == 3
+    path = cache_dir / "kernels" / (_NAME + entries.SUFFIX)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_version_2_entry(_NAME, {"llvm_ir": ""}, _SPIRV))
+    with pytest.raises(ValueError, match="another format version"):
+        entries.decode("kernels", _NAME, path.read_bytes())
+    assert kernelcache.load(_NAME) is None
+    assert counts("kernels") == {"rejected": 1}
+    kernelcache.store(_NAME, {"spirv": _SPIRV, "llvm_ir": ""})
+    assert kernelcache.load(_NAME) == {"spirv": _SPIRV, "llvm_ir": ""}
+    assert path.read_bytes().startswith(b"numba_vulkan cache entry 3\n")
+
+
+def test_the_public_module_is_the_specified_api():
+    from numba_vulkan import kernelcache as public
+    assert public.__all__ == ["ENV_VAR", "enabled", "fingerprint", "normalise", "key", "load",
+                              "store", "source_stamp", "kernel_key", "load_kernel",
+                              "store_kernel"]
+    for name in public.__all__:
+        assert getattr(public, name) is getattr(kernelcache, name)
+
+
+def test_the_store_imports_no_numba_and_no_llvmlite():
+    script = ("import sys, numba_vulkan.store, numba_vulkan.kernelcache\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')"
+              " or m.startswith(('numba_vulkan.compiler', 'numba_vulkan.frontend',"
+              " 'numba_vulkan.codegen'))))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_store_imports_only_the_layers_below_it():
+    # Function-local imports too, which importing the package does not run.
+    import ast
+    allowed = ("numba_vulkan.base", "numba_vulkan.spirv", "numba_vulkan.store")
+    directory = os.path.dirname(kernelcache.__file__)
+    found = set()
+    for name in os.listdir(directory):
+        if name.endswith(".py"):
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    found.update((name, a.name) for a in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    found.add((name, node.module))
+    wrong = sorted((name, module) for name, module in found
+                   if module.split(".")[0] in ("numba", "llvmlite")
+                   or module.startswith("numba_vulkan") and not module.startswith(allowed))
+    assert not wrong
+    assert ("keys.py", "numba_vulkan.store") in found
+
+
 def test_store_kernel_and_load_kernel_round_trip(cache_dir):
     compiled = fresh(cube).compile("void(float32[::1], float32[::1])")
     entry = {"spirv": compiled.spirv, "llvm_ir": compiled.llvm_ir,
@@ -654,17 +733,17 @@ def test_debug_log_says_one_line_per_lookup(cache_dir, rng, monkeypatch, capfd):
 def test_info_and_clear_command(cache_dir, rng, capsys):
     run_cube(fresh(cube), rng)
     capsys.readouterr()
-    assert kernelcache.main(["info", "--verbose"]) == 0
+    assert cli.main(["info", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert str(cache_dir) in out
     assert "kernels/: 1 entries" in out and "functions/: 1 entries" in out
     assert out.count("cube(float32[1d,C], float32[1d,C])") == 2
-    assert kernelcache.main(["clear", "--tier", "functions"]) == 0
+    assert cli.main(["clear", "--tier", "functions"]) == 0
     assert "removed 1 files" in capsys.readouterr().out
-    kernelcache.main(["info"])
+    cli.main(["info"])
     out = capsys.readouterr().out
     assert "kernels/: 1 entries" in out and "functions/: 0 entries" in out
-    kernelcache.main(["clear"])
+    cli.main(["clear"])
     assert not any((cache_dir / "kernels").iterdir())
 
 
@@ -684,15 +763,16 @@ def pristine(tmp_path_factory):
         mp.setenv("NUMBA_VULKAN_CACHE_DIR", str(directory))
         mp.delenv("NUMBA_VULKAN_CACHE", raising=False)
         # Other engineers' edits to the package must not change keys mid-test.
-        mp.setattr(kernelcache, "_package_part", lambda: "package:pinned")
+        mp.setattr(toolchain, "_package_part", lambda: "package:pinned")
         _build_once(mp)
         run_cube(fresh(cube), rng)
         run_scaled_add(fresh(scaled_add), rng)
         names = {}
-        for tier in kernelcache.TIERS:
+        for tier in entries.SECTIONS:
             for path in (directory / tier).glob("*.entry"):
-                entry = kernelcache._read_entry(tier, path.stem)
-                kernel = entry["kernel"]["name"] if tier == "functions" else entry["kernel"]
+                found = kernelcache.load_kernel(path.stem) if tier == "functions" \
+                    else kernelcache.load(path.stem)
+                kernel = found["kernel"]["name"] if tier == "functions" else found["kernel"]
                 names[tier, kernel.split("(")[0]] = path.stem
         built = kernelcache.load_module(names["kernels", "cube"], "cube")
     return directory, names, built
@@ -705,10 +785,10 @@ def damage(path, mode, other):
     elif mode == "random bytes":
         path.write_bytes(np.random.default_rng(3).bytes(len(data)))
     elif mode == "wrong version":
-        later = kernelcache.FORMAT_VERSION + 1
+        later = entries.FORMAT_VERSION + 1
         header, rest = data.split(b"\n", 1)
         path.write_bytes(b"numba_vulkan cache entry %d\n" % later
-                         + rest.replace(b'"format":%d' % kernelcache.FORMAT_VERSION,
+                         + rest.replace(b'"format":%d' % entries.FORMAT_VERSION,
                                         b'"format":%d' % later))
     elif mode == "empty":
         path.write_bytes(b"")
@@ -720,13 +800,13 @@ def damage(path, mode, other):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("tier", kernelcache.TIERS)
+@pytest.mark.parametrize("tier", entries.SECTIONS)
 def test_damaged_entry_is_a_miss_and_rebuilt(pristine, tier, mode, tmp_path, rng, monkeypatch):
     source, names, built = pristine
     directory = tmp_path / "cache"
     shutil.copytree(source, directory)
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(directory))
-    monkeypatch.setattr(kernelcache, "_package_part", lambda: "package:pinned")
+    monkeypatch.setattr(toolchain, "_package_part", lambda: "package:pinned")
     # The rebuild is the cache's business here, not codegen's: it gets the
     # module codegen made before.
     def codegen(job):
@@ -764,7 +844,7 @@ def test_kernels_key_of_a_raising_kernel_is_the_same_in_another_checkout(tmp_pat
     """A raise's code hashes its file's name, not its path (compiler/checks.py)."""
     import importlib.util
 
-    from numba_vulkan.store import cache as kernelcache
+    from numba_vulkan import store as kernelcache
     from numba_vulkan.frontend.compile import compile_kernel, numba_types
     from numba_vulkan.base.target import DEFAULT
 

@@ -14,7 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
+from numba_vulkan.store import entry as entries
 
 _HELPER = {
     "njit": "import numba\n\n\n@numba.njit\ndef shift(v):\n    return v + 1.0\n",
@@ -71,7 +72,7 @@ import numpy as np
 mode = sys.argv[1]
 report = {}
 if mode == "keys":
-    from numba_vulkan import kernelcache
+    from numba_vulkan import store as kernelcache
     from numba_vulkan.frontend.compile import compile_kernel, numba_types
     from numba_vulkan.base.target import DEFAULT
     import kc_kernels as k
@@ -95,7 +96,7 @@ if mode == "probe":
         report["writable"] = False
 
 import numba_vulkan as nv
-from numba_vulkan import kernelcache
+from numba_vulkan import store as kernelcache
 
 rng = np.random.default_rng(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 errors = report.setdefault("errors", {})
@@ -329,7 +330,7 @@ def test_damaged_derived_files_are_rebuilt(project, tmp_path):
     _assert_correct(_run(project, pristine, "roots"))
     # stats.json holds counters, which nothing derives or needs rebuilt.
     files = sorted(p.relative_to(pristine) for p in pristine.rglob("*") if p.is_file()
-                   and p.relative_to(pristine).parts[0] not in kernelcache.TIERS
+                   and p.relative_to(pristine).parts[0] not in entries.SECTIONS
                    and p.name != "stats.json")
     assert any(p.parts[0] == "libclc" for p in files), files
     cases, failures = [], []
@@ -339,7 +340,7 @@ def test_damaged_derived_files_are_rebuilt(project, tmp_path):
             shutil.copytree(pristine, cache)
             # Without the tiers' entries codegen runs and reads the derived files
             # (NUMBA_VULKAN_CACHE=0 would leave them unread).
-            for tier in kernelcache.TIERS:
+            for tier in entries.SECTIONS:
                 shutil.rmtree(cache / tier, ignore_errors=True)
             _damage_derived(cache / relative, mode, cache / files[n - 1])
             cases.append((relative, mode, cache))

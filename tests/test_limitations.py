@@ -9,6 +9,7 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.runtime.device import current_device
+from numba_vulkan.store import keys
 
 
 @nv.jit
@@ -228,8 +229,6 @@ def test_numba_vectorize_with_numba_imported_last():
 def test_aot_key_sees_an_edited_overload():
     from numba.extending import overload
 
-    from numba_vulkan.aot.loader import codekey
-
     def key(step):
         namespace = {"nv": nv}
         exec("def bump(v):\n    raise NotImplementedError\n"
@@ -238,7 +237,7 @@ def test_aot_key_sees_an_edited_overload():
         @overload(namespace["bump"], target="generic")
         def _bump(v):
             return lambda v: v + step
-        return codekey.kernel_key(nv.jit(namespace["kern"]))
+        return keys.content_key(nv.jit(namespace["kern"]))
     assert key(1.0) != key(2.0)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.base import config
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
 from numba_vulkan.base import printbuffer
 from numba_vulkan.aot.loader import index
 from helpers import assert_valid_spirv, compiled_kernels

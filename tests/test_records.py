@@ -519,7 +519,7 @@ def test_record_kernel_from_an_aot_directory(tmp_path, rng, monkeypatch):
 
 
 def test_record_kernel_from_the_cache(tmp_path, rng, monkeypatch):
-    from numba_vulkan.store import cache as kernelcache
+    from numba_vulkan import store as kernelcache
     from numba_vulkan.frontend import compile as compile_module
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("NUMBA_VULKAN_CACHE", raising=False)

@@ -21,8 +21,10 @@ import time
 
 import pytest
 
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
+from numba_vulkan.store import lookup as store_lookup
 from numba_vulkan.store import remote as remotecache
+from numba_vulkan.store import counters, entry as entries, toolchain
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server is not installed (scripts/setup.sh "
@@ -108,7 +110,7 @@ import sys
 import numpy as np
 
 import numba_vulkan as nv
-from numba_vulkan import kernelcache
+from numba_vulkan import store as kernelcache
 from rc_kill import kill
 import rc_kernels as k
 
@@ -331,9 +333,9 @@ def test_keys_are_namespaced_by_format_and_fingerprint(server, machine_a):
     fingerprint = kernelcache.fingerprint()
     for key in server.keys("kernels") + server.keys("functions"):
         prefix, version, found, tier, name = key.decode().split(":")
-        assert (prefix, version, found) == ("numba_vulkan", str(kernelcache.FORMAT_VERSION),
+        assert (prefix, version, found) == ("numba_vulkan", str(entries.FORMAT_VERSION),
                                            fingerprint)
-        assert tier in kernelcache.TIERS and len(name) == 64
+        assert tier in entries.SECTIONS and len(name) == 64
 
 
 def test_garbage_and_swapped_values_are_misses(server, project, machine_a, tmp_path):
@@ -451,7 +453,7 @@ def test_a_server_a_little_slow_on_every_lookup_costs_about_one_timeout(server, 
     proxy = _SlowProxy(server.port, delay=0.3)
     monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", f"redis://127.0.0.1:{proxy.port}/0")
     remotecache.forget()
-    remotecache.reset_counts()
+    counters.reset_stats()
     try:
         with pytest.warns(CacheWarning, match="lookups in a row took") as warned:
             for n in range(20):
@@ -459,11 +461,11 @@ def test_a_server_a_little_slow_on_every_lookup_costs_about_one_timeout(server, 
                 # Work between lookups, as compiles are (the proxy holds
                 # the first reply after a pause).
                 time.sleep(0.06)
-        counts = remotecache.counts()
+        counts = counters.stats()["remote"]
     finally:
         proxy.stop()
         remotecache.forget()
-        remotecache.reset_counts()
+        counters.reset_stats()
     assert len(warned) == 1
     # Over a second after three or four lookups; the others did not ask.
     assert 3 <= counts["misses"] <= 4 and counts["errors"] == 1
@@ -493,7 +495,7 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
-from numba_vulkan import kernelcache
+from numba_vulkan import store as kernelcache
 from numba_vulkan.aot.build import builder as build
 from rc_kill import kill
 
@@ -523,10 +525,10 @@ def test_a_server_killed_mid_aot_build(project, local_build, tmp_path, monkeypat
         first = min(built, key=lambda e: (e["kernel"], e["signature"]))
         monkeypatch.setenv("NUMBA_VULKAN_REMOTE_CACHE", dying.url)
         remotecache.forget()
-        kernelcache.remote_store("aot", first["build_key"], {
+        store_lookup.put("aot", first["build_key"], {
             "spirv": local_build[pathlib.Path(first["spirv"])],
             "meta": {k: first[k] for k in ("capabilities", "params", "push_size",
-                                           "abi_version")}})
+                                           "abi_version")}}, tiers=(store_lookup.REMOTE,))
         assert remotecache.flush(10) and len(dying.keys("aot")) == 1
         monkeypatch.delenv("NUMBA_VULKAN_REMOTE_CACHE")
         remotecache.forget()
@@ -708,10 +710,10 @@ def test_the_fingerprint_names_llvmlite_by_its_installed_hash():
     import llvmlite
     directory = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
     libraries = [n for n in os.listdir(directory) if n.startswith("libllvmlite")]
-    recorded = kernelcache._recorded(os.path.dirname(llvmlite.__file__), "llvmlite")
+    recorded = toolchain.recorded(os.path.dirname(llvmlite.__file__), "llvmlite")
     if not any(f"llvmlite/binding/{n}" in recorded for n in libraries):
         pytest.skip("llvmlite was not installed with a RECORD (not by pip)")
-    part = kernelcache._llvmlite_part()
+    part = toolchain.llvmlite_part()
     for name in libraries:
         assert str(os.stat(os.path.join(directory, name)).st_mtime_ns) not in part
         assert recorded[f"llvmlite/binding/{name}"][0] in part

@@ -24,7 +24,9 @@ import pytest
 
 import numba_vulkan as nv
 from numba_vulkan.base import files
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
+from numba_vulkan.store import entry as entries
+from numba_vulkan.store import lookup as store_lookup
 from numba_vulkan.codegen import libclc
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.aot.build import builder as build
@@ -476,15 +478,15 @@ def cache_dir(tmp_path, monkeypatch):
     files.forget_cache_roots()
 
 
-@pytest.mark.parametrize("tier", kernelcache.TIERS)
+@pytest.mark.parametrize("tier", entries.SECTIONS)
 @pytest.mark.parametrize("kind", sorted(CACHE_KINDS) + ["oversized"])
 def test_special_cache_entries_are_misses(cache_dir, tier, kind):
     name = "cd" * 32
-    kernelcache._write_entry(tier, name, {"spirv": b"\3\2\x23\7" + bytes(16), "n": 1})
-    path = cache_dir / tier / (name + kernelcache.SUFFIX)
+    store_lookup.put(tier, name, {"spirv": b"\3\2\x23\7" + bytes(16), "n": 1})
+    path = cache_dir / tier / (name + entries.SUFFIX)
     if kind == "oversized":
         with open(path, "r+b") as f:
-            f.truncate(kernelcache._MAX_FILE + 1)
+            f.truncate(entries.MAX_BYTES + 1)
     else:
         CACHE_KINDS[kind](path)
     reader = kernelcache.load_kernel if tier == "functions" else kernelcache.load

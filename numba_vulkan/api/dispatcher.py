@@ -15,7 +15,7 @@ import numpy as np
 from numba_vulkan.base import abi
 from numba_vulkan.base import config
 from numba_vulkan.base import jitoptions
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.base import printbuffer
 from numba_vulkan.base import records

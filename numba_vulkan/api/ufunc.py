@@ -158,8 +158,8 @@ def _source_file(source, label, cached):
     """The file name generated source is compiled under.
 
     For a ``cache=True`` ufunc, a file of the cache directory named by the
-    source's SHA-256, written once: the kernel cache's ``functions/`` tier
-    finds kernels by their source files (:func:`numba_vulkan.store.cache.source_stamp`),
+    source's SHA-256, written once: the kernel cache's ``functions/`` section
+    finds kernels by their source files (:func:`numba_vulkan.store.keys.source_stamp`),
     and an unchanged file keeps its stamp across processes. Otherwise, or
     where the cache cannot be written, a name of its own registered with
     :mod:`linecache`. Either way a compile error shows the generated line.

@@ -23,7 +23,7 @@ The prepared library is stored in ``libclc/`` below the cache directory
 (:func:`numba_vulkan.base.files.cache_root`) as LLVM IR text
 with a JSON record holding its SHA-256; a record that does not match its
 text is a damaged entry and is prepared again. ``NUMBA_VULKAN_LIBCLC`` names
-the libclc file to use; :func:`numba_vulkan.base.libclc_file.path_in_use`
+the libclc file to use; :func:`numba_vulkan.base.libclcfile.path_in_use`
 tells which one is used.
 """
 
@@ -35,8 +35,9 @@ import shutil
 import struct
 import threading
 
+from numba_vulkan.base import config
 from numba_vulkan.base import files
-from numba_vulkan.base import libclc_file
+from numba_vulkan.base import libclcfile
 from numba_vulkan.base.errors import CompilerError
 
 #: Version of the preparation; part of the prepared file's name.
@@ -140,13 +141,13 @@ _loaded = {}
 
 
 def library():
-    """The prepared libclc for :func:`numba_vulkan.base.libclc_file.path_in_use`,
+    """The prepared libclc for :func:`~numba_vulkan.base.libclcfile.path_in_use`,
     prepared on first use.
 
     Raises:
         CompilerError: No libclc was found, or it cannot be prepared.
     """
-    path = libclc_file.path_in_use()
+    path = libclcfile.path_in_use()
     if path is None:
         raise CompilerError("libclc was not found: install it (Debian: apt-get install "
                             "libclc-22) or set NUMBA_VULKAN_LIBCLC to its nvptx64--.bc")

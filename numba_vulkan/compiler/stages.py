@@ -30,7 +30,7 @@ from typing import Callable, NamedTuple
 
 from numba_vulkan.base import abi
 from numba_vulkan.base import config
-from numba_vulkan.store import cache as kernelcache
+from numba_vulkan import store as kernelcache
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.spirv.compiled import CompiledKernel
 from numba_vulkan.base.errors import CompilerError, NarrowingWarning, VulkanError

@@ -1,11 +1,11 @@
 """The content hash of a Python function's code: one rule for every key that needs it.
 
-The kernel cache's ``functions/`` tier (:func:`numba_vulkan.store.cache.function_key`)
-and AOT directories (:func:`numba_vulkan.aot.loader.codekey.kernel_key_parts`)
+The kernel cache's ``functions/`` section
+(:func:`numba_vulkan.store.keys.function_key`) and AOT directories (:func:`numba_vulkan.store.keys.content_key_parts`)
 find a compiled kernel by what its Python code is, without running Numba.
 Both use this walk (:func:`walk`), so an edit to the code that changes one
 key changes the other. The ``functions/`` key adds the source stamps of the
-functions the walk reaches (:func:`numba_vulkan.store.cache.source_stamp`:
+functions the walk reaches (:func:`numba_vulkan.store.keys.source_stamp`:
 file name, size and time), as Numba's ``cache=True`` does, and its name on
 a remote cache's server the SHA-256 of their source files instead; AOT keys
 add neither, since a directory is built on another machine, whose file
@@ -377,7 +377,7 @@ def code_key(function, options=None):
 def code_digest(code):
     """A digest of one code object alone: its bytecode, constants and names.
 
-    Nothing it reads is followed; :func:`numba_vulkan.store.cache.source_stamp`
+    Nothing it reads is followed; :func:`numba_vulkan.store.keys.source_stamp`
     pairs it with the source file's name, size and modification time.
     """
     sink = _Sink(parts=False)

@@ -3,8 +3,9 @@
 With ``NUMBA_VULKAN_REMOTE_CACHE=redis://host:port/db`` (or ``rediss://``;
 a password in the URL or in ``NUMBA_VULKAN_REMOTE_CACHE_PASSWORD``) a
 lookup that misses the local disk asks the server, and every store is sent
-there too. What travels is the entry file itself, byte for byte; the reader
-(:mod:`numba_vulkan.store.cache`) gives it the checks a file from disk gets.
+there too (:class:`RemoteTier`, under :func:`numba_vulkan.store.keys.remote_key`).
+What travels is the entry file itself, byte for byte; the lookup
+(:mod:`numba_vulkan.store.lookup`) gives it the checks a file from disk gets.
 This module only moves bytes and keeps the tier from ever costing much:
 
 * Every request has a :data:`TIMEOUT`; the first one that fails (refused,
@@ -32,6 +33,10 @@ import warnings
 
 from numba_vulkan.base import config
 from numba_vulkan.base.errors import CacheWarning
+from numba_vulkan.store import counters, keys
+from numba_vulkan.store.counters import REMOTE
+from numba_vulkan.store.entry import MAX_BYTES
+from numba_vulkan.store.tier import Tier
 
 #: Seconds one request (connecting included) may take before the tier is off.
 TIMEOUT = 1.0
@@ -47,12 +52,7 @@ QUEUE_LIMIT = 1024
 #: Seconds the process waits at exit for queued stores to be sent.
 FLUSH_SECONDS = 5.0
 
-#: The counters of :func:`counts`.
-COUNTERS = ("hits", "misses", "rejected", "errors", "stores", "dropped", "bytes_read",
-            "bytes_written", "wait_ms")
-
 _lock = threading.Lock()
-_counts = dict.fromkeys(COUNTERS, 0)
 _state = {"url": None, "client": None, "off": None, "queue": None, "writer": None,
           "exit_hook": False, "slow": 0.0}
 
@@ -75,29 +75,6 @@ def url():
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}***@{host}"))
 
 
-def count(what, n=1):
-    """Add ``n`` to one of the tier's counters."""
-    with _lock:
-        _counts[what] += n
-
-
-def counts():
-    """This process's counters: ``hits``, ``misses``, ``rejected`` (found but
-    damaged or not matching), ``errors`` (failed requests), ``stores``,
-    ``dropped`` (stores not sent: queue full or tier off), ``bytes_read``,
-    ``bytes_written``, and ``wait_ms``: milliseconds lookups waited for the
-    server (stores wait in their own thread)."""
-    with _lock:
-        return dict(_counts)
-
-
-def reset_counts():
-    """Set every counter to zero."""
-    with _lock:
-        for what in _counts:
-            _counts[what] = 0
-
-
 def off_reason():
     """Why the tier is off in this process, or None while it is usable."""
     with _lock:
@@ -105,8 +82,8 @@ def off_reason():
 
 
 def _turn_off(reason):
+    counters.count(REMOTE, "errors")
     with _lock:
-        _counts["errors"] += 1
         first = _state["off"] is None
         if first:
             _state["off"] = reason
@@ -157,7 +134,7 @@ def _failed(exc):
     if isinstance(exc, redis.ResponseError) and not str(exc).startswith(("NOAUTH", "WRONGPASS",
                                                                          "NOPERM")):
         # WRONGTYPE, OOM and the like: the server works, this request did not.
-        count("errors")
+        counters.count(REMOTE, "errors")
         return True
     _turn_off(f"{type(exc).__name__}: {exc}")
     return False
@@ -179,17 +156,17 @@ def get(key, limit):
         return None
     finally:
         waited = time.monotonic() - start
-        count("wait_ms", round(1000 * waited))
+        counters.count(REMOTE, "wait_ms", round(1000 * waited))
     with _lock:
         slow = _state["slow"] = _state["slow"] + waited if waited > SLOW else 0.0
     if slow > TIMEOUT:
         _turn_off(f"lookups in a row took {slow:.1f} s to answer, each over {SLOW} s")
     if not isinstance(value, bytes) or not value:
-        count("misses")
+        counters.count(REMOTE, "misses")
         return None
-    count("bytes_read", len(value))
+    counters.count(REMOTE, "bytes_read", len(value))
     if len(value) > limit:
-        count("rejected")
+        counters.count(REMOTE, "rejected")
         return None
     return value
 
@@ -229,9 +206,11 @@ def put(key, data):
     if config.remote_cache() is None:
         return
     with _lock:
-        if _state["off"] is not None:
-            _counts["dropped"] += 1
-            return
+        off = _state["off"] is not None
+    if off:
+        counters.count(REMOTE, "dropped")
+        return
+    with _lock:
         if _state["queue"] is None:
             _state["queue"] = queue.Queue(QUEUE_LIMIT)
         writer = _state["writer"]
@@ -242,12 +221,12 @@ def put(key, data):
             writer.start()
         if not _state["exit_hook"]:
             _state["exit_hook"] = True
-            atexit.register(flush)
+            atexit.register(_at_exit)
         pending = _state["queue"]
     try:
         pending.put_nowait((key, bytes(data)))
     except queue.Full:
-        count("dropped")
+        counters.count(REMOTE, "dropped")
 
 
 def _write(pending):
@@ -259,16 +238,15 @@ def _write(pending):
             key, data = item
             client = _client()
             if client is None:
-                count("dropped")
+                counters.count(REMOTE, "dropped")
                 continue
             try:
                 client.set(key, data)
             except Exception as exc:  # as in get: never out of this thread
                 _failed(exc)
                 continue
-            with _lock:
-                _counts["stores"] += 1
-                _counts["bytes_written"] += len(data)
+            counters.count(REMOTE, "stores")
+            counters.count(REMOTE, "bytes_written", len(data))
         finally:
             pending.task_done()
 
@@ -287,6 +265,12 @@ def flush(timeout=FLUSH_SECONDS):
     while pending.unfinished_tasks and time.monotonic() < deadline:
         time.sleep(0.01)
     return pending.unfinished_tasks == 0
+
+
+def _at_exit():
+    # The counts of the last stores go to stats.json once they are sent.
+    flush()
+    counters.flush_stats()
 
 
 def ping():
@@ -321,3 +305,27 @@ def _after_fork():
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
+
+
+class RemoteTier(Tier):
+    """The remote tier as the lookup loop sees it: asked under entries'
+    portable names, counted under ``"remote"``."""
+
+    portable = True
+
+    def usable(self):
+        return config.remote_cache() is not None
+
+    def where(self, section):
+        return REMOTE
+
+    def get(self, section, name):
+        return get(keys.remote_key(section, name), MAX_BYTES)
+
+    def put(self, section, name, data, copy=False):
+        put(keys.remote_key(section, name), data)
+
+    def count(self, section, what):
+        # get counts its own misses, with the errors and bytes behind them.
+        if what != "misses":
+            counters.count(REMOTE, what)

@@ -23,7 +23,6 @@ import concurrent.futures
 import errno
 import gc
 import hashlib
-import json
 import multiprocessing
 import os
 import re
@@ -53,7 +52,11 @@ from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.spirv import opcodes as spv
 from numba_vulkan.aot.build import signing as signing_keys
 from numba_vulkan.aot.build import manifest as manifests
-from numba_vulkan.aot.loader import codekey, index, signing
+from numba_vulkan.aot.loader import index, signing
+from numba_vulkan.store import keys as store_keys
+from numba_vulkan.store import lookup as store_lookup
+from numba_vulkan.store import remote as remote_tier
+from numba_vulkan.store import toolchain
 from numba_vulkan.spirv.compiled import check_errors, check_print
 from numba_vulkan.base.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
@@ -63,9 +66,6 @@ _DEBUG_OPCODES = frozenset({spv.OpSourceContinued, spv.OpSource, spv.OpSourceExt
                             spv.OpNoLine, spv.OpModuleProcessed})
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-#: Changes whenever the build would produce other modules from the same inputs.
-_BUILD_VERSION = 1
 
 
 def strip_debug(binary):
@@ -139,19 +139,10 @@ class Result:
                 "failures": [f.message for f in self.failures], "timings": self.timings}
 
 
-def _fingerprint():
-    from numba_vulkan.store import cache as kernelcache
-    return kernelcache.fingerprint()
-
-
 def _build_key(key, task, fingerprint):
-    data = [_BUILD_VERSION, index.FORMAT_VERSION, abi.ABI_VERSION, key, list(task.signature),
-            list(task.threads), task.profile.target().key(), task.profile.name,
-            [list(o) for o in jitoptions.as_json(dict(task.options)).items()], fingerprint]
-    if task.shared_bytes:
-        # Only then: the keys of modules without dynamic shared memory stay.
-        data.append(["shared_bytes", task.shared_bytes])
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return store_keys.build_key(key, task.signature, task.threads, task.profile.target(),
+                                task.profile.name, task.options, task.shared_bytes,
+                                index.FORMAT_VERSION, fingerprint)
 
 
 def _previous(output):
@@ -389,8 +380,7 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None, remote=N
             return _build(manifest_path, output, jobs, progress, sign, scheduler)
         finally:
             # Stores still queued would find the setting gone once it ends.
-            from numba_vulkan.store import remote as remotecache
-            remotecache.flush()
+            remote_tier.flush()
 
 
 def _build(manifest_path, output, jobs, progress, sign, scheduler):
@@ -409,10 +399,10 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
     keys = {}
     for name, dispatcher in dispatchers.items():
         try:
-            keys[name] = codekey.kernel_key_parts(dispatcher)
+            keys[name] = store_keys.content_key_parts(dispatcher)
         except AOTError as exc:
             keys[name] = exc
-    fingerprint = _fingerprint()
+    fingerprint = toolchain.fingerprint()
     previous = _previous(output)
     done, pending = {}, []
     for task in tasks:
@@ -532,7 +522,6 @@ _REMOTE = "remote"
 
 def _from_remote(pending, done):
     """Take what the remote cache has of ``pending`` into ``done``; the rest."""
-    from numba_vulkan.store import cache as kernelcache
     if config.remote_cache() is None:
         return pending
     rest = []
@@ -556,7 +545,8 @@ def _from_remote(pending, done):
             except VulkanError as exc:
                 raise ValueError(str(exc)) from None
 
-        entry = kernelcache.remote_load(REMOTE_TIER, build_key, check)
+        entry = store_lookup.lookup(REMOTE_TIER, build_key, check=check,
+                                    tiers=(store_lookup.REMOTE,))
         if entry is None:
             rest.append((task, build_key))
         else:
@@ -565,8 +555,8 @@ def _from_remote(pending, done):
 
 
 def _to_remote(build_key, data, meta):
-    from numba_vulkan.store import cache as kernelcache
-    kernelcache.remote_store(REMOTE_TIER, build_key, {"spirv": data, "meta": meta})
+    store_lookup.put(REMOTE_TIER, build_key, {"spirv": data, "meta": meta},
+                     tiers=(store_lookup.REMOTE,))
 
 
 def _cluster_compile(paths, *arguments):

@@ -7,10 +7,10 @@ pickle, no absolute path, no timestamp. The index::
 
     {"format": 1, "abi_version": 3,
      "profiles": [{"name": "full", "narrow": false, "target_env": "vulkan1.2"}, ...],
-     "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<codekey>", ...}, ...]}
+     "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<content key>", ...}, ...]}
 
 Each entry names the kernel (``module:qualname``), its content key (see
-:mod:`numba_vulkan.aot.loader.codekey`), argument types in text form
+:func:`numba_vulkan.store.keys.content_key`), argument types in text form
 (:mod:`numba_vulkan.base.signature`) and as the manifest wrote them, the
 workgroup size, the profile and the target it was built for, the required
 Vulkan version, capabilities and device features, the module's file,

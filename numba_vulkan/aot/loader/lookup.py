@@ -3,8 +3,8 @@
 The dispatcher asks :func:`find` before it compiles anything. The search
 path is the directories of ``NUMBA_VULKAN_AOT_PATH`` (in order), then those
 added with :func:`register` (in the order they were added). A kernel is
-found by its content key (:mod:`numba_vulkan.aot.loader.codekey`), its argument
-types, its workgroup size and the profile that fits the target, so a hit
+found by its content key (:func:`numba_vulkan.store.keys.content_key`), its
+argument types, its workgroup size and the profile that fits the target, so a hit
 runs no Numba typing or lowering and no LLVM: this module imports neither.
 
 A miss falls back to the JIT with one :class:`~numba_vulkan.base.errors.AOTWarning`
@@ -28,8 +28,9 @@ import weakref
 from numba_vulkan.base import config
 from numba_vulkan.base import files
 from numba_vulkan.spirv import modulecheck
-from numba_vulkan.aot.loader import codekey, index, signing
+from numba_vulkan.aot.loader import index, signing
 from numba_vulkan.base.errors import AOTError, AOTWarning
+from numba_vulkan.store import keys
 
 _lock = threading.RLock()
 _registered = []
@@ -310,7 +311,7 @@ def _key(dispatcher):
         key = _keys.get(dispatcher)
         if key is None:
             try:
-                key = codekey.kernel_key_parts(dispatcher)
+                key = keys.content_key_parts(dispatcher)
             except AOTError as exc:
                 key = exc
             _keys[dispatcher] = key

@@ -1,8 +1,9 @@
 """Which libclc bitcode file kernels link their math functions from.
 
-Found here, below both the compiler, which prepares it
-(:mod:`numba_vulkan.codegen.libclc`), and the kernel cache, whose keys name
-it and its content (:mod:`numba_vulkan.store.cache`).
+The code generator prepares and links it (:mod:`numba_vulkan.codegen.libclc`);
+the kernel cache names it in its fingerprint
+(:func:`numba_vulkan.store.toolchain.fingerprint`), which must not import the
+code generator to learn it.
 """
 
 import glob
@@ -11,9 +12,11 @@ import os
 from numba_vulkan.base import config
 
 #: libclc file names, most preferred first.
-_FILE_NAMES = ("nvptx64--.bc",)
-_SEARCH_DIRS = ("/usr/lib/clc", "/usr/share/clc", "/usr/local/lib/clc",
-                "/usr/lib/llvm-*/lib/clc", "/usr/lib/llvm-*/share/clc")
+FILE_NAMES = ("nvptx64--.bc",)
+#: Where distributions install libclc, most preferred first within a pattern
+#: by the reversed sort (the newest LLVM).
+SEARCH_DIRS = ("/usr/lib/clc", "/usr/share/clc", "/usr/local/lib/clc",
+               "/usr/lib/llvm-*/lib/clc", "/usr/lib/llvm-*/share/clc")
 
 
 def path_in_use():
@@ -25,9 +28,9 @@ def path_in_use():
     explicit = config.libclc()
     if explicit:
         return os.path.abspath(explicit)
-    for pattern in _SEARCH_DIRS:
+    for pattern in SEARCH_DIRS:
         for directory in sorted(glob.glob(pattern), reverse=True):
-            for name in _FILE_NAMES:
+            for name in FILE_NAMES:
                 path = os.path.join(directory, name)
                 if os.path.isfile(path):
                     return path
