@@ -37,7 +37,7 @@ from numba_vulkan.runtime.memory import (DeviceArray, HostArray, device_array, d
                                          mapped_array, pinned_array, to_device)
 from numba_vulkan.runtime.queue import Event, Stream
 from numba_vulkan.base.target import TargetDescription
-from numba_vulkan.frontend.ufunc_target import register_numba_target
+from numba_vulkan.api.numba_target import register_numba_target
 from numba_vulkan.api.ufunc import Reduce, VulkanGUFunc, VulkanUFunc, guvectorize, reduce, vectorize
 
 __all__ = [

@@ -51,7 +51,9 @@ LAYERS = {
 }
 
 #: Where Numba may be imported: an app that ships its kernels never loads it.
-NUMBA_LAYERS = {"frontend", "codegen", "compiler", "cuda", "aot.build"}
+#: The API imports it only inside functions (registering Numba's ``vulkan``
+#: ufunc target, typing at a compile), never when ``numba_vulkan`` loads.
+NUMBA_LAYERS = {"frontend", "codegen", "compiler", "cuda", "aot.build", "api"}
 #: Where the Vulkan bindings may be imported: nothing else touches a device.
 VULKAN_LAYERS = {"runtime"}
 

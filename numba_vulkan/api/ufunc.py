@@ -29,7 +29,6 @@ from numba_vulkan.base import abi
 from numba_vulkan.base import files
 from numba_vulkan.base import intrinsics
 from numba_vulkan.api.dispatcher import VulkanDispatcher, check_options
-from numba_vulkan.frontend import ufunc_target
 from numba_vulkan.runtime import memory
 from numba_vulkan.runtime.device import current_device
 
@@ -971,5 +970,3 @@ class Reduce:
 
 
 reduce = Reduce
-# What numba.vectorize(..., target="vulkan") and numba.guvectorize build.
-ufunc_target.build_with(VulkanUFunc, VulkanGUFunc)

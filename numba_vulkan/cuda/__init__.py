@@ -22,7 +22,7 @@ from numba.core.types import (boolean, bool_, complex64, complex128, float16, fl
 
 from numba_vulkan.api import dispatcher as _dispatcher
 from numba_vulkan.base import intrinsics as _intrinsics
-from numba_vulkan.frontend import ufunc_target as _ufunc_target
+from numba_vulkan.api import numba_target as _numba_target
 from numba_vulkan.api import ufunc as _ufunc
 from numba_vulkan.base.errors import LaunchError, UnsupportedError, VulkanError
 from numba_vulkan.runtime import device as _device
@@ -526,7 +526,7 @@ def guvectorize(signatures, layout, target="cuda", **options):
 Reduce = reduce = _ufunc.Reduce
 
 # Importing this module imports Numba: numba.vectorize(target="vulkan") too.
-_ufunc_target.register_numba_target()
+_numba_target.register_numba_target()
 
 # numba.cuda has it as an attribute too: kernels call cuda.libdevice.expf(x).
 from numba_vulkan.cuda import libdevice  # noqa: E402

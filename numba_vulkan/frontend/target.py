@@ -24,7 +24,6 @@ from numba.core.dispatcher import Dispatcher
 from numba.core.target_extension import GPU, dispatcher_registry, jit_registry, target_registry
 
 from numba_vulkan.base import jitoptions
-from numba_vulkan.frontend import ufunc_target
 
 #: Data layout of LLVM's logical SPIR-V target.
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
@@ -36,8 +35,6 @@ class Vulkan(GPU):
 
 
 target_registry["vulkan"] = Vulkan
-# numba.vectorize(..., target="vulkan") too, once Numba is loaded for a compile.
-ufunc_target.register_numba_target()
 
 
 class VulkanTypingContext(typing.Context):

@@ -5,23 +5,10 @@ Numba's ``vectorize`` and ``guvectorize`` look their ``target`` up in a
 registry of builders that other packages may extend (Numba registers its
 CUDA target there the same way). The builders here hand the function,
 signatures and options to the ufunc classes of :mod:`numba_vulkan.api.ufunc`.
-That module sits above the compiler, which registers the target when it
-loads, so it hands its classes to :func:`build_with` as it loads (every
-``import numba_vulkan`` does) rather than being imported here. Importing
-this module imports nothing, Numba included.
+Importing this module does not import Numba.
 """
 
-#: The classes the builders make, ``(ufunc, gufunc)``: set by
-#: :func:`build_with` on ``import numba_vulkan``, before any registration.
-_classes = None
-
-
-def build_with(ufunc, gufunc):
-    """Have ``numba.vectorize`` build ``ufunc`` and ``numba.guvectorize``
-    build ``gufunc`` for ``target="vulkan"``: each is called with the
-    function, its signatures (and the gufunc's layout) and the options."""
-    global _classes
-    _classes = ufunc, gufunc
+from numba_vulkan.api.ufunc import VulkanGUFunc, VulkanUFunc
 
 
 class _NumbaVectorize:
@@ -49,8 +36,7 @@ class _NumbaVectorize:
         """Signatures are fixed once given: nothing to disable."""
 
     def build_ufunc(self):
-        ufunc, _ = _classes
-        return ufunc(self._func, self._signatures, **self._options)
+        return VulkanUFunc(self._func, self._signatures, **self._options)
 
 
 class _NumbaGUVectorize(_NumbaVectorize):
@@ -62,8 +48,7 @@ class _NumbaGUVectorize(_NumbaVectorize):
         self._layout = signature
 
     def build_ufunc(self):
-        _, gufunc = _classes
-        return gufunc(self._func, self._signatures, self._layout, **self._options)
+        return VulkanGUFunc(self._func, self._signatures, self._layout, **self._options)
 
 
 def register_numba_target():
