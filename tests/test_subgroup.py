@@ -454,6 +454,7 @@ def test_kernels_with_64_bit_values_compile_for_a_narrowed_target():
                                      "int64[2d,C]", "uint64[2d,C]")),
                             (bits, ("int32[1d,C]", "uint32[1d,C]", "int64[1d,C]",
                                     "int8[1d,C]", "uint64[2d,C]"))):
-            compiled = stages.compile(kernel.py_func, sig, (64, 1, 1), narrow)
+            compiled = stages.compile(stages.KernelRequest(kernel.py_func, sig, (64, 1, 1),
+                                                           narrow))
             assert_valid_spirv(compiled)
             assert "Int64" not in compiled.capabilities
