@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import numba_vulkan as nv
+from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.compiler import stages
 from helpers import assert_valid_spirv
 
@@ -132,9 +133,9 @@ def test_jit_and_aot_build_make_the_same_bytes(uncached):
 
 
 def test_a_compile_request_is_frozen_and_keys_a_dict():
-    request = stages.KernelRequest(scale.py_func, ["float32[1d,C]"] * 2, [64, 1, 1],
+    request = KernelRequest(scale.py_func, ["float32[1d,C]"] * 2, [64, 1, 1],
                                    nv.TargetDescription(), {"fastmath": {"contract"}})
-    same = stages.KernelRequest(scale.py_func, ("float32[1d,C]",) * 2, (64, 1, 1),
+    same = KernelRequest(scale.py_func, ("float32[1d,C]",) * 2, (64, 1, 1),
                                 nv.TargetDescription(), {"fastmath": frozenset({"contract"})})
     assert {request: 1}[same] == 1
     assert request.name == "scale" and request.options.fastmath_flags == {"contract"}
@@ -149,12 +150,12 @@ def test_the_options_fastmath_is_the_compilations(uncached, monkeypatch):
     read = exact.fast_math_flags
     monkeypatch.setattr(exact, "fast_math_flags", lambda module: pytest.fail("read the IR"))
     sig, target = ("float32[1d,C]",) * 2, nv.TargetDescription()
-    fast = stages.generate(stages.lower(stages.KernelRequest(scale.py_func, sig, (64, 1, 1),
+    fast = stages.generate(stages.lower(KernelRequest(scale.py_func, sig, (64, 1, 1),
                                                              target, {"fastmath": True})))
     assert fast.fastmath == FAST_MATH_FLAGS
     assert "SignedZeroInfNanPreserve" not in stages.artifact(fast).capabilities
     monkeypatch.setattr(exact, "fast_math_flags", read)
-    exact_ = stages.compile(stages.KernelRequest(scale.py_func, sig, (64, 1, 1), target))
+    exact_ = stages.compile(KernelRequest(scale.py_func, sig, (64, 1, 1), target))
     assert "SignedZeroInfNanPreserve" in exact_.capabilities
 
 
@@ -164,7 +165,7 @@ def test_typed_results_serve_other_workgroup_sizes_only(uncached, typings):
     sig = ("float32[1d,C]", "float32[1d,C]")
     typed = {}
     def request(threads, sig=sig, target=target):
-        return stages.KernelRequest(scale.py_func, sig, (threads, 1, 1), target)
+        return KernelRequest(scale.py_func, sig, (threads, 1, 1), target)
 
     shared = [stages.compile(request(t), typed=typed) for t in (64, 128)]
     assert len(typings) == 1

@@ -16,7 +16,7 @@ from numba_vulkan.base import abi
 from numba_vulkan.base import config
 from numba_vulkan.base import jitoptions
 from numba_vulkan.api import service
-from numba_vulkan.compiler.stages import KernelRequest
+from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.base import printbuffer
 from numba_vulkan.base import records

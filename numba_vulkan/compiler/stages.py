@@ -1,7 +1,7 @@
 """The compiler as one ordered table of stages, from a Python function to SPIR-V.
 
 :data:`STAGES` lists every step a kernel takes, by name, from a
-:class:`KernelRequest` (the Python function, its argument types, workgroup
+:class:`~numba_vulkan.base.request.KernelRequest` (the Python function, its argument types, workgroup
 size, :class:`~numba_vulkan.base.target.TargetDescription` and options) to
 the validated SPIR-V module of a
 :class:`~numba_vulkan.spirv.compiled.CompiledKernel`. The table is the whole
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from numba_vulkan.base import abi
 from numba_vulkan.base import config
-from numba_vulkan.base.jitoptions import KernelOptions
+from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.base.target import TargetDescription
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.spirv.compiled import CompiledKernel
@@ -68,45 +68,6 @@ class Stage(NamedTuple):
 
 #: LLVM's context and pass managers are not safe to use from two threads.
 _llvm_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class KernelRequest:
-    """What to compile: the compiler's input, frozen and hashable.
-
-    Attributes:
-        pyfunc: The kernel's Python function.
-        signature: Argument types in text form (:mod:`numba_vulkan.base.signature`).
-        threads: Workgroup size ``(x, y, z)``.
-        target: The target to compile for.
-        options: The kernel's ``nv.jit`` options (a dict is made a
-            :class:`~numba_vulkan.base.jitoptions.KernelOptions`).
-        shared_bytes: Bytes of dynamic shared memory (``shared.array(0, dtype)``
-            views them).
-        name: The kernel's name in messages; its qualified name by default.
-    """
-
-    pyfunc: Callable
-    signature: tuple[str, ...]
-    threads: tuple[int, int, int]
-    target: TargetDescription
-    options: KernelOptions = KernelOptions()
-    shared_bytes: int = 0
-    name: str = ""
-
-    def __post_init__(self):
-        # Frozen: the canonical forms are set as the dataclass itself would.
-        object.__setattr__(self, "signature", tuple(self.signature))
-        object.__setattr__(self, "threads", tuple(self.threads))
-        if not isinstance(self.options, KernelOptions):
-            object.__setattr__(self, "options", KernelOptions(self.options))
-        if not self.name:
-            object.__setattr__(self, "name", self.pyfunc.__qualname__)
-
-    @property
-    def label(self):
-        """The kernel and its signature, as messages name them."""
-        return f"{self.name}({', '.join(self.signature)})"
 
 
 @dataclass
@@ -529,7 +490,7 @@ def lower(request, typed=None):
     what the kernel cache's ``kernels/`` tier is keyed on.
 
     Args:
-        request: The :class:`KernelRequest`.
+        request: The :class:`~numba_vulkan.base.request.KernelRequest`.
         typed: A dictionary in which the ``numba`` stage keeps its latest
             results, to take one for another workgroup size of the same
             kernel, signature, options and target instead of typing and
@@ -572,7 +533,7 @@ def compile(request, typed=None):
     """Compile a kernel: the whole table, with no cache.
 
     Args:
-        request: The :class:`KernelRequest`.
+        request: The :class:`~numba_vulkan.base.request.KernelRequest`.
         typed: As for :func:`lower`.
 
     Returns:

@@ -166,7 +166,7 @@ def _compile(module_name, qualname, sig, threads, target_key, options, profile,
     """
     import importlib
     from numba_vulkan.api import service
-    from numba_vulkan.compiler.stages import KernelRequest
+    from numba_vulkan.base.request import KernelRequest
     from numba_vulkan.base.target import TargetDescription
     target = TargetDescription.from_key(target_key)
     try:
