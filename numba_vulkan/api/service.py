@@ -94,7 +94,8 @@ def _stored_or_compiled(request, typed):
         found = stages.artifact(job)
         store.store_module(module_key, store.CachedModule(
             found.spirv, found.llvm_ir, found.capabilities, job.loop_check), request.label)
-    store.store_compiled(function_key, found, config.validate())
+    if function_key is not None:
+        store.store_compiled(function_key, found, config.validate())
     return found
 
 
