@@ -1,9 +1,10 @@
 """The compiler as one ordered table of stages, from a Python function to SPIR-V.
 
 :data:`STAGES` lists every step a kernel takes, by name, from a
-:class:`~numba_vulkan.base.request.KernelRequest` (the Python function, its argument types, workgroup
-size, :class:`~numba_vulkan.base.target.TargetDescription` and options) to
-the validated SPIR-V module of a
+:class:`~numba_vulkan.base.request.KernelRequest` (the Python function, its
+argument types, workgroup size,
+:class:`~numba_vulkan.base.target.TargetDescription` and options) to the
+validated SPIR-V module of a
 :class:`~numba_vulkan.spirv.compiled.CompiledKernel`. The table is the whole
 compiler and does no I/O of its own: the compile service
 (:mod:`numba_vulkan.api.service`), which the JIT, ufuncs and the AOT build
