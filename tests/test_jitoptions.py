@@ -52,6 +52,35 @@ def test_each_code_option_changes_the_content_key_and_cache_does_not(name):
     assert keys.content_key(nv.jit(**{name: first}, cache=True)(_kernel)) == key
 
 
+def test_kernel_options_are_frozen_hashable_and_key_as_their_dict():
+    given = {"fastmath": ["nnan", "contract"], "cache": True, "error_model": "python"}
+    options = jitoptions.KernelOptions(given)
+    canonical = {"cache": True, "error_model": "python",
+                 "fastmath": frozenset({"contract", "nnan"})}
+    assert options == canonical and dict(options) == canonical
+    assert hash(options) == hash(jitoptions.KernelOptions(canonical))
+    with pytest.raises(AttributeError):
+        options.fastmath = True
+    # The kernel cache keys them as the dict they were made of.
+    assert kernelcache._options(options) == kernelcache._options(canonical)
+    assert options.code() == {"error_model": "python",
+                              "fastmath": frozenset({"contract", "nnan"})}
+    import pickle
+    assert pickle.loads(pickle.dumps(options)) == options
+    with pytest.raises(ValueError, match="unknown option.*fastmth"):
+        jitoptions.KernelOptions({"fastmth": True})
+    with pytest.raises(ValueError, match="error_model must be"):
+        jitoptions.KernelOptions({"error_model": "c"})
+
+
+@pytest.mark.parametrize("value, flags", [
+    (None, None), (False, frozenset()), (True, jitoptions.FAST_MATH_FLAGS),
+    ({"fast"}, jitoptions.FAST_MATH_FLAGS), ({"contract"}, frozenset({"contract"}))])
+def test_fastmath_flags_say_what_the_option_allows(value, flags):
+    given = {} if value is None else {"fastmath": value}
+    assert jitoptions.KernelOptions(given).fastmath_flags == flags
+
+
 def test_prepared_libclc_files_are_readable_by_the_cache_group(tmp_path, monkeypatch):
     """The prepared library is written like every other cache file: with the
     umask's permissions (was mkstemp's 0600), atomically, no temporary left."""

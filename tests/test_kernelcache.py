@@ -74,7 +74,7 @@ def _build_once(monkeypatch):
         key = (kernelcache.normalise("\n".join(job.sources)), tuple(job.bindings),
                tuple(job.threads), job.target)
         if config.dump_dir() or key not in _built:
-            done = stages.run(job, original)
+            done = stages.run(job, stages=original)
             _built[key] = (done.spirv, done.llvm_ir, done.loop_check)
         job.spirv, job.llvm_ir, job.loop_check = _built[key]
         return job.spirv

@@ -445,6 +445,7 @@ def test_kernels_with_64_bit_values_compile_for_a_narrowed_target():
     """Where int64 is narrowed nothing is split into halves (narrowing refuses
     shifts by 32): 64-bit values are 32-bit there, ballots hold lanes 0 to 31."""
     import warnings
+    from numba_vulkan.base.request import KernelRequest
     from numba_vulkan.compiler import stages
     from numba_vulkan.base.target import TargetDescription
     narrow = TargetDescription(vulkan=(1, 2), float64=False, int64=False)
@@ -454,6 +455,6 @@ def test_kernels_with_64_bit_values_compile_for_a_narrowed_target():
                                      "int64[2d,C]", "uint64[2d,C]")),
                             (bits, ("int32[1d,C]", "uint32[1d,C]", "int64[1d,C]",
                                     "int8[1d,C]", "uint64[2d,C]"))):
-            compiled = stages.compile(kernel.py_func, sig, (64, 1, 1), narrow)
+            compiled = stages.compile(KernelRequest(kernel.py_func, sig, (64, 1, 1), narrow))
             assert_valid_spirv(compiled)
             assert "Int64" not in compiled.capabilities

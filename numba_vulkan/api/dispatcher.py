@@ -15,7 +15,8 @@ import numpy as np
 from numba_vulkan.base import abi
 from numba_vulkan.base import config
 from numba_vulkan.base import jitoptions
-from numba_vulkan import store as kernelcache
+from numba_vulkan.api import service
+from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.base import printbuffer
 from numba_vulkan.base import records
@@ -429,50 +430,21 @@ class VulkanDispatcher:
         from numba_vulkan.frontend.compile import signature_text
         return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
 
-    def _compile(self, sig, threads, target, features=None, shared_bytes=0):
-        """Find or make the kernel: shipped AOT directories first, then the
-        ``functions/`` tier of the kernel cache (``cache=True`` only), then a
-        compile.
+    def _compile(self, sig, threads, target, features=None, shared_bytes=0, shipped=True):
+        """Find or make the kernel through the compile service
+        (:func:`numba_vulkan.api.service.kernel`): memory, the AOT
+        directories (unless not ``shipped``), the kernel cache, a compile.
 
         Kept by target description: devices that share one share the kernel
         (each makes its own pipeline). ``features`` are the launching
-        device's, for the AOT lookup.
-
-        A variant with dynamic shared memory (``shared_bytes``) is looked
-        up in the AOT directories for that size (a manifest's
-        ``shared_bytes``), else compiled through the ``kernels/`` tier: the
-        ``functions/`` tier holds kernels without it.
+        device's, for the AOT lookup; ``shared_bytes`` the bytes of dynamic
+        shared memory the kernel is compiled for.
         """
-        key = (sig, threads, target) if not shared_bytes else (sig, threads, target,
-                                                                shared_bytes)
+        request = KernelRequest(self.py_func, sig, threads, target,
+                                jitoptions.KernelOptions(self.options), shared_bytes)
         with self._lock:
-            compiled = self._compiled.get(key)
-            if compiled is None and shared_bytes:
-                from numba_vulkan.aot.loader import lookup
-                compiled = lookup.find(self, sig, threads, target, features=features,
-                                       shared_bytes=shared_bytes)
-                if compiled is None:
-                    from numba_vulkan.compiler import stages
-                    compiled = stages.compile(self.py_func, sig, threads, target, self.options,
-                                              shared_bytes=shared_bytes, typed=self._typed)
-                self._compiled[key] = compiled
-            if compiled is None:
-                from numba_vulkan.aot.loader import lookup
-                compiled = lookup.find(self, sig, threads, target, features=features)
-                cache_key = None
-                if compiled is None and self.options.get("cache"):
-                    cache_key = kernelcache.function_key(self.py_func, self.options, sig,
-                                                         threads, target)
-                    compiled = kernelcache.load_compiled(
-                        cache_key, sig, threads, target,
-                        f"{self.__qualname__}({', '.join(sig)})")
-                if compiled is None:
-                    from numba_vulkan.compiler import stages
-                    compiled = stages.compile(self.py_func, sig, threads, target, self.options,
-                                              typed=self._typed)
-                    kernelcache.store_compiled(cache_key, compiled, config.validate())
-                self._compiled[key] = compiled
-            return compiled
+            return service.kernel(self, request, self._compiled, self._typed, features,
+                                  shipped)
 
     @property
     def _parameter_names(self):
@@ -632,12 +604,10 @@ class VulkanDispatcher:
                         # A shipped module the driver refuses: the JIT's instead.
                         from numba_vulkan.aot.loader import lookup
                         lookup.refused_by_driver(compiled, exc)
-                        from numba_vulkan.compiler import stages
-                        compiled = stages.compile(self.py_func, sig, threads, device.target,
-                                                  self.options, shared_bytes=shared_bytes,
-                                                  typed=self._typed)
-                        self._compiled[(sig, threads, device.target) + (
-                            (shared_bytes,) if shared_bytes else ())] = compiled
+                        self._compiled.pop(service.memory_key(sig, threads, device.target,
+                                                              shared_bytes))
+                        compiled = self._compile(sig, threads, device.target,
+                                                 shared_bytes=shared_bytes, shipped=False)
                         plan = _Plan(compiled, device)
                     self._plans[key] = plan
         return plan
@@ -651,9 +621,7 @@ class VulkanDispatcher:
         set-up starts first on another thread: the driver opens a device
         mostly outside the interpreter, so the two overlap.
         """
-        from numba_vulkan.aot.loader import lookup
-        if not (self.options.get("cache") and config.cache_enabled()) \
-                and not lookup.directories() and not config.aot_strict():
+        if service.certain_to_compile(self.options):
             from numba_vulkan.compiler import stages
             stages.prepare_in_background()
         return current_device()

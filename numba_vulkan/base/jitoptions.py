@@ -3,10 +3,12 @@
 The dispatcher checks a kernel's options against it, the AOT manifest
 checks the ``options:`` it may set, and the kernel cache keys, AOT content
 keys and device functions keep the options that change the compiled code.
+The compiler takes a kernel's options as one :class:`KernelOptions`.
 Imports nothing.
 """
 
 from collections import namedtuple
+from collections.abc import Mapping
 
 Option = namedtuple("Option", "values description code")
 Option.__doc__ = """One ``nv.jit`` option.
@@ -75,3 +77,69 @@ def check(name, value):
     else:
         expected = " or ".join(map(repr, allowed))
     raise ValueError(f"{name} must be {expected}, not {value!r}")
+
+
+class KernelOptions(Mapping):
+    """The ``nv.jit`` options one kernel was given, checked and canonical.
+
+    Frozen and hashable, so that a compile request holding them can key a
+    dictionary. It is a mapping of the options given (an option left out is
+    not in it, so keys made from it equal those made from the dict it was
+    made of); :attr:`fastmath_flags` says what ``fastmath`` allows.
+
+    Raises:
+        ValueError: An unknown option, or a value the option does not take.
+    """
+
+    __slots__ = ("_given", "_hash")
+
+    def __init__(self, options=None):
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: "
+                             f"{', '.join(OPTIONS)}")
+        given = {name: check(name, value) for name, value in sorted(options.items())}
+        object.__setattr__(self, "_given", given)
+        object.__setattr__(self, "_hash", hash(frozenset(given.items())))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("KernelOptions are frozen")
+
+    def __getitem__(self, name):
+        return self._given[name]
+
+    def __iter__(self):
+        return iter(self._given)
+
+    def __len__(self):
+        return len(self._given)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    def __repr__(self):
+        return f"KernelOptions({self._given!r})"
+
+    def __reduce__(self):
+        # Pickled for the AOT build's workers: rebuilt from the plain dict.
+        return (KernelOptions, (dict(self._given),))
+
+    def code(self):
+        """The options that change the compiled code (:data:`CODE_OPTIONS`)."""
+        return KernelOptions(code_options(self))
+
+    @property
+    def fastmath_flags(self):
+        """The fast-math flags ``fastmath`` gives (a frozenset of
+        :data:`FAST_MATH_FLAGS`; ``True`` and ``"fast"`` give them all), or
+        None where the kernel was not given ``fastmath``."""
+        value = self._given.get("fastmath")
+        if value is None:
+            return None
+        if value is True or (value is not False and "fast" in value):
+            return FAST_MATH_FLAGS
+        return frozenset(value or ())

@@ -37,11 +37,12 @@ def link(job):
     """``job.sources`` linked into one, narrowed, the workgroup size
     ``job.threads`` made a constant, and linked with the libclc functions they
     call into ``job.module`` (on a target with a loop limit, the library's
-    loops marked to stay rolled); ``job.fastmath`` holds the fast-math flags
-    of the kernel's own float operations."""
+    loops marked to stay rolled); ``job.fastmath``, where the kernel's options
+    do not say it, the fast-math flags of its float operations."""
     kernel = ir.parse(str(optimize.link(job.sources, job.target.triple, DATA_LAYOUT)))
     narrow.module(kernel, job.target.narrowed)
-    job.fastmath = exact.fast_math_flags(kernel)
+    if job.fastmath is None:
+        job.fastmath = exact.fast_math_flags(kernel)
     entrypoint.constant_local_size(kernel, job.threads)
     texts = libclc_link.link(kernel)
     if job.target.loop_limit:

@@ -1,10 +1,18 @@
 """The compiler as one ordered table of stages, from a Python function to SPIR-V.
 
-:data:`STAGES` lists every step a kernel takes, by name, from the Python
-function, its argument types and a :class:`~numba_vulkan.base.target.TargetDescription`
-to a validated SPIR-V module. :func:`compile` runs the table; the JIT
-(:mod:`numba_vulkan.api.dispatcher`) and the AOT build (:mod:`numba_vulkan.aot.build.builder`)
-both call it, so both make the same module from the same inputs.
+:data:`STAGES` lists every step a kernel takes, by name, from a
+:class:`~numba_vulkan.base.request.KernelRequest` (the Python function, its
+argument types, workgroup size,
+:class:`~numba_vulkan.base.target.TargetDescription` and options) to the
+validated SPIR-V module of a
+:class:`~numba_vulkan.spirv.compiled.CompiledKernel`. The table is the whole
+compiler and does no I/O of its own: the compile service
+(:mod:`numba_vulkan.api.service`), which the JIT, ufuncs and the AOT build
+all go through, looks for a kernel in memory, AOT directories and the
+kernel cache before it runs the table, so a JIT module and an AOT module of
+one kernel are the same bytes. The service runs the ``numba`` stage alone
+first (:func:`lower`), since the cache's ``kernels/`` tier is keyed on
+Numba's IR, then the rest (:func:`generate`); :func:`compile` runs both.
 
 A stage reads what earlier stages left in a :class:`Compilation` and leaves
 its result there. Two stages may send the compilation back to an earlier
@@ -20,20 +28,26 @@ named in ``NUMBA_VULKAN_DUMP_STAGES`` write their results there (see
 ``docs/settings.md``).
 """
 
+from __future__ import annotations
+
 import contextlib
 import copy
 import os
 import threading
 import warnings
-from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from numba_vulkan.base import abi
 from numba_vulkan.base import config
-from numba_vulkan import store as kernelcache
+from numba_vulkan.base.request import KernelRequest
+from numba_vulkan.base.target import TargetDescription
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.spirv.compiled import CompiledKernel
 from numba_vulkan.base.errors import CompilerError, NarrowingWarning, VulkanError
+
+if TYPE_CHECKING:
+    from numba_vulkan.frontend.compile import KernelIR
 
 
 class Stage(NamedTuple):
@@ -42,8 +56,7 @@ class Stage(NamedTuple):
     Attributes:
         name: What dumps and errors call it.
         run: ``run(compilation)``: does the step and returns its result (IR
-            text, an LLVM module or a SPIR-V binary, for a dump), or
-            :data:`FINISHED`.
+            text, an LLVM module or a SPIR-V binary, for a dump).
         doc: One line on what it does, for ``docs/design.md``.
         llvm: Whether it runs LLVM in this process (and so holds the lock).
     """
@@ -57,75 +70,70 @@ class Stage(NamedTuple):
 #: LLVM's context and pass managers are not safe to use from two threads.
 _llvm_lock = threading.Lock()
 
-#: What a stage returns when the compilation is complete without the rest.
-FINISHED = object()
-
 
 @dataclass
 class Compilation:
     """One kernel on its way through :data:`STAGES`.
 
     Attributes:
-        pyfunc: The kernel's Python function.
-        name: Its qualified name.
-        signature: Argument types in text form (:mod:`numba_vulkan.base.signature`).
-        threads: Workgroup size ``(x, y, z)``.
-        requested: The target the caller asked for.
-        target: The target the stages compile for: ``requested``, or
-            ``requested`` without native float atomics (see the module docs).
-        options: The kernel's ``nv.jit`` options.
+        request: What is compiled.
+        target: The target the stages compile for: the request's, or without
+            native float atomics (see the module docs).
+        typed: Where the ``numba`` stage keeps its results across compiles
+            (:func:`compile`'s ``typed``), or None.
         breaks: Whether loops with few exits may leave by breaks.
-        kernel_ir: The :class:`~numba_vulkan.frontend.compile.KernelIR`.
-        sources: IR text of Numba's modules, the entry point's last.
+        fastmath: The fast-math flags the kernel's float operations may
+            use: its ``fastmath`` option's; without that option, those its
+            IR carries (from device functions given one), found at link.
+        kernel_ir: Numba's result, from the ``numba`` stage.
         bindings: Storage dtype of each descriptor binding.
-        cache_key: The kernel cache name of the module, or None.
+        status: The binding of the kernel's status buffer: its own, or on a
+            target with a loop limit the one after the arrays.
         machine: LLVM's target machine for ``target``, made on first use.
         module: The LLVM module (``llvmlite.binding.ModuleRef``) between
             the stages that link and optimise.
-        fastmath: The fast-math flags of the kernel's own float operations
-            (``fastmath``), found at link.
         model: The IR model (:class:`numba_vulkan.llvmir.ir.Module`) between
             the stages that rewrite it; they change it in place.
         llvm_ir: The IR handed to the backend.
         spirv: The SPIR-V module.
-        capabilities: The SPIR-V capabilities it declares.
-        status: The binding of the kernel's status buffer: its own, or on a
-            target with a loop limit the one after the arrays.
         loop_check: Whether the module reports reaching the target's loop
             limit there (:mod:`numba_vulkan.codegen.looplimit`).
-        shared_bytes: Bytes of dynamic shared memory it is compiled for.
-        typed: Where the ``numba`` stage keeps its results across compiles
-            (:func:`compile`'s ``typed``), or None.
     """
 
-    pyfunc: object
-    name: str
-    signature: tuple
-    threads: tuple
-    requested: object
-    target: object
-    options: dict = field(default_factory=dict)
+    request: KernelRequest
+    target: Optional[TargetDescription] = None
+    typed: Optional[dict] = None
     breaks: bool = True
-    kernel_ir: object = None
-    sources: list = None
-    bindings: list = None
-    cache_key: str = None
+    fastmath: Optional[frozenset] = None
+    kernel_ir: Optional[KernelIR] = None
+    bindings: Optional[list] = None
+    status: Optional[int] = None
     machine: object = None
     module: object = None
-    fastmath: frozenset = frozenset()
     model: object = None
-    llvm_ir: str = None
-    spirv: bytes = None
-    capabilities: list = None
-    status: int = None
+    llvm_ir: Optional[str] = None
+    spirv: Optional[bytes] = None
     loop_check: bool = False
-    shared_bytes: int = 0
-    typed: dict = None
+
+    def __post_init__(self):
+        if self.target is None:
+            self.target = self.request.target
+        if self.fastmath is None:
+            self.fastmath = self.request.options.fastmath_flags
+
+    # What the stages read of the request, by the names they use.
+    pyfunc = property(lambda self: self.request.pyfunc)
+    name = property(lambda self: self.request.name)
+    signature = property(lambda self: self.request.signature)
+    threads = property(lambda self: self.request.threads)
+    options = property(lambda self: self.request.options)
+    shared_bytes = property(lambda self: self.request.shared_bytes)
+    label = property(lambda self: self.request.label)
 
     @property
-    def label(self):
-        """The kernel and its signature, as messages name them."""
-        return f"{self.name}({', '.join(self.signature)})"
+    def sources(self):
+        """IR text of Numba's modules, the entry point's last."""
+        return self.kernel_ir.modules
 
 
 class _Rerun(Exception):
@@ -209,7 +217,6 @@ def _numba(job):
                 del job.typed[next(iter(job.typed))]
     _warn_if_narrowed(job, kernel_ir)
     job.kernel_ir = kernel_ir
-    job.sources = kernel_ir.modules
     job.bindings = abi.bindings(kernel_ir.params)
     job.status = next((p.binding for p in kernel_ir.params if p.kind == "status"),
                       len(job.bindings))
@@ -226,14 +233,9 @@ def _typing_key(job):
     if job.typed is None:
         return None
     target = job.target
-    key = (job.pyfunc, job.signature, tuple(sorted(target.narrowed)),
-           target.float32_atomic_add, target.max_push_constants,
-           tuple(sorted(job.options.items())), job.shared_bytes)
-    try:
-        hash(key)
-    except TypeError:  # an option of an unhashable value
-        return None
-    return key
+    return (job.pyfunc, job.signature, tuple(sorted(target.narrowed)),
+            target.float32_atomic_add, target.max_push_constants, job.options,
+            job.shared_bytes)
 
 
 def _warn_if_narrowed(job, kernel_ir):
@@ -246,19 +248,6 @@ def _warn_if_narrowed(job, kernel_ir):
     if narrowed:
         warnings.warn(f"{job.label}: {', '.join(narrowed)} narrowed to 32 bits "
                       "for a device without 64-bit support", NarrowingWarning, stacklevel=2)
-
-
-def _lookup(job):
-    # Numba ran; everything after it is skipped on a hit.
-    job.cache_key = kernelcache.module_key(job.sources, job.bindings, job.threads, job.target,
-                                           job.options)
-    cached = kernelcache.load_module(job.cache_key, job.label)
-    if cached is None:
-        return None
-    job.spirv, job.llvm_ir = cached.spirv, cached.llvm_ir
-    job.capabilities = list(cached.capabilities)
-    job.loop_check = cached.loop_check
-    return FINISHED
 
 
 def _codegen(name):
@@ -295,19 +284,16 @@ def _repair(job):
     return binary
 
 
-def _store(job):
-    job.capabilities = spirv.capabilities(job.spirv)
-    kernelcache.store_module(job.cache_key, kernelcache.CachedModule(
-        job.spirv, job.llvm_ir, job.capabilities, job.loop_check), job.label)
-    return None
+def _drop_debug(job):
+    from numba_vulkan.codegen import debuginfo
+    job.spirv = debuginfo.strip(job.spirv)
+    return job.spirv
 
 
 #: The compiler, in order.
 STAGES = (
     Stage("numba", _numba, "Numba types and lowers the kernel for the `vulkan` target, with "
           "an entry point that reads the arguments through marker calls"),
-    Stage("cache", _lookup, "the kernel cache's `kernels/` tier, keyed on Numba's IR: a hit "
-          "ends the compilation here"),
     Stage("link", _codegen("link"), "Numba's modules are linked into one, the 64-bit types "
           "the target lacks narrowed and the workgroup size made a constant, then linked with "
           "the libclc functions they call", llvm=True),
@@ -355,8 +341,10 @@ STAGES = (
           "(NoContraction) and NaNs, infinities and signed zeros preserved, unless `fastmath` "
           "gives that up; float16 arithmetic rounded to nearest "
           "(RoundingModeRTE) where the target can ask for it"),
+    Stage("debuginfo", _drop_debug, "debug instructions (names, sources, lines) are "
+          "dropped: they hold Numba's per-process names, which would make two compiles of "
+          "one kernel differ"),
     Stage("validate", _codegen("check"), "spirv-val, unless `NUMBA_VULKAN_VALIDATE=0`"),
-    Stage("store", _store, "the module is stored in the kernel cache"),
 )
 
 
@@ -430,7 +418,7 @@ class _Dumper:
         if name in self.wanted:
             self._write(f"{self.stem}.{name}", result)
         # The IR handed to the backend and the final module, always.
-        if name in ("legalize", "exact"):
+        if name in ("barriers", "debuginfo"):
             self._write(self.stem, result)
 
     @staticmethod
@@ -443,12 +431,14 @@ class _Dumper:
                 f.write(result)
 
 
-def run(job, stages=None):
-    """Run ``job`` through ``stages`` (:data:`STAGES` by default).
+def run(job, first=None, last=None, stages=None):
+    """Run ``job`` through ``stages`` (:data:`STAGES` by default), from the
+    stage named ``first`` to the one named ``last`` (by default from the
+    first to the last).
 
     Returns:
-        The finished :class:`Compilation` (another object than ``job`` when
-        a stage sent it back).
+        The :class:`Compilation` after ``last`` (another object than ``job``
+        when a stage sent it back).
 
     Raises:
         CompilerError: Any stage failed; the message names the kernel, its
@@ -456,10 +446,15 @@ def run(job, stages=None):
     """
     stages = STAGES if stages is None else stages
     order = [stage.name for stage in stages]
+    k = 0 if first is None else order.index(first)
+    end = len(stages) if last is None else order.index(last) + 1
     dump = _Dumper(job)
-    before, taken = {}, set()
-    k = 0
-    while k < len(stages):
+    # A stage may send the compilation back to Numba, which ran in an
+    # earlier call (:func:`lower`): it starts again from the request.
+    before = ({FRONTEND: Compilation(job.request, typed=job.typed)}
+              if FRONTEND in order[:k] else {})
+    taken = set()
+    while k < end:
         stage = stages[k]
         before[stage.name] = copy.copy(job)
         try:
@@ -483,34 +478,65 @@ def run(job, stages=None):
             # A CompilerError of a pass already says what went wrong: its
             # traceback is kept, not a second one. Anything else is chained.
             raise error from (None if isinstance(exc, CompilerError) else exc)
-        if result is FINISHED:
-            break
         dump(stage.name, result)
         k += 1
     return job
 
 
-def compile(pyfunc, signature, threads, target, options=None, name=None, shared_bytes=0,
-            typed=None):
-    """Compile a kernel for one signature, workgroup size and target.
+#: The stage whose result keys the kernel cache's ``kernels/`` tier.
+FRONTEND = "numba"
+
+
+def lower(request, typed=None):
+    """The :class:`Compilation` of ``request`` after the ``numba`` stage:
+    what the kernel cache's ``kernels/`` tier is keyed on.
 
     Args:
-        pyfunc: The kernel's Python function.
-        signature: Argument types in text form (:mod:`numba_vulkan.base.signature`).
-        threads: Workgroup size ``(x, y, z)``.
-        target: The :class:`~numba_vulkan.base.target.TargetDescription`.
-        options: The kernel's ``nv.jit`` options.
-        name: The kernel's name in messages; its qualified name by default.
-        shared_bytes: Bytes of dynamic shared memory (``shared.array(0, dtype)``
-            views them); the kernel cache tells sizes apart by the IR, which
-            holds the size.
+        request: The :class:`~numba_vulkan.base.request.KernelRequest`.
         typed: A dictionary in which the ``numba`` stage keeps its latest
             results, to take one for another workgroup size of the same
             kernel, signature, options and target instead of typing and
             lowering the kernel again: Numba's result does not depend on
             the workgroup size. For a caller whose functions and their
-            globals do not change meanwhile (an AOT build); None compiles
-            afresh.
+            globals do not change meanwhile (a dispatcher, an AOT build);
+            None lowers afresh.
+    """
+    return run(Compilation(request, typed=typed), last=FRONTEND)
+
+
+def generate(job):
+    """``job`` (from :func:`lower`) through the rest of the table, to its
+    validated SPIR-V module."""
+    return run(job, first=STAGES[[s.name for s in STAGES].index(FRONTEND) + 1].name)
+
+
+def artifact(job):
+    """The :class:`~numba_vulkan.spirv.compiled.CompiledKernel` of a
+    compilation that has its SPIR-V module: generated, or (the compile
+    service's cache hit) set on the result of :func:`lower`."""
+    kernel_ir = job.kernel_ir
+    metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
+    if kernel_ir.prints:
+        metadata["print"] = kernel_ir.prints
+    if job.shared_bytes:
+        metadata["shared_bytes"] = job.shared_bytes
+    params = kernel_ir.params
+    if job.loop_check:
+        metadata["loop_limit"] = job.target.loop_limit
+        if not any(p.kind == "status" for p in params):
+            params += (abi.Param(abi.STATUS_PARAM, "status", "uint32", "uint32", 1, "C",
+                                 job.status, 0),)
+    return CompiledKernel(job.name, job.signature, job.threads, job.request.target, job.spirv,
+                          job.llvm_ir, spirv.capabilities(job.spirv), params,
+                          kernel_ir.push_size, metadata=metadata)
+
+
+def compile(request, typed=None):
+    """Compile a kernel: the whole table, with no cache.
+
+    Args:
+        request: The :class:`~numba_vulkan.base.request.KernelRequest`.
+        typed: As for :func:`lower`.
 
     Returns:
         The :class:`~numba_vulkan.spirv.compiled.CompiledKernel`.
@@ -518,23 +544,4 @@ def compile(pyfunc, signature, threads, target, options=None, name=None, shared_
     Raises:
         CompilerError: The kernel cannot be compiled.
     """
-    job = Compilation(pyfunc, name or pyfunc.__qualname__, tuple(signature), tuple(threads),
-                      target, target, dict(options or {}), shared_bytes=shared_bytes,
-                      typed=typed)
-    job = run(job)
-    kernel_ir = job.kernel_ir
-    metadata = {"exceptions": kernel_ir.exceptions} if kernel_ir.exceptions else {}
-    if kernel_ir.prints:
-        metadata["print"] = kernel_ir.prints
-    if shared_bytes:
-        metadata["shared_bytes"] = shared_bytes
-    capabilities = job.capabilities or spirv.capabilities(job.spirv)
-    params = kernel_ir.params
-    if job.loop_check:
-        metadata["loop_limit"] = job.target.loop_limit
-        if not any(p.kind == "status" for p in params):
-            params += (abi.Param(abi.STATUS_PARAM, "status", "uint32", "uint32", 1, "C",
-                                 job.status, 0),)
-    return CompiledKernel(job.name, job.signature, job.threads, target, job.spirv,
-                          job.llvm_ir, capabilities, params, kernel_ir.push_size,
-                          metadata=metadata)
+    return artifact(run(Compilation(request, typed=typed)))

@@ -1,9 +1,9 @@
 """Building a manifest into an AOT directory, and checking one.
 
 A build compiles every (kernel, signature, workgroup size, profile) of a
-manifest through the full pipeline, strips the debug instructions from each
-module (they hold Numba's per-process names, which would make two builds
-differ), runs ``spirv-val`` on it and writes the directory:
+manifest through the compile service (:mod:`numba_vulkan.api.service`), as
+the JIT does, so that both make the same module of a kernel; its modules
+always go through ``spirv-val``. It writes the directory:
 
 * Incremental: an entry whose kernel code, argument types, workgroup size,
   profile, options and compiler fingerprint are those of an entry of the
@@ -49,7 +49,6 @@ from numba_vulkan.base import files
 from numba_vulkan.base import jitoptions
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.spirv import binary as spirv
-from numba_vulkan.spirv import opcodes as spv
 from numba_vulkan.aot.build import signing as signing_keys
 from numba_vulkan.aot.build import manifest as manifests
 from numba_vulkan.aot.loader import index, signing
@@ -60,23 +59,7 @@ from numba_vulkan.store import toolchain
 from numba_vulkan.spirv.compiled import check_errors, check_print
 from numba_vulkan.base.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
 
-#: SPIR-V's debug instructions, which a shipped module leaves out.
-_DEBUG_OPCODES = frozenset({spv.OpSourceContinued, spv.OpSource, spv.OpSourceExtension,
-                            spv.OpName, spv.OpMemberName, spv.OpString, spv.OpLine,
-                            spv.OpNoLine, spv.OpModuleProcessed})
-
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def strip_debug(binary):
-    """A SPIR-V module without its debug instructions (names, sources, lines).
-
-    They are optional, and they hold what differs between processes and
-    machines: Numba's per-process function numbers and module names.
-    """
-    header, instructions = spirv.parse(binary)
-    return spirv.assemble(header, [inst for inst in instructions
-                                   if spirv.opcode(inst) not in _DEBUG_OPCODES])
 
 
 @dataclass
@@ -165,28 +148,31 @@ def _previous(output):
     return out
 
 
-def _compile(module_name, qualname, sig, threads, target_key, options, target_env,
-             profile, shared_bytes=0):
+def _compile(module_name, qualname, sig, threads, target_key, options, profile,
+             shared_bytes=0):
     """Compile one module; runs in the build process or in a worker.
 
     Returns:
         ``(spirv, metadata)`` or ``(None, message)``.
     """
     import importlib
-    from numba_vulkan.compiler import stages
+    from numba_vulkan.api import service
+    from numba_vulkan.base.request import KernelRequest
     from numba_vulkan.base.target import TargetDescription
     target = TargetDescription.from_key(target_key)
     try:
         kernel = importlib.import_module(module_name)
         for part in qualname.split("."):
             kernel = getattr(kernel, part)
-        with warnings.catch_warnings():
+        request = KernelRequest(kernel.py_func, sig, threads, target, dict(options),
+                                shared_bytes)
+        # A shipped module is validated whatever the build's setting.
+        with warnings.catch_warnings(), config.overriding(NUMBA_VULKAN_VALIDATE="1"):
             # A narrow profile asks for narrowing: no need to warn about it.
             warnings.simplefilter("ignore", NarrowingWarning)
-            compiled = stages.compile(kernel.py_func, tuple(sig), tuple(threads), target,
-                                      dict(options), shared_bytes=shared_bytes, typed=_TYPED)
-        binary = strip_debug(compiled.spirv)
-        meta = {"capabilities": spirv.capabilities(binary),
+            compiled = service.kernel(kernel, request, typed=_TYPED, shipped=False)
+        binary = compiled.spirv
+        meta = {"capabilities": compiled.capabilities,
                 "params": [p.to_json() for p in compiled.params],
                 "push_size": compiled.push_size, "abi_version": compiled.abi_version}
         if "print" in compiled.metadata:
@@ -199,7 +185,7 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
             meta["loop_limit"] = compiled.metadata["loop_limit"]
         if shared_bytes:
             meta["shared_bytes"] = shared_bytes
-        _check_built(binary, meta, sig, threads, target, target_env)
+        _check_interface(binary, meta, sig, threads, target)
     except Exception as exc:  # any failure is this module's, reported with the others
         return None, f"{type(exc).__name__}: {exc}"
     capabilities = meta["capabilities"]
@@ -211,7 +197,7 @@ def _compile(module_name, qualname, sig, threads, target_key, options, target_en
     return binary, meta
 
 
-#: Numba's results of this process's compiles of one build (``stages.compile``'s
+#: Numba's results of this process's compiles of one build (``stages.lower``'s
 #: ``typed``): another workgroup size of a kernel and signature takes its IR.
 _TYPED = {}
 
@@ -246,7 +232,13 @@ def _check_built(binary, meta, sig, threads, target, target_env):
     describes, for these argument types, threads and target."""
     from numba_vulkan.spirv import tools as validate
     validate.validate(binary, target_env)
-    # What every reader will check the module against (index.check_module).
+    _check_interface(binary, meta, sig, threads, target)
+
+
+def _check_interface(binary, meta, sig, threads, target):
+    """Raise unless ``binary`` has the interface ``meta`` describes, for these
+    argument types, threads and target: what every reader will check the
+    module against (index.check_module)."""
     modulecheck.check_params(tuple(sig), meta["params"], meta["push_size"], target.narrowed,
                              target.max_push_constants)
     params = abi.params_from_json(meta["params"])
@@ -596,7 +588,7 @@ def _run(pending, m, jobs, scheduler=None):
         module_name, _, qualname = task.kernel.partition(":")
         profile = task.profile
         return (module_name, qualname, task.signature, task.threads,
-                profile.target().key(), task.options, profile.target_env, profile.name,
+                profile.target().key(), task.options, profile.name,
                 task.shared_bytes)
 
     def outcome(value):

@@ -1,0 +1,85 @@
+"""The compile service: one lookup order for the JIT, ufuncs and the AOT build."""
+
+import pytest
+
+import numba_vulkan as nv
+from numba_vulkan import store
+from numba_vulkan.aot.loader import lookup
+from numba_vulkan.api import service
+from numba_vulkan.base.request import KernelRequest
+from numba_vulkan.compiler import stages
+
+
+def _copy(x, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        out[i] = x[i]
+
+
+SIG = ("float32[1d,C]", "float32[1d,C]")
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """Where the service looked, in order; every place misses but the compiler."""
+    order = []
+
+    def miss(name, value=None):
+        def look(*args, **kwargs):
+            order.append(name)
+            return value
+        return look
+
+    monkeypatch.setattr(lookup, "find", miss("aot"))
+    monkeypatch.setattr(store, "function_key", miss("functions key", "key"))
+    monkeypatch.setattr(store, "load_compiled", miss("functions"))
+    monkeypatch.setattr(store, "module_key", miss("kernels key", "key"))
+    monkeypatch.setattr(store, "load_module", miss("kernels"))
+    monkeypatch.setattr(store, "store_module", miss("store kernels"))
+    monkeypatch.setattr(store, "store_compiled", miss("store functions"))
+    for name in ("lower", "generate"):
+        monkeypatch.setattr(stages, name, _recorded(order, name, getattr(stages, name)))
+    return order
+
+
+def _recorded(order, name, function):
+    def run(*args, **kwargs):
+        order.append(name)
+        return function(*args, **kwargs)
+    return run
+
+
+def test_one_order_memory_aot_functions_kernels_compile(asked):
+    dispatcher = nv.jit(cache=True)(_copy)
+    request = KernelRequest(_copy, SIG, (64, 1, 1), nv.TargetDescription(), {"cache": True})
+    memory = {}
+    first = service.kernel(dispatcher, request, memory)
+    assert asked == ["aot", "functions key", "functions", "lower", "kernels key", "kernels",
+                     "generate", "store kernels", "store functions"]
+    asked.clear()
+    assert service.kernel(dispatcher, request, memory) is first
+    assert asked == []
+
+
+def test_the_aot_build_and_shared_memory_variants_skip_what_cannot_hold_them(asked):
+    dispatcher = nv.jit(cache=True)(_copy)
+    # The AOT build makes the AOT directories: it does not search them.
+    request = KernelRequest(_copy, SIG, (64, 1, 1), nv.TargetDescription(), {"cache": True})
+    service.kernel(dispatcher, request, shipped=False)
+    assert asked[:2] == ["functions key", "functions"]
+    asked.clear()
+    # The functions/ tier's key does not tell sizes of dynamic shared memory apart.
+    service.kernel(dispatcher, KernelRequest(_copy, SIG, (64, 1, 1), nv.TargetDescription(),
+                                             {"cache": True}, shared_bytes=256))
+    assert asked[:3] == ["aot", "lower", "kernels key"]
+
+
+def test_a_kernels_tier_hit_is_the_compiled_module(asked, monkeypatch):
+    request = KernelRequest(_copy, SIG, (64, 1, 1), nv.TargetDescription())
+    compiled = stages.compile(request)
+    monkeypatch.setattr(store, "load_module", lambda key, label: store.CachedModule(
+        compiled.spirv, compiled.llvm_ir, compiled.capabilities, False))
+    asked.clear()
+    found = service.kernel(nv.jit(_copy), request)
+    assert asked == ["aot", "lower", "kernels key"]
+    assert found == compiled
