@@ -32,9 +32,9 @@ LAYERS = {
                    "finds shipped kernels at run time: Numba-free, keyed like the store"),
     "runtime": ({"base", "spirv"},
                 "Vulkan only: devices, memory, launches; never the compiler"),
-    "compiler": ({"base", "spirv", "llvmir", "frontend", "codegen", "store"},
-                 "the stage table over the frontend and codegen (and the store's "
-                 "kernels/ tier)"),
+    "compiler": ({"base", "spirv", "llvmir", "frontend", "codegen"},
+                 "the stage table over the frontend and codegen; it reads and writes "
+                 "no cache (the compile service in api does)"),
     "api": ({"base", "spirv", "frontend", "compiler", "store", "aot.loader", "runtime"},
             "nv.jit and the ufuncs: compile through the compiler, launch on the runtime"),
     "cuda": ({"base", "spirv", "frontend", "runtime", "api"},

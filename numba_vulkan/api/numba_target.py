@@ -5,10 +5,24 @@ Numba's ``vectorize`` and ``guvectorize`` look their ``target`` up in a
 registry of builders that other packages may extend (Numba registers its
 CUDA target there the same way). The builders here hand the function,
 signatures and options to the ufunc classes of :mod:`numba_vulkan.api.ufunc`.
-Importing this module does not import Numba.
+The compile service registers the target at a first compile, and it sits
+below the ufuncs, so :mod:`numba_vulkan.api.ufunc` hands its classes to
+:func:`build_with` as it loads (every ``import numba_vulkan`` does) rather
+than being imported here. Importing this module imports nothing, Numba
+included.
 """
 
-from numba_vulkan.api.ufunc import VulkanGUFunc, VulkanUFunc
+#: The classes the builders make, ``(ufunc, gufunc)``: set by
+#: :func:`build_with` on ``import numba_vulkan``, before any registration.
+_classes = None
+
+
+def build_with(ufunc, gufunc):
+    """Have ``numba.vectorize`` build ``ufunc`` and ``numba.guvectorize``
+    build ``gufunc`` for ``target="vulkan"``: each is called with the
+    function, its signatures (and the gufunc's layout) and the options."""
+    global _classes
+    _classes = ufunc, gufunc
 
 
 class _NumbaVectorize:
@@ -36,7 +50,8 @@ class _NumbaVectorize:
         """Signatures are fixed once given: nothing to disable."""
 
     def build_ufunc(self):
-        return VulkanUFunc(self._func, self._signatures, **self._options)
+        ufunc, _ = _classes
+        return ufunc(self._func, self._signatures, **self._options)
 
 
 class _NumbaGUVectorize(_NumbaVectorize):
@@ -48,7 +63,8 @@ class _NumbaGUVectorize(_NumbaVectorize):
         self._layout = signature
 
     def build_ufunc(self):
-        return VulkanGUFunc(self._func, self._signatures, self._layout, **self._options)
+        _, gufunc = _classes
+        return gufunc(self._func, self._signatures, self._layout, **self._options)
 
 
 def register_numba_target():

@@ -22,6 +22,7 @@ the dispatcher and the AOT build, which use it.
 from dataclasses import replace
 
 from numba_vulkan import store
+from numba_vulkan.api import numba_target
 from numba_vulkan.base import config
 
 
@@ -82,6 +83,8 @@ def _stored_or_compiled(request, typed):
                                     request.target, request.label)
         if found is not None:
             return found
+    # Numba is loaded from here on: numba.vectorize(target="vulkan") works too.
+    numba_target.register_numba_target()
     job = stages.lower(request, typed)
     module_key = store.module_key(job.sources, job.bindings, request.threads, request.target,
                                   request.options)

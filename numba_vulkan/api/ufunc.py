@@ -28,6 +28,7 @@ import numpy as np
 from numba_vulkan.base import abi
 from numba_vulkan.base import files
 from numba_vulkan.base import intrinsics
+from numba_vulkan.api import numba_target
 from numba_vulkan.api.dispatcher import VulkanDispatcher, check_options
 from numba_vulkan.runtime import memory
 from numba_vulkan.runtime.device import current_device
@@ -970,3 +971,4 @@ class Reduce:
 
 
 reduce = Reduce
+numba_target.build_with(VulkanUFunc, VulkanGUFunc)
