@@ -83,3 +83,34 @@ def test_a_kernels_tier_hit_is_the_compiled_module(asked, monkeypatch):
     found = service.kernel(nv.jit(_copy), request)
     assert asked == ["aot", "lower", "kernels key"]
     assert found == compiled
+
+
+_VECTORIZE_AFTER_A_COMPILE = """
+import numpy as np
+import numba_vulkan as nv
+
+@nv.jit
+def fill(out):
+    out[nv.global_id(0)] = 2.0
+
+out = np.zeros(8, np.float32)
+fill.forall(8)(out)
+import numba
+
+@numba.vectorize(["float32(float32)"], target="vulkan")
+def twice(x):
+    return x * 2
+
+print(out.sum(), twice(np.arange(4, dtype=np.float32)).tolist())
+"""
+
+
+def test_numba_vectorize_takes_the_vulkan_target_after_a_first_compile():
+    """Numba was not loaded when numba_vulkan was imported: the first compile
+    registers ``target="vulkan"`` with Numba's ufunc builders."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", _VECTORIZE_AFTER_A_COMPILE],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["16.0", "[0.0,", "2.0,", "4.0,", "6.0]"]

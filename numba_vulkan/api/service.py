@@ -83,9 +83,9 @@ def _stored_or_compiled(request, typed):
                                     request.target, request.label)
         if found is not None:
             return found
-    # Numba is loaded from here on: numba.vectorize(target="vulkan") works too.
-    numba_target.register_numba_target()
     job = stages.lower(request, typed)
+    # Numba is loaded now: numba.vectorize(target="vulkan") works from here on.
+    numba_target.register_numba_target()
     module_key = store.module_key(job.sources, job.bindings, request.threads, request.target,
                                   request.options)
     module = store.load_module(module_key, request.label)
