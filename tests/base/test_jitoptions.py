@@ -61,7 +61,7 @@ def test_kernel_options_are_frozen_hashable_and_key_as_their_dict():
     with pytest.raises(AttributeError):
         options.fastmath = True
     # The kernel cache keys them as the dict they were made of.
-    assert kernelcache._options(options) == kernelcache._options(canonical)
+    assert jitoptions.code_options(options) == jitoptions.code_options(canonical)
     assert options.code() == {"error_model": "python",
                               "fastmath": frozenset({"contract", "nnan"})}
     import pickle
