@@ -22,7 +22,7 @@ def signer(private_key):
     """
     serialization, ed25519, _ = crypto()
     label = key_label(private_key)
-    data = pem_bytes(private_key, "private key")
+    data = pem_bytes(private_key, "private key", secret=True)
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
