@@ -648,7 +648,7 @@ def _run_on_cluster(pending, m, scheduler, arguments, outcome, content_keys):
         # Distributed's own timeout bounds each step of connecting, not all of
         # them: a scheduler that accepts and never answers would hang it.
         client = _bounded(CLUSTER_TIMEOUT, where, lambda: distributed.Client(
-            scheduler, timeout=CLUSTER_TIMEOUT - 5, set_as_default=False))
+            scheduler, timeout=0.8 * CLUSTER_TIMEOUT, set_as_default=False))
     except AOTError:
         raise AOTError(f"cannot reach {where}: no answer within {CLUSTER_TIMEOUT:.0f} s") \
             from None
