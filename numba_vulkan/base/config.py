@@ -164,7 +164,7 @@ def cache_max_bytes():
                   "such as 1073741824, 1e9, 0x40000000, 500M or 1.5G (0 for no cap)")
 
 
-_NUMBER = re.compile(r"^(0x[0-9a-f]+|(?:\d+\.?\d*|\.\d+)(?:e\+?\d+)?)([kmgt]?)$")
+_NUMBER = re.compile(r"^(0x[0-9a-f]+|(?:\d+\.?\d*|\.\d+)(?:e\+?\d+)?)\s*([kmgt]?)$")
 
 
 def _bytes(name, default, examples):

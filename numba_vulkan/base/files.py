@@ -78,22 +78,14 @@ def read_regular(path, limit, inside=None):
         os.close(fd)
 
 
-def read_secret(path, limit):
-    """The contents of a key file: :func:`read_regular`, refused if anyone
-    but its owner and group may read or write it (a key every user of the
-    machine can read authenticates nothing).
-
-    Raises:
-        FileProblem: The file is readable or writable by all users, or as
-            :func:`read_regular`.
-        OSError: As :func:`read_regular`.
-    """
-    data = read_regular(path, limit)
+def check_private(path):
+    """Raise FileProblem if anyone but the owner and group of a key file may
+    read or write it: a key every user of the machine can read
+    authenticates nothing."""
     mode = os.stat(path).st_mode
     if mode & (stat.S_IROTH | stat.S_IWOTH):
         raise FileProblem(f"{os.fspath(path)} is readable or writable by every user (mode "
                           f"{stat.S_IMODE(mode):o}); make it private: chmod 600")
-    return data
 
 
 def write_atomic(path, data):

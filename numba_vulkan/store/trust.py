@@ -64,7 +64,8 @@ def team_key():
         if stamp in _keys:
             return _keys[stamp]
     try:
-        key = files.read_secret(path, _KEY_LIMIT).strip()
+        key = files.read_regular(path, _KEY_LIMIT).strip()
+        files.check_private(path)
     except OSError as exc:
         raise KeyProblem(f"NUMBA_VULKAN_REMOTE_KEY={path}: cannot use the key file: "
                          f"{exc.strerror or exc}") from None

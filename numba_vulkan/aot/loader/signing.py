@@ -45,23 +45,22 @@ def crypto():
     return serialization, ed25519, InvalidSignature
 
 
-def _is_pem(source):
+def is_pem(source):
+    """Whether ``source`` is PEM text rather than a path."""
     if isinstance(source, str):
         return source.lstrip().startswith(_PEM.decode())
     return isinstance(source, bytes) and source.lstrip().startswith(_PEM)
 
 
-def pem_bytes(source, what, secret=False):
-    """PEM bytes from PEM text (``str`` or ``bytes``) or a path to a PEM file
-    (``secret``: one only its owner and group may read,
-    :func:`numba_vulkan.base.files.read_secret`)."""
-    if _is_pem(source):
+def pem_bytes(source, what):
+    """PEM bytes from PEM text (``str`` or ``bytes``) or a path to a PEM file."""
+    if is_pem(source):
         return source.encode("ascii", "replace") if isinstance(source, str) else source
     if not isinstance(source, (str, bytes, os.PathLike)):
         raise AOTError(f"the {what} must be a path or PEM text, not "
                        f"{type(source).__name__}")
     try:
-        return (files.read_secret if secret else files.read_regular)(source, _KEY_LIMIT)
+        return files.read_regular(source, _KEY_LIMIT)
     except OSError as exc:
         raise AOTError(f"the {what} {os.fsdecode(source)} cannot be read: "
                        f"{exc.strerror or exc}") from None
@@ -69,7 +68,7 @@ def pem_bytes(source, what, secret=False):
 
 def key_label(source):
     """Where a key came from (its path, or that it was PEM text), for messages."""
-    if _is_pem(source):
+    if is_pem(source):
         return "given as PEM text"
     try:
         return os.fsdecode(source)
