@@ -20,9 +20,10 @@ Each case reads either with the key (``signed``: the attacker's values
 carry no valid MAC, since it has no key) or without one in the explicit
 ``NUMBA_VULKAN_REMOTE_TRUST=unsigned`` mode, where only the checks of a
 shipped module stand between the value and the driver. Every case must
-end with the right result and no crash; a ``substitute`` accepted in
-unsigned mode is the documented risk of that mode (``docs/remote.md``) and
-is counted apart. "Lost" counts rejected cases after which the server does
+end with the right result and no crash, except in unsigned mode a value
+that passes every check of a shipped module (a same-interface substitute,
+or a flipped bit that is still valid SPIR-V of that interface): that is the
+documented risk of that mode (``docs/remote.md``), counted apart. "Lost" counts rejected cases after which the server does
 not hold a sound entry again (the reader's compile must replace the bad
 value). A crashed child is restarted at the next case.
 
@@ -268,8 +269,11 @@ def attack(cases, seed, workdir, timeout=600):
             first = (started if started is not None else first) + 1
     finally:
         server.stop()
-    by_design = [r for r in results if not r["right"] and r["kind"] == "substitute"
-                 and r["mode"] == "unsigned"]
+    # Unsigned mode's documented risk: a value that passed every check of a
+    # shipped module (a same-interface module, or a flipped bit that is
+    # still valid SPIR-V of that interface, such as a changed constant).
+    by_design = [r for r in results if not r["right"] and r["mode"] == "unsigned"
+                 and not r["rejected"]]
     wrong = [r for r in results if not r["right"] and r not in by_design]
     lost = [r for r in results if r["rejected"] and not r["sound"]]
     kinds = {}
@@ -279,7 +283,7 @@ def attack(cases, seed, workdir, timeout=600):
         kinds[f"{r['kind']}/{r['section']}/{r['mode']}"][1] += 1 if r["rejected"] else 0
     return {"cases": cases, "run": len(results), "crashes": crashes, "wrong": wrong,
             "lost": lost, "rejected": sum(1 for r in results if r["rejected"]),
-            "accepted_unsigned_substitutions": len(by_design),
+            "unsigned_wrong_after_every_check": len(by_design),
             # The attacked value was taken: the lookup of its key rejected nothing.
             "signed_taken": sum(1 for r in results if r["mode"] == "signed" and not r["rejected"]),
             "unsigned_taken": sum(1 for r in results
