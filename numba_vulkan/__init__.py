@@ -22,7 +22,8 @@ import sys
 from numba_vulkan import aot
 from numba_vulkan.spirv.compiled import CompiledKernel
 from numba_vulkan.api.dispatcher import VulkanDispatcher, jit, synchronize
-from numba_vulkan.base.errors import (AOTError, AOTWarning, CacheWarning, CompilerError, DriverError,
+from numba_vulkan.base.errors import (AOTError, AOTWarning, CacheWarning, CompilerError, ConfigError,
+                                 DriverError,
                                  LaunchError, ManifestError, NarrowingWarning, NotReportedError,
                                  ToolError, UnsupportedError, ValidationError, VulkanError)
 from numba_vulkan.base.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
@@ -55,7 +56,7 @@ __all__ = [
     "TargetDescription", "CompiledKernel",
     "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
     "ValidationError", "DriverError", "NotReportedError", "LaunchError", "AOTError",
-    "ManifestError", "NarrowingWarning", "AOTWarning", "aot", "CacheWarning",
+    "ManifestError", "NarrowingWarning", "AOTWarning", "aot", "CacheWarning", "ConfigError",
 ]
 
 # numba.vectorize(..., target="vulkan") where Numba is already loaded; loading

@@ -134,6 +134,11 @@ def _entries(directory):
     path = os.path.join(_directory(directory), index.INDEX)
     try:
         data = files.read_regular(path, index.INDEX_LIMIT)
+    except FileNotFoundError:
+        # A folder that is not an AOT directory: the command was misused.
+        raise ManifestError(f"{directory} is not an AOT directory: it has no {index.INDEX} "
+                            "(build one with python -m numba_vulkan.aot build MANIFEST)") \
+            from None
     except OSError as exc:
         raise AOTError(f"{path} cannot be read: {exc.strerror or exc} (is {directory} an "
                        "AOT directory? build one with python -m numba_vulkan.aot build "

@@ -260,6 +260,30 @@ def _refuse_other_device(dispatcher, plan, args, value, device):
                       f"nv.to_device(array, device={device.id})")
 
 
+#: Most elements an array argument may have: kernels index arrays with
+#: 32-bit integers (its shape travels as int32 in the push constants).
+MAX_ELEMENTS = 2**31 - 1
+
+_AXES = "xyz"
+
+
+def _grid_error(dispatcher, groups, device):
+    """The LaunchError of a grid past the device's workgroup count limits."""
+    limit = device.info.max_workgroup_count
+    axis = next(i for i in range(3) if groups[i] > limit[i])
+    return LaunchError(f"kernel {dispatcher.__qualname__}: {groups[axis]} workgroups along "
+                       f"{_AXES[axis]} (grid {list(groups)}) exceed the limit of device "
+                       f"{device.info.name}, {limit[axis]} (maxComputeWorkGroupCount "
+                       f"{list(limit)})")
+
+
+def _too_many_elements(dispatcher, plan, number, value):
+    """The LaunchError of an array argument with more than :data:`MAX_ELEMENTS`."""
+    return LaunchError(f"{dispatcher.__qualname__}(): parameter {plan.params[number].name!r} "
+                       f"is an array of {value.size} elements (shape {tuple(value.shape)}); "
+                       f"kernels index arrays with 32-bit integers, so at most {MAX_ELEMENTS}")
+
+
 def _scalar_error(dispatcher, plan, args):
     """The LaunchError naming the scalar argument its type cannot hold, or None."""
     for param, value in zip(plan.params, args):
@@ -644,9 +668,14 @@ class VulkanDispatcher:
                 raise TypeError(f"{self.__qualname__}() takes {len(self._parameter_names)} "
                                 f"arguments, {len(args)} were given")
             plan = self._plan(sig, threads, device, shared_bytes)
+        limit = device.info.max_workgroup_count
+        if groups[0] > limit[0] or groups[1] > limit[1] or groups[2] > limit[2]:
+            raise _grid_error(self, groups, device)
         buffers, flat, copy_backs = [], [*groups], None
-        for value, kind, written in zip(args, plan.kinds, plan.written):
+        for number, (value, kind, written) in enumerate(zip(args, plan.kinds, plan.written)):
             if kind == _ARRAY:
+                if value.size > MAX_ELEMENTS:
+                    raise _too_many_elements(self, plan, number, value)
                 if isinstance(value, np.ndarray):
                     if written and not value.flags.writeable:
                         _refuse_read_only(self, plan, args, value)

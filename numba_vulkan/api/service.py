@@ -88,11 +88,9 @@ def _stored_or_compiled(request, typed):
     numba_target.register_numba_target()
     module_key = store.module_key(job.sources, job.bindings, request.threads, request.target,
                                   request.options)
-    module = store.load_module(module_key, request.label)
-    if module is not None:
-        found = stages.artifact(replace(job, spirv=module.spirv, llvm_ir=module.llvm_ir,
-                                        loop_check=module.loop_check))
-    else:
+    found = store.load_module(module_key, request.label, lambda module: stages.artifact(
+        replace(job, spirv=module.spirv, llvm_ir=module.llvm_ir, loop_check=module.loop_check)))
+    if found is None:
         job = stages.generate(job)
         found = stages.artifact(job)
         store.store_module(module_key, store.CachedModule(

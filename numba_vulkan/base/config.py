@@ -7,6 +7,9 @@ anything. ``docs/settings.md`` documents each of them for users.
 
 import contextlib
 import os
+import re
+
+from numba_vulkan.base.errors import ConfigError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -56,7 +59,7 @@ def _flag(name, default):
         return True
     if value in _FALSE:
         return False
-    raise ValueError(f"{name}={value!r}: expected 1 or 0")
+    raise ConfigError(f"{name}={value!r}: expected 1 or 0")
 
 
 def _positive_int(name, default, meaning):
@@ -67,7 +70,7 @@ def _positive_int(name, default, meaning):
     except ValueError:
         number = 0
     if number < 1:
-        raise ValueError(f"{name}={value!r}: expected a positive integer, {meaning}")
+        raise ConfigError(f"{name}={value!r}: expected a positive integer, {meaning}")
     return number
 
 
@@ -153,24 +156,32 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 def cache_max_bytes():
     """Most bytes the kernel cache's entries may take (0: no cap).
 
-    ``NUMBA_VULKAN_CACHE_MAX_BYTES`` is a number of bytes, optionally with
-    a binary unit: ``500M``, ``2G``.
+    ``NUMBA_VULKAN_CACHE_MAX_BYTES`` is a number of bytes (``1073741824``,
+    ``1e9``, ``0x40000000``), optionally with a binary unit: ``500M``,
+    ``1.5G``.
     """
     return _bytes("NUMBA_VULKAN_CACHE_MAX_BYTES", CACHE_MAX_BYTES,
-                  "such as 1073741824, 500M or 2G (0 for no cap)")
+                  "such as 1073741824, 1e9, 0x40000000, 500M or 1.5G (0 for no cap)")
+
+
+_NUMBER = re.compile(r"^(0x[0-9a-f]+|(?:\d+\.?\d*|\.\d+)(?:e\+?\d+)?)\s*([kmgt]?)$")
 
 
 def _bytes(name, default, examples):
-    """A setting that is a number of bytes, optionally with a binary unit."""
+    """A setting that is a number of bytes: decimal (a fraction or an
+    exponent allowed: ``1.5G``, ``1e9``) or hexadecimal, optionally with a
+    binary unit; ConfigError naming the variable and ``examples`` if not."""
     value = _text(name)
     if value is None:
         return default
-    text = value.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = text[-1:] if text[-1:] in _UNITS else ""
-    number = text[:len(text) - len(unit)].strip()
-    if not number.isdigit():
-        raise ValueError(f"{name}={value!r}: expected a number of bytes {examples}")
-    return int(number) * _UNITS[unit]
+    text = value.strip().lower().removesuffix("ib").removesuffix("b").strip()
+    match = _NUMBER.match(text)
+    if match is None:
+        raise ConfigError(f"{name}={value!r}: expected a number of bytes {examples}")
+    number, unit = match.groups()
+    if number.startswith("0x"):
+        return int(number, 16) * _UNITS[unit]
+    return int(float(number) * _UNITS[unit])
 
 
 #: Default of :func:`print_buffer_bytes`: 1 MiB, some tens of thousands of lines.
@@ -189,7 +200,7 @@ def print_buffer_bytes():
     size = _bytes(name, PRINT_BUFFER_BYTES, "such as 1048576, 64K or 16M")
     low, high = _PRINT_BUFFER_LIMITS
     if not low <= size <= high:
-        raise ValueError(f"{name}={_raw(name)!r}: expected {low} bytes to 1G")
+        raise ConfigError(f"{name}={_raw(name)!r}: expected {low} bytes to 1G")
     return size // 4 * 4
 
 
@@ -243,8 +254,46 @@ def aot_strict():
 
 
 def aot_public_key():
-    """Path of the Ed25519 public key every AOT directory must be signed with, or None."""
-    return _text("NUMBA_VULKAN_AOT_PUBLIC_KEY")
+    """Path of the Ed25519 public key every AOT directory must be signed with, or None.
+
+    Set but empty (``NUMBA_VULKAN_AOT_PUBLIC_KEY=''``) is an error, not
+    "unset": whoever set it meant to require signatures.
+    """
+    return _path("NUMBA_VULKAN_AOT_PUBLIC_KEY", "an Ed25519 public key file (PEM)")
+
+
+def _path(name, what):
+    """A setting naming a file, or None if it is not set; ConfigError if it
+    is set to nothing but blanks."""
+    value = _raw(name)
+    if value is None:
+        return None
+    if value.strip() == "":
+        raise ConfigError(f"{name} is set but empty: expected the path of {what}, or leave "
+                          "it unset")
+    return value
+
+
+def remote_key():
+    """Path of the team's key file that authenticates the remote cache's
+    entries (``NUMBA_VULKAN_REMOTE_KEY``), or None."""
+    return _path("NUMBA_VULKAN_REMOTE_KEY", "a key file (python -m numba_vulkan cache keygen)")
+
+
+#: The values of ``NUMBA_VULKAN_REMOTE_TRUST``.
+REMOTE_TRUST = ("signed", "unsigned")
+
+
+def remote_trust():
+    """What the remote cache's entries must be to be read
+    (``NUMBA_VULKAN_REMOTE_TRUST``): ``"signed"`` (the default: authenticated
+    with :func:`remote_key`; without a key the server is not read) or
+    ``"unsigned"`` (without a key, entries are read unauthenticated)."""
+    value = (_text("NUMBA_VULKAN_REMOTE_TRUST", "signed")).strip().lower()
+    if value not in REMOTE_TRUST:
+        raise ConfigError(f"NUMBA_VULKAN_REMOTE_TRUST={value!r}: expected one of "
+                          f"{', '.join(REMOTE_TRUST)}")
+    return value
 
 
 #: The variable :func:`aot_record` reads; ``aot record`` sets it for its child.

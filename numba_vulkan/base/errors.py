@@ -76,6 +76,11 @@ class LaunchError(VulkanError, ValueError):
     """A launch configuration or an argument cannot be used."""
 
 
+class ConfigError(VulkanError, ValueError):
+    """A ``NUMBA_VULKAN_*`` setting has a value it cannot have; the message
+    names the variable and what it accepts."""
+
+
 class AOTError(VulkanError):
     """An ahead-of-time build, directory or lookup failed.
 

@@ -78,6 +78,16 @@ def read_regular(path, limit, inside=None):
         os.close(fd)
 
 
+def check_private(path):
+    """Raise FileProblem if anyone but the owner and group of a key file may
+    read or write it: a key every user of the machine can read
+    authenticates nothing."""
+    mode = os.stat(path).st_mode
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise FileProblem(f"{os.fspath(path)} is readable or writable by every user (mode "
+                          f"{stat.S_IMODE(mode):o}); make it private: chmod 600")
+
+
 def write_atomic(path, data):
     """Replace ``path`` with a file holding ``data``, in one step.
 

@@ -44,7 +44,7 @@ from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.base.target import TargetDescription
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.spirv.compiled import CompiledKernel
-from numba_vulkan.base.errors import CompilerError, NarrowingWarning, VulkanError
+from numba_vulkan.base.errors import CompilerError, ConfigError, NarrowingWarning, VulkanError
 
 if TYPE_CHECKING:
     from numba_vulkan.frontend.compile import KernelIR
@@ -359,6 +359,9 @@ def names():
 def _failure(job, stage, exc):
     """The CompilerError for ``exc`` raised in ``stage``."""
     from numba_vulkan.frontend import diagnostics
+    if isinstance(exc, ConfigError):
+        # A setting the user wrote wrong, not this kernel: its message names it.
+        return exc
     where = "{}: {}:{}".format(job.name, *diagnostics.definition(job.pyfunc))
     if isinstance(exc, CompilerError):
         if exc.kernel is not None:

@@ -6,7 +6,7 @@ import os
 import sys
 
 from numba_vulkan.base import config
-from numba_vulkan.store import counters, disk, remote
+from numba_vulkan.store import counters, disk, remote, trust
 from numba_vulkan.store import entry as entries
 from numba_vulkan.store.entry import SECTIONS, SUFFIX
 from numba_vulkan.store.lookup import ENV_VAR, enabled
@@ -83,7 +83,7 @@ def _remote_info(counts, out):
 
 
 def main(argv=None):
-    """``python -m numba_vulkan cache {info,clear}``; returns the exit status."""
+    """``python -m numba_vulkan cache {info,clear,keygen}``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m numba_vulkan cache",
                                      description="Show or clear the on-disk kernel cache.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -92,9 +92,21 @@ def main(argv=None):
     empty = sub.add_parser("clear", help="delete the cached kernels")
     empty.add_argument("--tier", choices=SECTIONS,
                        help="only this section (default: both)")
+    make_key = sub.add_parser("keygen", help="write a new team key for the remote cache "
+                                             "(NUMBA_VULKAN_REMOTE_KEY)")
+    make_key.add_argument("path", help="the key file to create (mode 0600)")
     args = parser.parse_args(argv)
     if args.command == "info":
         return info(args.verbose)
+    if args.command == "keygen":
+        try:
+            trust.keygen(args.path)
+        except OSError as exc:
+            print(f"cannot write the key {args.path}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        print(f"wrote the team key {args.path}: give it to the machines that may write to "
+              "the remote cache, and set NUMBA_VULKAN_REMOTE_KEY to it (docs/remote.md)")
+        return 0
     try:
         removed = disk.clear((args.tier,) if args.tier else SECTIONS)
     except OSError as exc:

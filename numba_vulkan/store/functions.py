@@ -80,7 +80,7 @@ def load_compiled(key, sig, local_size, target, label):
     if key is None or config.dump_dir():
         return None
 
-    def check(entry):
+    def check(entry, shared):
         if not isinstance(entry["spirv"], bytes) or not isinstance(entry["kernel"], dict):
             raise ValueError("not a compiled kernel")
         kernel = CompiledKernel.from_metadata(entry["kernel"], entry["spirv"], entry["llvm_ir"])
@@ -95,7 +95,10 @@ def load_compiled(key, sig, local_size, target, label):
                                             kernel.local_size, target.vulkan)
         if found.capabilities != kernel.capabilities:
             raise ValueError("capabilities differ from the module's")
-        if config.validate() and entry.get("validated") is not True:
+        if shared:
+            # Another machine's word that it passed spirv-val is not taken.
+            modulecheck.validate_once(kernel.spirv, target.target_env)
+        elif config.validate() and entry.get("validated") is not True:
             raise ValueError("not validated")
         entry["compiled"] = kernel
 

@@ -49,30 +49,56 @@ def store(name, entry):
     lookup.put("kernels", name, entry)
 
 
-def _check_module(entry):
+def _check_module(entry, make, shared):
+    """Check an entry of the section; ValueError if it is not a module of
+    this kernel. ``make`` turns it into the kernel the runtime will bind,
+    whose interface the module must have."""
     capabilities = entry["capabilities"]
     if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
         raise ValueError("malformed capabilities")
     if not isinstance(entry["spirv"], bytes) or not isinstance(entry["llvm_ir"], str):
         raise ValueError("no module")
     modulecheck.check_header(entry["spirv"])
-    if config.validate() and entry.get("validated") is not True:
+    module = CachedModule(entry["spirv"], entry["llvm_ir"], capabilities,
+                          entry.get("loop_check") is True)
+    kernel = make(module) if make is not None else module
+    if make is not None:
+        target = kernel.target
+        found = modulecheck.check_interface(kernel.spirv, kernel.params, kernel.push_size,
+                                            kernel.local_size, target.vulkan)
+        if found.capabilities != capabilities:
+            raise ValueError("capabilities differ from the module's")
+        if shared:
+            # Another machine's word that it passed spirv-val is not taken.
+            modulecheck.validate_once(kernel.spirv, target.target_env)
+    elif shared and config.validate():
+        raise ValueError("a module from a shared tier, with no kernel to check it against")
+    if not shared and config.validate() and entry.get("validated") is not True:
         # Validation is on but this module never went through spirv-val.
         raise ValueError("not validated")
+    entry["compiled"] = kernel
 
 
-def load_module(name, label):
-    """The :class:`CachedModule` stored under ``name``, or None.
+def load_module(name, label, make=None):
+    """The module stored under ``name``, or None.
+
+    Args:
+        name: From :func:`~numba_vulkan.store.keys.module_key`, or None.
+        label: What the debug log calls the kernel.
+        make: Turns a :class:`CachedModule` into the
+            :class:`~numba_vulkan.spirv.compiled.CompiledKernel` the runtime
+            will bind (raising ValueError if it cannot); the module is checked
+            against its interface and that kernel is returned. None returns
+            the :class:`CachedModule` unchecked against any kernel, from
+            the local disk only where spirv-val is on.
 
     None as well while ``NUMBA_VULKAN_DUMP`` is set: dumping asks for the
     code generator to run."""
     if name is None or config.dump_dir():
         return None
-    entry = lookup.lookup("kernels", name, label, _check_module)
-    if entry is None:
-        return None
-    return CachedModule(entry["spirv"], entry["llvm_ir"], entry["capabilities"],
-                        entry.get("loop_check") is True)
+    entry = lookup.lookup("kernels", name, label,
+                          lambda entry, shared: _check_module(entry, make, shared))
+    return None if entry is None else entry["compiled"]
 
 
 def store_module(name, module, label):

@@ -3,8 +3,10 @@
 The tiers (:data:`TIERS`: the disk, then the remote server where
 ``NUMBA_VULKAN_REMOTE_CACHE`` is set) are asked in order. What a tier
 holds is decoded (:func:`numba_vulkan.store.entry.decode`) and checked by
-the caller's ``check``, whatever tier it came from; anything that does not
-check out is counted ``rejected`` and the next tier is asked. A hit is kept
+the caller's ``check``, whatever tier it came from, told whether the tier
+is shared (whose entries are untrusted input, checked as a shipped module
+is, spirv-val included); anything that does not check out is counted
+``rejected`` and the next tier is asked. A hit is kept
 in the tiers that missed it (the disk, for a hit on the server). A store
 goes to every tier; the remote one sends it from a background thread.
 
@@ -57,7 +59,9 @@ def lookup(section, name, label=None, check=None, portable=SAME, tiers=TIERS):
         section: ``"kernels"``, ``"functions"`` or ``"aot"``.
         name: The entry's name (64 hexadecimal digits).
         label: What the debug log calls the entry (default: its name).
-        check: Called with the decoded entry; raising one of
+        check: Called with the decoded entry and whether it came from a
+            shared tier (untrusted: its ``validated`` claim is not taken,
+            spirv-val runs); raising one of
             :data:`~numba_vulkan.store.entry.DAMAGED` rejects it. It may add
             to the entry what is not data (a checked kernel object).
         portable: The entry's name in portable tiers and a function that
@@ -89,7 +93,7 @@ def lookup(section, name, label=None, check=None, portable=SAME, tiers=TIERS):
                 # Before the check, which adds what is not data.
                 data = entries.encode(section, name, found)
             if check is not None:
-                check(found)
+                check(found, tier.shared)
         except DAMAGED as exc:
             tier.count(section, "rejected")
             counters.log(where, "rejected", label, f"{name[:16]}: {exc}")

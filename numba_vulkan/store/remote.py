@@ -4,8 +4,10 @@ With ``NUMBA_VULKAN_REMOTE_CACHE=redis://host:port/db`` (or ``rediss://``;
 a password in the URL or in ``NUMBA_VULKAN_REMOTE_CACHE_PASSWORD``) a
 lookup that misses the local disk asks the server, and every store is sent
 there too (:class:`RemoteTier`, under :func:`numba_vulkan.store.keys.remote_key`).
-What travels is the entry file itself, byte for byte; the lookup
-(:mod:`numba_vulkan.store.lookup`) gives it the checks a file from disk gets.
+What travels is the entry file itself, byte for byte, after a MAC made with
+the team's key (:mod:`numba_vulkan.store.trust`, which also decides whether
+the server may be read at all); the lookup (:mod:`numba_vulkan.store.lookup`)
+gives it the checks a file from disk gets, and those of untrusted input.
 This module only moves bytes and keeps the tier from ever costing much:
 
 * Every request has a :data:`TIMEOUT`; the first one that fails (refused,
@@ -33,7 +35,7 @@ import warnings
 
 from numba_vulkan.base import config
 from numba_vulkan.base.errors import CacheWarning
-from numba_vulkan.store import counters, keys
+from numba_vulkan.store import counters, keys, trust
 from numba_vulkan.store.counters import REMOTE
 from numba_vulkan.store.entry import MAX_BYTES
 from numba_vulkan.store.tier import Tier
@@ -312,18 +314,34 @@ class RemoteTier(Tier):
     portable names, counted under ``"remote"``."""
 
     portable = True
+    shared = True
 
     def usable(self):
-        return config.remote_cache() is not None
+        if config.remote_cache() is None:
+            return False
+        reason = trust.readable()
+        if reason is not None:
+            _turn_off(reason)
+            return False
+        return True
 
     def where(self, section):
         return REMOTE
 
     def get(self, section, name):
-        return get(keys.remote_key(section, name), MAX_BYTES)
+        """The entry bytes under ``section/name``, or None.
+
+        Raises:
+            ValueError: The value is not authenticated as it must be
+                (:func:`numba_vulkan.store.trust.open_value`).
+        """
+        key = keys.remote_key(section, name)
+        value = get(key, MAX_BYTES + len(trust.MAGIC) + 32)
+        return None if value is None else trust.open_value(section, key, value)
 
     def put(self, section, name, data, copy=False):
-        put(keys.remote_key(section, name), data)
+        key = keys.remote_key(section, name)
+        put(key, trust.seal(key, data))
 
     def count(self, section, what):
         # get counts its own misses, with the errors and bytes behind them.

@@ -14,6 +14,9 @@ class Tier:
     #: Whether the tier is shared between machines: it is asked under an
     #: entry's portable name (the same in every checkout) where it has one.
     portable = False
+    #: Whether others write to the tier: its entries are untrusted input,
+    #: checked as a shipped module is (spirv-val included) before use.
+    shared = False
 
     def usable(self):
         """Whether the tier is configured in this process."""

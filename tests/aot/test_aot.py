@@ -462,6 +462,22 @@ def test_damaged_index_is_never_used(project, kernels, search, tmp_path, capsys,
     assert message in capsys.readouterr().err
 
 
+def test_verify_names_the_kernel_of_each_damaged_entry(project, tmp_path, capsys):
+    copy = tmp_path / "crafted"
+    shutil.copytree(project / "aot", copy)
+    index_json = json.loads((copy / index.INDEX).read_text())
+    entries = index_json["entries"]
+    entries[0]["threads"] = [0, 1, 1]
+    entries[-1]["sha256"] = 42
+    (copy / index.INDEX).write_text(json.dumps(index_json))
+    assert main(["verify", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert f"entry 0 (kernel {entries[0]['kernel']}) is damaged: threads" in err
+    assert (f"entry {len(entries) - 1} (kernel {entries[-1]['kernel']}) has no valid "
+            "'sha256'") in err
+    assert f"2 problem(s) in {len(entries)} entries" in err
+
+
 def test_verify_list_and_inspect(project, capsys):
     assert main(["verify", str(project / "aot")]) == 0
     assert f"{N_ENTRIES} entries" in capsys.readouterr().out

@@ -77,8 +77,8 @@ def test_the_aot_build_and_shared_memory_variants_skip_what_cannot_hold_them(ask
 def test_a_kernels_tier_hit_is_the_compiled_module(asked, monkeypatch):
     request = KernelRequest(_copy, SIG, (64, 1, 1), nv.TargetDescription())
     compiled = stages.compile(request)
-    monkeypatch.setattr(store, "load_module", lambda key, label: store.CachedModule(
-        compiled.spirv, compiled.llvm_ir, compiled.capabilities, False))
+    monkeypatch.setattr(store, "load_module", lambda key, label, make: make(store.CachedModule(
+        compiled.spirv, compiled.llvm_ir, compiled.capabilities, False)))
     asked.clear()
     found = service.kernel(nv.jit(_copy), request)
     assert asked == ["aot", "lower", "kernels key"]

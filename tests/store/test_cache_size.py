@@ -44,7 +44,7 @@ def test_the_cap_is_read_with_units(monkeypatch, text, value):
     assert config.cache_max_bytes() == value
 
 
-@pytest.mark.parametrize("text", ["x", "1.5G", "-3", "12Q"])
+@pytest.mark.parametrize("text", ["x", "1.5.5G", "-3", "12Q"])
 def test_a_malformed_cap_is_a_clear_error(monkeypatch, text):
     monkeypatch.setenv("NUMBA_VULKAN_CACHE_MAX_BYTES", text)
     with pytest.raises(ValueError, match="NUMBA_VULKAN_CACHE_MAX_BYTES"):

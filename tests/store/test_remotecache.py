@@ -172,6 +172,21 @@ class Server:
         self.process.wait(timeout=10)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def team_key(tmp_path_factory):
+    """Every process of these tests holds the team key (docs/remote.md)."""
+    path = tmp_path_factory.mktemp("key") / "team.key"
+    path.write_text("t" * 64)
+    path.chmod(0o600)
+    before = os.environ.get("NUMBA_VULKAN_REMOTE_KEY")
+    os.environ["NUMBA_VULKAN_REMOTE_KEY"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("NUMBA_VULKAN_REMOTE_KEY")
+    else:
+        os.environ["NUMBA_VULKAN_REMOTE_KEY"] = before
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("redis"))

@@ -29,7 +29,9 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 
@@ -55,6 +57,7 @@ from numba_vulkan.aot.loader import index, signing
 from numba_vulkan.store import keys as store_keys
 from numba_vulkan.store import lookup as store_lookup
 from numba_vulkan.store import remote as remote_tier
+from numba_vulkan.store import trust
 from numba_vulkan.store import toolchain
 from numba_vulkan.spirv.compiled import check_errors, check_print
 from numba_vulkan.base.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
@@ -155,15 +158,12 @@ def _compile(module_name, qualname, sig, threads, target_key, options, profile,
     Returns:
         ``(spirv, metadata)`` or ``(None, message)``.
     """
-    import importlib
     from numba_vulkan.api import service
     from numba_vulkan.base.request import KernelRequest
     from numba_vulkan.base.target import TargetDescription
     target = TargetDescription.from_key(target_key)
     try:
-        kernel = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            kernel = getattr(kernel, part)
+        kernel = _import_kernel(module_name, qualname)
         request = KernelRequest(kernel.py_func, sig, threads, target, dict(options),
                                 shared_bytes)
         # A shipped module is validated whatever the build's setting.
@@ -364,15 +364,33 @@ def build(manifest_path, output=None, jobs=1, progress=None, sign=None, remote=N
         ManifestError: The manifest is malformed, a kernel cannot be found,
             the output cannot be written, or the private key is unusable.
     """
-    if remote is None:
-        return _build(manifest_path, output, jobs, progress, sign, scheduler)
-    # The kernel cache's tiers of this process and of its workers use it too.
-    with config.overriding(NUMBA_VULKAN_REMOTE_CACHE=remote):
+    # What enters a release directory from the server must be authenticated,
+    # in this process and in its workers' kernel caches, whatever the user's
+    # trust mode (docs/remote.md, "What is trusted").
+    settings = {"NUMBA_VULKAN_REMOTE_TRUST": "signed"}
+    if remote is not None:
+        # The kernel cache's tiers of this process and of its workers use it too.
+        settings["NUMBA_VULKAN_REMOTE_CACHE"] = remote
+    with config.overriding(**settings):
+        if config.remote_cache() is not None:
+            _check_team_key()
         try:
             return _build(manifest_path, output, jobs, progress, sign, scheduler)
         finally:
             # Stores still queued would find the setting gone once it ends.
             remote_tier.flush()
+
+
+def _check_team_key():
+    """ManifestError unless the remote cache's entries can be authenticated."""
+    try:
+        key = trust.team_key()
+    except ValueError as exc:
+        raise ManifestError(f"--remote: {exc}") from None
+    if key is None:
+        raise ManifestError("--remote: an AOT build takes only authenticated modules from the "
+                            "remote cache; set NUMBA_VULKAN_REMOTE_KEY to the team's key file "
+                            "(docs/remote.md)")
 
 
 def _build(manifest_path, output, jobs, progress, sign, scheduler):
@@ -386,6 +404,8 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
     m = manifests.load(manifest_path)
     output = resolve_output(output or m.output)
     _check_output(m, output, m.output_line)
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
     tasks, dispatchers = manifests.resolve(m)
     result = Result(output)
     keys = {}
@@ -426,7 +446,8 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
     if progress:
         progress(count, total, "reused")
     timed = []
-    for task, outcome, timing in _run(pending, m, jobs, scheduler):
+    content_keys = {task: keys[task.kernel][0] for task, _ in pending}
+    for task, outcome, timing in _run(pending, m, jobs, scheduler, content_keys):
         count += 1
         if timing is not None:
             timed.append((task, timing))
@@ -520,7 +541,7 @@ def _from_remote(pending, done):
     for task, build_key in pending:
         target = task.profile.target()
 
-        def check(entry, task=task, target=target):
+        def check(entry, shared, task=task, target=target):
             meta = entry["meta"]
             if not isinstance(entry["spirv"], bytes) or not isinstance(meta, dict):
                 raise ValueError("not a built module")
@@ -551,37 +572,151 @@ def _to_remote(build_key, data, meta):
                      tiers=(store_lookup.REMOTE,))
 
 
+#: Seconds a cluster build waits for the scheduler to accept it, for any one
+#: answer of the scheduler, and for a cluster without workers to get one.
+CLUSTER_TIMEOUT = 30.0
+#: Seconds between looks at the cluster while no module is done.
+_CLUSTER_POLL = 2.0
+_ADDRESS = re.compile(r"^(?:(tcp|tls|ucx|inproc|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[\w.-]+)"
+                      r":(\d{1,5})$")
+
+
 def _cluster_compile(paths, *arguments):
-    """:func:`_timed_compile` on a cluster's worker, with the manifest's paths importable."""
+    """:func:`_timed_compile` on a cluster's worker, with the manifest's paths
+    importable, and the content key of the kernel the worker compiled: a
+    long-lived worker keeps the module it imported first, which may be
+    older than the build's."""
     _worker_init(paths, {})
-    return _timed_compile(*arguments)
-
-
-def _run_on_cluster(pending, m, scheduler, arguments, outcome):
+    # Whatever the worker's own setting: its module goes into a release directory.
+    with config.overriding(NUMBA_VULKAN_REMOTE_TRUST="signed"):
+        value = _timed_compile(*arguments)
     try:
-        from distributed import Client, as_completed
+        key = store_keys.content_key_parts(_import_kernel(*arguments[:2]))[0]
+    except Exception:  # the compile's own failure says why
+        key = None
+    return value, key
+
+
+def _import_kernel(module_name, qualname):
+    import importlib
+    kernel = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        kernel = getattr(kernel, part)
+    return kernel
+
+
+def _bounded(seconds, what, function, *args):
+    """``function(*args)``, or AOTError saying ``what`` did not answer within
+    ``seconds`` (the call is left running in a daemon thread)."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as exc:  # handed to the caller
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name="numba_vulkan cluster call", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        raise AOTError(f"{what} did not answer within {seconds:.0f} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def check_scheduler_address(address):
+    """ManifestError unless ``address`` is a scheduler address:
+    ``[tcp://]host:port`` (or ``tls://``, ``ucx://``, ``ws://``, ``wss://``)."""
+    match = _ADDRESS.match(address) if isinstance(address, str) else None
+    if match is None or not 0 < int(match.group(3)) < 65536:
+        raise ManifestError(f"--scheduler {address!r} is not a Dask scheduler address: "
+                            "expected tcp://HOST:PORT (such as tcp://scheduler.example:8786)")
+
+
+def _run_on_cluster(pending, m, scheduler, arguments, outcome, content_keys):
+    try:
+        import distributed
     except ImportError:
         raise AOTError("--scheduler needs the distributed package (pip install "
                        "distributed)") from None
     paths = [m.directory] + [p for p in sys.path if p]
+    where = f"the Dask scheduler {scheduler}"
     try:
-        client = Client(scheduler, timeout=30, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise AOTError(f"cannot reach the Dask scheduler {scheduler}: "
-                       f"{type(exc).__name__}: {exc}") from None
-    with client:
+        # Distributed's own timeout bounds each step of connecting, not all of
+        # them: a scheduler that accepts and never answers would hang it.
+        client = _bounded(CLUSTER_TIMEOUT, where, lambda: distributed.Client(
+            scheduler, timeout=0.8 * CLUSTER_TIMEOUT, set_as_default=False))
+    except AOTError:
+        raise AOTError(f"cannot reach {where}: no answer within {CLUSTER_TIMEOUT:.0f} s") \
+            from None
+    except Exception as exc:  # whatever connecting raises: refused, timed out, garbage
+        raise AOTError(f"cannot reach {where}: {type(exc).__name__}: {exc}") from None
+    try:
         futures = {client.submit(_cluster_compile, paths, *arguments(task), pure=False,
-                                 key=f"numba_vulkan-aot-{build_key}"): task
+                                 key=f"numba_vulkan-aot-{build_key}-{uuid.uuid4().hex}"): task
                    for task, build_key in pending}
-        for future in as_completed(futures, loop=client.loop):
+        yield from _collect(client, futures, where, outcome, content_keys)
+    except AOTError:
+        raise
+    except Exception as exc:  # the scheduler went away, or answered what it should not
+        raise AOTError(f"the cluster build failed: {where}: {type(exc).__name__}: {exc}") \
+            from None
+    finally:
+        try:
+            _bounded(10, where, client.close, 5)
+        except Exception:  # closing a lost client: nothing left to do
+            pass
+
+
+def _collect(client, futures, where, outcome, content_keys):
+    """Yield each module of ``futures`` as it is done; AOTError if the
+    scheduler stops answering or has no worker for :data:`CLUSTER_TIMEOUT`."""
+    remaining, workerless, looked = set(futures), None, time.monotonic()
+    while remaining:
+        # A future's state is this process's: asking it waits on nothing.
+        done = [future for future in remaining if future.done()]
+        for future in done:
+            remaining.discard(future)
             task = futures[future]
             try:
-                yield (task, *outcome(future.result()))
+                value, key = _bounded(CLUSTER_TIMEOUT, where, future.result)
+            except AOTError:
+                raise
             except Exception as exc:  # a worker died or raised outside the compile
                 yield task, f"the cluster worker failed: {type(exc).__name__}: {exc}", None
+                continue
+            if key != content_keys[task]:
+                yield task, (f"kernel {task.kernel}: the cluster worker compiled other code "
+                             f"than this build has (its content key {str(key)[:16]}, the "
+                             f"build's {content_keys[task][:16]}): a long-lived worker keeps "
+                             "the module it imported first; restart the workers, and give "
+                             "them the build's files"), None
+                continue
+            yield (task, *outcome(value))
+        if done:
+            workerless = None
+            continue
+        time.sleep(0.05)
+        if time.monotonic() - looked < _CLUSTER_POLL:
+            continue
+        looked = time.monotonic()
+        if client.status not in ("running", "connecting", "newly-created"):
+            raise AOTError(f"lost the connection to {where} (client {client.status}) with "
+                           f"{len(remaining)} module(s) left")
+        workers = _bounded(CLUSTER_TIMEOUT, where, client.nthreads)
+        if workers:
+            workerless = None
+        elif workerless is None:
+            workerless = looked
+        elif looked - workerless > CLUSTER_TIMEOUT:
+            raise AOTError(f"{where} has had no workers for {CLUSTER_TIMEOUT:.0f} s with "
+                           f"{len(remaining)} module(s) left to compile")
 
 
-def _run(pending, m, jobs, scheduler=None):
+def _run(pending, m, jobs, scheduler=None, content_keys=None):
     """Compile pending tasks; yields ``(task, (spirv, metadata, False) or message,
     timing)``, the timing as :func:`_timed_compile` gives it or None."""
     def arguments(task):
@@ -596,7 +731,7 @@ def _run(pending, m, jobs, scheduler=None):
         return (meta if data is None else (data, meta, False)), timing
 
     if scheduler is not None and pending:
-        yield from _run_on_cluster(pending, m, scheduler, arguments, outcome)
+        yield from _run_on_cluster(pending, m, scheduler, arguments, outcome, content_keys)
         return
     if jobs <= 1 or len(pending) <= 1:
         for task, _ in pending:
@@ -826,13 +961,21 @@ def verify(directory, public_key=None):
                 return 0, [f"{directory}/{signing.SIGNATURE} cannot be read: "
                            f"{exc.strerror or exc}"]
             key.check(data, signature, directory)
-        parsed = index.parse(data, directory)
+        parsed = index.parse(data, directory, entries=False)
     except OSError as exc:
         return 0, [f"{directory}/{index.INDEX} cannot be read: {exc.strerror or exc}"]
     except AOTError as exc:
         return 0, [str(exc)]
     problems, listed = [], set()
-    for entry in parsed["entries"]:
+    for number, entry in enumerate(parsed["entries"]):
+        problem = index.entry_problem(entry)
+        if problem:
+            # Each damaged entry is reported by its kernel; the others are still checked.
+            problems.append(f"{directory}/{index.INDEX}: {index.entry_label(entry, number)} "
+                            f"{problem}")
+            if isinstance(entry, dict) and isinstance(entry.get("spirv"), str):
+                listed.add(entry["spirv"])
+            continue
         listed.add(entry["spirv"])
         label = f"{entry['kernel']} {entry['numba_signature']} profile {entry['profile']}"
         if not index.abi_ok(entry):

@@ -6,7 +6,9 @@ The format of a signature and the check a reader makes are in
 
 import os
 
-from numba_vulkan.aot.loader.signing import CONTEXT, PublicKey, crypto, key_label, pem_bytes
+from numba_vulkan.aot.loader.signing import (CONTEXT, PublicKey, crypto, is_pem, key_label,
+                                             pem_bytes)
+from numba_vulkan.base import files
 from numba_vulkan.base.errors import AOTError
 
 
@@ -31,6 +33,11 @@ def signer(private_key):
     if not isinstance(key, ed25519.Ed25519PrivateKey):
         raise AOTError(f"the private key {label} is a {type(key).__name__}, not an Ed25519 "
                        "key (make one with python -m numba_vulkan.aot keygen)")
+    if not is_pem(private_key):
+        try:
+            files.check_private(private_key)
+        except OSError as exc:
+            raise AOTError(f"the private key {label} cannot be used: {exc}") from None
     return lambda index_bytes: key.sign(CONTEXT + index_bytes)
 
 

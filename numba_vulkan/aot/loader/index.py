@@ -124,12 +124,13 @@ def dumps(index):
     return (json.dumps(index, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
 
 
-def parse(data, where):
+def parse(data, where, entries=True):
     """Read and check an index.
 
     Args:
         data: The bytes of ``index.json``.
         where: The directory, for messages.
+        entries: Whether to check every entry too (:func:`entry_problem`).
 
     Returns:
         The index as a dict.
@@ -147,19 +148,33 @@ def parse(data, where):
     if index.get("format") != FORMAT_VERSION:
         raise AOTError(f"{where}/{INDEX} has format {index.get('format')!r}; this version "
                        f"of numba_vulkan reads format {FORMAT_VERSION}: rebuild it")
-    for number, entry in enumerate(index["entries"]):
-        if not isinstance(entry, dict):
-            raise AOTError(f"{where}/{INDEX}: entry {number} is not an object")
-        for name, kind in _ENTRY_FIELDS.items():
-            if not isinstance(entry.get(name), kind):
-                raise AOTError(f"{where}/{INDEX}: entry {number} has no valid {name!r}")
-        if entry["spirv"] != module_path(entry["sha256"]):
-            raise AOTError(f"{where}/{INDEX}: entry {number} names module "
-                           f"{entry['spirv']!r}, not the one its digest gives")
-        problem = _malformed(entry)
+    for number, entry in enumerate(index["entries"] if entries else ()):
+        problem = entry_problem(entry)
         if problem:
-            raise AOTError(f"{where}/{INDEX}: entry {number} is damaged: {problem}")
+            raise AOTError(f"{where}/{INDEX}: {entry_label(entry, number)} {problem}")
     return index
+
+
+def entry_label(entry, number):
+    """What messages call entry ``number``: its number and, where the entry
+    has one, its kernel's name."""
+    kernel = entry.get("kernel") if isinstance(entry, dict) else None
+    if isinstance(kernel, str):
+        return f"entry {number} (kernel {kernel[:200]})"
+    return f"entry {number}"
+
+
+def entry_problem(entry):
+    """What is wrong with an index entry (``"has no valid 'threads'"``), or None."""
+    if not isinstance(entry, dict):
+        return "is not an object"
+    for name, kind in _ENTRY_FIELDS.items():
+        if not isinstance(entry.get(name), kind):
+            return f"has no valid {name!r}"
+    if entry["spirv"] != module_path(entry["sha256"]):
+        return f"names module {entry['spirv']!r}, not the one its digest gives"
+    problem = _malformed(entry)
+    return f"is damaged: {problem}" if problem else None
 
 
 def _malformed(entry):

@@ -45,7 +45,8 @@ def crypto():
     return serialization, ed25519, InvalidSignature
 
 
-def _is_pem(source):
+def is_pem(source):
+    """Whether ``source`` is PEM text rather than a path."""
     if isinstance(source, str):
         return source.lstrip().startswith(_PEM.decode())
     return isinstance(source, bytes) and source.lstrip().startswith(_PEM)
@@ -53,7 +54,7 @@ def _is_pem(source):
 
 def pem_bytes(source, what):
     """PEM bytes from PEM text (``str`` or ``bytes``) or a path to a PEM file."""
-    if _is_pem(source):
+    if is_pem(source):
         return source.encode("ascii", "replace") if isinstance(source, str) else source
     if not isinstance(source, (str, bytes, os.PathLike)):
         raise AOTError(f"the {what} must be a path or PEM text, not "
@@ -67,7 +68,7 @@ def pem_bytes(source, what):
 
 def key_label(source):
     """Where a key came from (its path, or that it was PEM text), for messages."""
-    if _is_pem(source):
+    if is_pem(source):
         return "given as PEM text"
     try:
         return os.fsdecode(source)
