@@ -7,6 +7,7 @@ there is none does it look further, and only a compile imports Numba.
 """
 
 import builtins
+import pickle
 import sys
 import threading
 
@@ -326,6 +327,32 @@ class LaunchConfiguration:
                                     self.stream)
 
 
+def _array_like(value):
+    """Whether a launch takes ``value`` as the NumPy array ``__array__`` gives."""
+    return (hasattr(type(value), "__array__")
+            and not isinstance(value, (np.ndarray, np.generic, memory.DeviceArray)))
+
+
+def _by_reference(module, qualname):
+    """The object ``module.qualname`` names, or None (unpickles a kernel)."""
+    import importlib
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return found
+
+
+def _kernel_named(module, qualname):
+    """The kernel a pickle names by reference."""
+    found = _by_reference(module, qualname)
+    if not isinstance(found, VulkanDispatcher):
+        raise pickle.UnpicklingError(f"no kernel {module}.{qualname} to unpickle")
+    return found
+
+
 class VulkanDispatcher:
     """A Python function compiled for Vulkan on demand, per argument types.
 
@@ -467,6 +494,31 @@ class VulkanDispatcher:
         if not missing or any(d is _NO_DEFAULT for d in missing):
             return args
         return (*args, *missing)
+
+    def _launch_types(self, args):
+        """``(signature, args)`` of a launch: the argument types in text form,
+        and the arguments to pass. An object that only has ``__array__`` is
+        passed as the NumPy array it gives (as ``to_device`` takes it)."""
+        try:
+            return tuple(map(signature.of_value, args)), args
+        except TypeError:
+            pass
+        converted = tuple(np.asarray(a) if _array_like(a) else a for a in args)
+        try:
+            return tuple(map(signature.of_value, converted)), converted
+        except TypeError:
+            raise self._argument_error(args) from None
+
+    def __reduce__(self):
+        # By reference to the module and name it was defined under, as Python
+        # pickles functions: a process that unpickles it imports the module
+        # (and compiles or finds the kernel there), so no code is pickled.
+        if _by_reference(self.__module__, self.__qualname__) is not self:
+            raise pickle.PicklingError(
+                f"cannot pickle kernel {self.__qualname__}: kernels are pickled by "
+                f"reference to their module and name, and {self.__module__}."
+                f"{self.__qualname__} is not this kernel (define it at a module's top level)")
+        return _kernel_named, (self.__module__, self.__qualname__)
 
     def _argument_error(self, args):
         for name, value in zip(self._parameter_names, args):
@@ -632,10 +684,7 @@ class VulkanDispatcher:
         device = opened_device() or self._open_device()
         if stream is not None:
             stream = queue.resolve(stream, device)
-        try:
-            sig = tuple(map(signature.of_value, args))
-        except TypeError:
-            raise self._argument_error(args) from None
+        sig, args = self._launch_types(args)
         plan = self._plans.get((sig, threads, device) if not shared_bytes else
                                (sig, threads, device, shared_bytes))
         if plan is None:
