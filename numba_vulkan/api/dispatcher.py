@@ -16,7 +16,7 @@ import numpy as np
 from numba_vulkan.base import abi
 from numba_vulkan.base import config
 from numba_vulkan.base import jitoptions
-from numba_vulkan.api import service
+from numba_vulkan.api import captures, service
 from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.base import printbuffer
@@ -455,7 +455,11 @@ class VulkanDispatcher:
             device = opened_device() or self._open_device()
             target, features = device.target, device.info.features
         from numba_vulkan.frontend.compile import signature_text
-        return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
+        sig = signature_text(sig)
+        captured = self._find_captured() if self._captured is None else self._captured
+        if captured:
+            sig += tuple(map(signature.of_value, captures.values(self.py_func, captured)))
+        return self._compile(sig, _dim3(threads, "threads"), target, features)
 
     def _compile(self, sig, threads, target, features=None, shared_bytes=0, shipped=True):
         """Find or make the kernel through the compile service
@@ -467,7 +471,8 @@ class VulkanDispatcher:
         device's, for the AOT lookup; ``shared_bytes`` the bytes of dynamic
         shared memory the kernel is compiled for.
         """
-        request = KernelRequest(self.py_func, sig, threads, target,
+        pyfunc = self.__dict__.get("_kernel_func", self.py_func)
+        request = KernelRequest(pyfunc, sig, threads, target,
                                 jitoptions.KernelOptions(self.options), shared_bytes)
         with self._lock:
             return service.kernel(self, request, self._compiled, self._typed, features,
@@ -497,8 +502,15 @@ class VulkanDispatcher:
 
     def _launch_types(self, args):
         """``(signature, args)`` of a launch: the argument types in text form,
-        and the arguments to pass. An object that only has ``__array__`` is
-        passed as the NumPy array it gives (as ``to_device`` takes it)."""
+        and the arguments to pass, followed by the device arrays the kernel
+        reads from its globals or closure (:mod:`numba_vulkan.api.captures`).
+        An object that only has ``__array__`` is passed as the NumPy array it
+        gives (as ``to_device`` takes it)."""
+        captured = self._captured
+        if captured is None:
+            captured = self._find_captured()
+        if captured:
+            args = (*args, *captures.values(self.py_func, captured))
         try:
             return tuple(map(signature.of_value, args)), args
         except TypeError:
@@ -519,6 +531,17 @@ class VulkanDispatcher:
                 f"reference to their module and name, and {self.__module__}."
                 f"{self.__qualname__} is not this kernel (define it at a module's top level)")
         return _kernel_named, (self.__module__, self.__qualname__)
+
+    #: The names of the device arrays the kernel reads from its globals or
+    #: closure, found at its first launch or compile; None before.
+    _captured = None
+
+    def _find_captured(self):
+        captured = self.__dict__["_captured"] = tuple(captures.find(
+            self.py_func, lambda value: isinstance(value, memory.DeviceArray)))
+        if captured:
+            self.__dict__["_kernel_func"] = captures.with_parameters(self.py_func, captured)
+        return captured
 
     def _argument_error(self, args):
         for name, value in zip(self._parameter_names, args):
@@ -689,9 +712,10 @@ class VulkanDispatcher:
                                (sig, threads, device, shared_bytes))
         if plan is None:
             # A plan for these types exists only once the count was checked.
-            if len(args) != len(self._parameter_names):
+            given = len(args) - len(self._captured)
+            if given != len(self._parameter_names):
                 raise TypeError(f"{self.__qualname__}() takes {len(self._parameter_names)} "
-                                f"arguments, {len(args)} were given")
+                                f"arguments, {given} were given")
             plan = self._plan(sig, threads, device, shared_bytes)
         buffers, flat, copy_backs = [], [*groups], None
         for value, kind, written in zip(args, plan.kinds, plan.written):

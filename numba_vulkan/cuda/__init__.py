@@ -183,11 +183,10 @@ class _Kernel(_dispatcher.VulkanDispatcher):
     def _compile_only(self, signatures):
         """Compile ``signatures`` now and launch no others, as numba.cuda
         does with a kernel given signatures."""
-        from numba_vulkan.frontend.compile import signature_text
         self._signatures = []
         for sig in signatures:
-            self.compile(sig)
-            self._signatures.append(signature_text(sig))
+            # The kernel's own signature, with the arrays it captures.
+            self._signatures.append(tuple(self.compile(sig).signature))
         # As numba.cuda's: a kernel given one signature is specialized, and
         # answers questions about it without one.
         self.specialized = len(signatures) == 1
