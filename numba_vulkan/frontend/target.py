@@ -21,7 +21,7 @@ from numba.core.base import BaseContext
 from numba.core.codegen import CodeLibrary, Codegen
 from numba.core.descriptors import TargetDescriptor
 from numba.core.dispatcher import Dispatcher
-from numba.core.target_extension import GPU, dispatcher_registry, jit_registry, target_registry
+from numba.core.target_extension import CUDA, dispatcher_registry, jit_registry, target_registry
 
 from numba_vulkan.base import jitoptions
 
@@ -30,8 +30,14 @@ DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
                "v256:256-v512:512-v1024:1024-n8:16:32:64-G10")
 
 
-class Vulkan(GPU):
-    """The Vulkan compute target."""
+class Vulkan(CUDA):
+    """The Vulkan compute target.
+
+    A kind of Numba's CUDA target, so that the ``@overload``,
+    ``@overload_method`` and ``@intrinsic`` that libraries register for
+    ``target="cuda"`` (numba.cuda's kernel API) apply in Vulkan kernels too;
+    those for ``target="vulkan"`` come first.
+    """
 
 
 target_registry["vulkan"] = Vulkan
