@@ -24,6 +24,12 @@ class CompilerError(VulkanError):
         self.stage = None
 
 
+class KernelTypeError(CompilerError, TypeError):
+    """A kernel passes a value of a type an operation does not take (an
+    atomic given a float index, ...): a ``TypeError`` too, as numba.cuda's
+    typing errors are caught as one."""
+
+
 class UnsupportedError(CompilerError):
     """The kernel uses a construct the Vulkan target cannot express."""
 

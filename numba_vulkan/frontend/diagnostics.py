@@ -15,7 +15,7 @@ import os
 import re
 import types
 
-from numba_vulkan.base.errors import CompilerError, UnsupportedError
+from numba_vulkan.base.errors import CompilerError, KernelTypeError, UnsupportedError
 
 #: numba.cuda names: (what numba_vulkan calls it, or None, and a note).
 CUDA_NAMES = {
@@ -199,9 +199,19 @@ def numba_error(pyfunc, exc):
         if m:
             hint = cuda_hint(m.group(1))
             break
+    own = _OWN_TYPING.search(text)
+    if own:
+        # numba_vulkan's own typing refused the argument types: its reason,
+        # not Numba's list of the candidates tried.
+        return KernelTypeError(message(pyfunc.__qualname__, location, own.group(1), hint),
+                               kernel=pyfunc.__qualname__)
     return CompilerError(message(pyfunc.__qualname__, location, _reason(text), hint),
                          kernel=pyfunc.__qualname__)
 
+
+#: A typing error of numba_vulkan's kernel API (their messages start "nv."),
+#: which Numba reports inside its "No implementation of function" text.
+_OWN_TYPING = re.compile(r"raised a specific error:\s*TypingError: (nv\.[^\n]+)")
 
 _BYTECODE = re.compile(r"unsupported opcode \((\w+)\) found\. Raised from (.+) \((\d+)\)")
 #: What the Python bytecode Numba cannot compile comes from, and what to do.

@@ -527,8 +527,15 @@ def _check_atomic(name, ary, idx, values):
     if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas", "compare_and_swap"):
         raise TypingError(f"{what} is not defined for float arrays")
     if not _atomic_index(ary, idx):
+        floats = isinstance(idx, types.Float) or (isinstance(idx, types.BaseTuple) and any(
+            isinstance(t, types.Float) for t in idx))
+        # Numba types a variable that is an int64 on one path and a uint64 on
+        # another as float64.
+        hint = (" (a variable holding an int64 on one path and a uint64 on another is a "
+                "float64 in Numba: make both the same type, or index with int(...))"
+                if floats else "")
         raise TypingError(f"{what}: the index must be an int or a tuple of {ary.ndim} ints "
-                          f"for a {ary.ndim}-d array, not {idx}")
+                          f"for a {ary.ndim}-d array, not {idx}{hint}")
     for value in values:
         if not isinstance(value, (types.Number, types.Boolean)):
             raise TypingError(f"{what}: values must be numbers, not {value}")

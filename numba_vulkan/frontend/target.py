@@ -227,6 +227,8 @@ class VulkanTargetContext(BaseContext):
                                    tupleobj)
         from numba.cpython import cmathimpl, mathimpl
         from numba.core import optional  # noqa: F401
+        # numba.literal_unroll and numba.literally, as Numba's CPU target has them.
+        from numba.misc import literal  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.frontend import mathimpl as vulkan_mathimpl
         from numba_vulkan.frontend import fp16
