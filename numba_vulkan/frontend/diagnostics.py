@@ -93,6 +93,7 @@ _CUDA_MODULE = re.compile(r"Unknown attribute '(\w+)' of type Module\(<module 'n
 _OTHER_TARGET = re.compile(r"cannot find any matches for function '<intrinsic (\w+)>' for the "
                            r"current target")
 _UNTYPED = re.compile(r"Untyped global name '(\w+)'")
+_NUMBA_CUDA_OWN = re.compile(r"(\w+) is numba\.cuda's own, for NVIDIA's CUDA target")
 
 
 def definition(pyfunc):
@@ -194,7 +195,7 @@ def numba_error(pyfunc, exc):
     text = _ANSI.sub("", str(exc))
     location = _location_in(text) or _loc(getattr(exc, "loc", None)) or definition(pyfunc)
     hint = None
-    for pattern in (_CUDA_MODULE, _OTHER_TARGET, _UNTYPED):
+    for pattern in (_CUDA_MODULE, _OTHER_TARGET, _UNTYPED, _NUMBA_CUDA_OWN):
         m = pattern.search(text)
         if m:
             hint = cuda_hint(m.group(1))

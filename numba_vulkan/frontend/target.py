@@ -21,6 +21,7 @@ from numba.core.base import BaseContext
 from numba.core.codegen import CodeLibrary, Codegen
 from numba.core.descriptors import TargetDescriptor
 from numba.core.dispatcher import Dispatcher
+from numba.core.errors import TypingError
 from numba.core.target_extension import CUDA, dispatcher_registry, jit_registry, target_registry
 
 from numba_vulkan.base import jitoptions
@@ -43,6 +44,15 @@ class Vulkan(CUDA):
 target_registry["vulkan"] = Vulkan
 
 
+def _numba_cuda_own(value):
+    """Whether ``value`` belongs to Numba's own CUDA target (``numba.cuda.grid``,
+    ...), rather than to a library that extends it for kernels."""
+    module = getattr(getattr(value, "_defn", value), "__module__", None)
+    if type(module) is not str:
+        module = type(value).__module__
+    return module == "numba.cuda" or module.startswith("numba.cuda.")
+
+
 class VulkanTypingContext(typing.Context):
     """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
 
@@ -61,6 +71,12 @@ class VulkanTypingContext(typing.Context):
         resolved = device_function_type(val)
         if resolved is not None:
             return resolved
+        if _numba_cuda_own(val):
+            # Its templates are for target "cuda", which this target is a
+            # kind of, but they lower to NVVM intrinsics.
+            name = getattr(val, "__name__", None) or getattr(val, "_name", type(val).__name__)
+            raise TypingError(f"{name} is numba.cuda's own, for NVIDIA's CUDA target "
+                              "('from numba_vulkan import cuda' has numba.cuda's names)")
         if type(val) is type and val.__module__ == "builtins" \
                 and not issubclass(val, BaseException):
             # ``bool``, which Numba calls on every branch condition: typeof
