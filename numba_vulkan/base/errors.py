@@ -25,9 +25,8 @@ class CompilerError(VulkanError):
 
 
 class KernelTypeError(CompilerError, TypeError):
-    """A kernel passes a value of a type an operation does not take (an
-    atomic given a float index, ...): a ``TypeError`` too, as numba.cuda's
-    typing errors are caught as one."""
+    """A kernel passes an atomic a value of a type it does not take (a float
+    index, ...): a ``TypeError`` too, as numba.cuda's is."""
 
 
 class UnsupportedError(CompilerError):
