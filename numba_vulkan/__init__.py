@@ -19,12 +19,15 @@ first launch, copy or device query does.
 
 import sys
 
+from numpy import (bool_, complex64, complex128, float16, float32, float64, int8, int16, int32,
+                   int64, intp, uint8, uint16, uint32, uint64, uintp)
+
 from numba_vulkan import aot
 from numba_vulkan.spirv.compiled import CompiledKernel
 from numba_vulkan.api.dispatcher import VulkanDispatcher, jit, synchronize
 from numba_vulkan.base.errors import (AOTError, AOTWarning, CacheWarning, CompilerError, ConfigError,
-                                 DriverError,
-                                 LaunchError, ManifestError, NarrowingWarning, NotReportedError,
+                                      DriverError, KernelTypeError, LaunchError, ManifestError,
+                                      NarrowingWarning, NotReportedError,
                                  ToolError, UnsupportedError, ValidationError, VulkanError)
 from numba_vulkan.base.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
                                      brev, clz, const, fence, ffs, fma, fp16, global_id, global_size,
@@ -54,9 +57,13 @@ __all__ = [
     "atomic", "vectorize", "guvectorize", "reduce", "Reduce", "VulkanUFunc", "VulkanGUFunc",
     "register_numba_target",
     "TargetDescription", "CompiledKernel",
-    "VulkanDispatcher", "VulkanError", "CompilerError", "UnsupportedError", "ToolError",
+    "VulkanDispatcher", "VulkanError", "CompilerError", "KernelTypeError", "UnsupportedError",
+    "ToolError",
     "ValidationError", "DriverError", "NotReportedError", "LaunchError", "AOTError",
     "ManifestError", "NarrowingWarning", "AOTWarning", "aot", "CacheWarning", "ConfigError",
+    # NumPy's scalar types, for dtypes and casts in kernels (np.float32(x)).
+    "bool_", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16",
+    "int32", "int64", "intp", "uint8", "uint16", "uint32", "uint64", "uintp",
 ]
 
 # numba.vectorize(..., target="vulkan") where Numba is already loaded; loading

@@ -7,6 +7,7 @@ there is none does it look further, and only a compile imports Numba.
 """
 
 import builtins
+import pickle
 import sys
 import threading
 
@@ -15,7 +16,7 @@ import numpy as np
 from numba_vulkan.base import abi
 from numba_vulkan.base import config
 from numba_vulkan.base import jitoptions
-from numba_vulkan.api import service
+from numba_vulkan.api import captures, service
 from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.base import printbuffer
@@ -350,6 +351,32 @@ class LaunchConfiguration:
                                     self.stream)
 
 
+def _array_like(value):
+    """Whether a launch takes ``value`` as the NumPy array ``__array__`` gives."""
+    return (hasattr(type(value), "__array__")
+            and not isinstance(value, (np.ndarray, np.generic, memory.DeviceArray)))
+
+
+def _by_reference(module, qualname):
+    """The object ``module.qualname`` names, or None (unpickles a kernel)."""
+    import importlib
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return found
+
+
+def _kernel_named(module, qualname):
+    """The kernel a pickle names by reference."""
+    found = _by_reference(module, qualname)
+    if not isinstance(found, VulkanDispatcher):
+        raise pickle.UnpicklingError(f"no kernel {module}.{qualname} to unpickle")
+    return found
+
+
 class VulkanDispatcher:
     """A Python function compiled for Vulkan on demand, per argument types.
 
@@ -452,7 +479,11 @@ class VulkanDispatcher:
             device = opened_device() or self._open_device()
             target, features = device.target, device.info.features
         from numba_vulkan.frontend.compile import signature_text
-        return self._compile(signature_text(sig), _dim3(threads, "threads"), target, features)
+        sig = signature_text(sig)
+        captured = self._find_captured() if self._captured is None else self._captured
+        if captured:
+            sig += tuple(map(signature.of_value, captures.values(self.py_func, captured)))
+        return self._compile(sig, _dim3(threads, "threads"), target, features)
 
     def _compile(self, sig, threads, target, features=None, shared_bytes=0, shipped=True):
         """Find or make the kernel through the compile service
@@ -464,7 +495,8 @@ class VulkanDispatcher:
         device's, for the AOT lookup; ``shared_bytes`` the bytes of dynamic
         shared memory the kernel is compiled for.
         """
-        request = KernelRequest(self.py_func, sig, threads, target,
+        pyfunc = self.__dict__.get("_kernel_func", self.py_func)
+        request = KernelRequest(pyfunc, sig, threads, target,
                                 jitoptions.KernelOptions(self.options), shared_bytes)
         with self._lock:
             return service.kernel(self, request, self._compiled, self._typed, features,
@@ -491,6 +523,49 @@ class VulkanDispatcher:
         if not missing or any(d is _NO_DEFAULT for d in missing):
             return args
         return (*args, *missing)
+
+    def _launch_types(self, args):
+        """``(signature, args)`` of a launch: the argument types in text form,
+        and the arguments to pass, followed by the device arrays the kernel
+        reads from its globals or closure (:mod:`numba_vulkan.api.captures`).
+        An object that only has ``__array__`` is passed as the NumPy array it
+        gives (as ``to_device`` takes it)."""
+        captured = self._captured
+        if captured is None:
+            captured = self._find_captured()
+        if captured:
+            args = (*args, *captures.values(self.py_func, captured))
+        try:
+            return tuple(map(signature.of_value, args)), args
+        except TypeError:
+            pass
+        converted = tuple(np.asarray(a) if _array_like(a) else a for a in args)
+        try:
+            return tuple(map(signature.of_value, converted)), converted
+        except TypeError:
+            raise self._argument_error(args) from None
+
+    def __reduce__(self):
+        # By reference to the module and name it was defined under, as Python
+        # pickles functions: a process that unpickles it imports the module
+        # (and compiles or finds the kernel there), so no code is pickled.
+        if _by_reference(self.__module__, self.__qualname__) is not self:
+            raise pickle.PicklingError(
+                f"cannot pickle kernel {self.__qualname__}: kernels are pickled by "
+                f"reference to their module and name, and {self.__module__}."
+                f"{self.__qualname__} is not this kernel (define it at a module's top level)")
+        return _kernel_named, (self.__module__, self.__qualname__)
+
+    #: The names of the device arrays the kernel reads from its globals or
+    #: closure, found at its first launch or compile; None before.
+    _captured = None
+
+    def _find_captured(self):
+        captured = self.__dict__["_captured"] = tuple(captures.find(
+            self.py_func, lambda value: isinstance(value, memory.DeviceArray)))
+        if captured:
+            self.__dict__["_kernel_func"] = captures.with_parameters(self.py_func, captured)
+        return captured
 
     def _argument_error(self, args):
         for name, value in zip(self._parameter_names, args):
@@ -656,17 +731,15 @@ class VulkanDispatcher:
         device = opened_device() or self._open_device()
         if stream is not None:
             stream = queue.resolve(stream, device)
-        try:
-            sig = tuple(map(signature.of_value, args))
-        except TypeError:
-            raise self._argument_error(args) from None
+        sig, args = self._launch_types(args)
         plan = self._plans.get((sig, threads, device) if not shared_bytes else
                                (sig, threads, device, shared_bytes))
         if plan is None:
             # A plan for these types exists only once the count was checked.
-            if len(args) != len(self._parameter_names):
+            given = len(args) - len(self._captured)
+            if given != len(self._parameter_names):
                 raise TypeError(f"{self.__qualname__}() takes {len(self._parameter_names)} "
-                                f"arguments, {len(args)} were given")
+                                f"arguments, {given} were given")
             plan = self._plan(sig, threads, device, shared_bytes)
         limit = device.info.max_workgroup_count
         if groups[0] > limit[0] or groups[1] > limit[1] or groups[2] > limit[2]:

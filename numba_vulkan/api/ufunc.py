@@ -314,6 +314,11 @@ class _Base:
     """What :class:`VulkanUFunc` and :class:`VulkanGUFunc` share."""
 
     def __init__(self, func, signatures, options, what):
+        # Numba's compile mode, which code written for numba's vectorize
+        # names: a GPU ufunc has only nopython mode.
+        if options.pop("nopython", True) is not True:
+            raise TypeError(f"{what}: nopython must be True (a GPU ufunc is compiled in "
+                            "nopython mode)")
         options = check_options(options, what)
         self._function = _device_function(func, options)
         self._options = options

@@ -24,6 +24,11 @@ class CompilerError(VulkanError):
         self.stage = None
 
 
+class KernelTypeError(CompilerError, TypeError):
+    """A kernel passes an atomic a value of a type it does not take (a float
+    index, ...): a ``TypeError`` too, as numba.cuda's is."""
+
+
 class UnsupportedError(CompilerError):
     """The kernel uses a construct the Vulkan target cannot express."""
 

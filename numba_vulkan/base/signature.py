@@ -133,9 +133,6 @@ def of_value(value):
         raise TypeError(f"a value of type {type(value).__name__} cannot be passed to a kernel "
                         "(pass a NumPy array, a device array or a scalar)")
     dtype, shape = value.dtype, value.shape
-    if not shape:
-        raise TypeError("a 0-d array cannot be passed to a kernel (pass a[()] as a scalar, "
-                        "or a.reshape(1))")
     if dtype.names is not None:
         return array(dtype, len(shape), "C" if value.flags.c_contiguous else "A")
     name = "bool" if dtype == np.bool_ else np.dtype(dtype).name

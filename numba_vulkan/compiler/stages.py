@@ -44,7 +44,8 @@ from numba_vulkan.base.request import KernelRequest
 from numba_vulkan.base.target import TargetDescription
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.spirv.compiled import CompiledKernel
-from numba_vulkan.base.errors import CompilerError, ConfigError, NarrowingWarning, VulkanError
+from numba_vulkan.base.errors import (CompilerError, ConfigError, NarrowingWarning, UnsupportedError,
+                                      VulkanError)
 
 if TYPE_CHECKING:
     from numba_vulkan.frontend.compile import KernelIR
@@ -379,6 +380,15 @@ def _failure(job, stage, exc):
     if isinstance(exc, VulkanError):
         error = CompilerError(f"cannot compile kernel {where}: stage {stage}: {exc}",
                               kernel=job.name)
+    elif isinstance(exc, ImportError) and "scipy" in str(exc):
+        # Numba's np.linalg calls SciPy's LAPACK on the host, which it imports
+        # while lowering the call.
+        location = (diagnostics.traceback_location(exc.__traceback__)
+                    or diagnostics.definition(job.pyfunc))
+        error = UnsupportedError(diagnostics.message(
+            job.name, location, "NumPy's linear algebra (np.linalg, np.dot of matrices) is "
+            "not supported in kernels: it calls LAPACK on the host; write the loop "
+            "(np.linalg.norm(v): math.sqrt of the sum of v[i] * v[i])"), kernel=job.name)
     else:
         # Numba's lowering knows the line of the instruction it failed on.
         location = (diagnostics.traceback_location(exc.__traceback__)

@@ -43,7 +43,8 @@ __all__ = [
     "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "intp",
     "uint8", "uint16", "uint32", "uint64", "uintp", "void", "vectorize", "guvectorize", "reduce",
     "Reduce", "current_context", "defer_cleanup", "is_cuda_array", "as_cuda_array", "fma",
-    "selp", "cbrt", "list_devices", "profile_start", "profile_stop", "profiling",
+    "selp", "cbrt", "list_devices", "profile_start", "profile_stop", "profiling", "In", "Out",
+    "InOut",
 ]
 
 # Kernel side: the native markers themselves, so both spellings compile alike.
@@ -97,7 +98,12 @@ ffs = _intrinsics.ffs
 #: What ``fastmath=False`` (numba.cuda's default) means in numba.cuda.
 _CUDA_FASTMATH = frozenset({"contract"})
 #: numba.cuda.jit options that only tune numba.cuda's own code generation.
-_IGNORED_OPTIONS = ("opt", "lineinfo", "max_registers", "link")
+#: ``launch_bounds`` hints a block size to NVVM; a Vulkan kernel is compiled
+#: for the launch's workgroup size anyway. ``forceinline`` asks NVVM to
+#: inline the function into its callers, which LLVM does to device functions
+#: on its own.
+_IGNORED_OPTIONS = ("opt", "lineinfo", "max_registers", "link", "launch_bounds",
+                    "forceinline")
 
 
 def jit(func_or_sig=None, device=False, **options):
@@ -120,8 +126,12 @@ def jit(func_or_sig=None, device=False, **options):
     have no effect.
     """
     debug = options.pop("debug", False)
+    extensions = list(options.pop("extensions", None) or ())
     for name in _IGNORED_OPTIONS:
         options.pop(name, None)
+    if isinstance(options.get("inline"), bool):
+        # numba.cuda's inline=True: Numba's inline="always".
+        options["inline"] = "always" if options["inline"] else "never"
     signatures = None
     if isinstance(func_or_sig, list):
         signatures, func_or_sig = func_or_sig, None
@@ -133,7 +143,7 @@ def jit(func_or_sig=None, device=False, **options):
     unknown = set(options) - set(_dispatcher.OPTIONS)
     if unknown:
         raise TypeError(f"unknown cuda.jit option(s): {', '.join(sorted(unknown))}; known: "
-                        f"{', '.join((*_dispatcher.OPTIONS, 'debug', *_IGNORED_OPTIONS))}")
+                        f"{', '.join((*_dispatcher.OPTIONS, 'debug', 'extensions', *_IGNORED_OPTIONS))}")
     if debug:
         options.setdefault("error_model", "python")
     options = _dispatcher.check_options(options, "cuda.jit")
@@ -145,12 +155,9 @@ def jit(func_or_sig=None, device=False, **options):
     def wrap(func):
         kernel = _Kernel(func, options)
         kernel.device = device
-        if not device:
-            for sig in signatures or ():
-                kernel.compile(sig)
-            # As numba.cuda's: a kernel given one signature is specialized,
-            # and answers questions about it without one.
-            kernel.specialized = signatures is not None and len(signatures) == 1
+        kernel.extensions = extensions
+        if not device and signatures is not None:
+            kernel._compile_only(signatures)
         return kernel
 
     return wrap(func_or_sig) if func_or_sig is not None else wrap
@@ -165,6 +172,73 @@ class _Kernel(_dispatcher.VulkanDispatcher):
 
     #: Whether ``cuda.jit(device=True)`` made it: kernels call it, the host does not.
     device = False
+    #: numba.cuda's ``extensions``: objects whose ``prepare_args(ty, val,
+    #: stream=, retr=)`` turns each launch argument into ``(ty, val)`` passed
+    #: instead, and may append to ``retr`` callables run after the launch.
+    extensions = ()
+    #: The signatures (text form) ``cuda.jit`` was given, the only ones it
+    #: launches; None for a kernel compiled per argument types (lazily).
+    _signatures = None
+
+    def _compile_only(self, signatures):
+        """Compile ``signatures`` now and launch no others, as numba.cuda
+        does with a kernel given signatures."""
+        self._signatures = []
+        for sig in signatures:
+            # The kernel's own signature, with the arrays it captures.
+            self._signatures.append(tuple(self.compile(sig).signature))
+        # As numba.cuda's: a kernel given one signature is specialized, and
+        # answers questions about it without one.
+        self.specialized = len(signatures) == 1
+
+    def specialize(self, *args):
+        """A new kernel compiled for the types of ``args`` (launch arguments)
+        and launching only those, as numba.cuda's ``specialize``."""
+        sig, _ = _dispatcher.VulkanDispatcher._launch_types(self, _hinted(args))
+        kernel = _Kernel(self.py_func, self.options)
+        kernel.extensions = self.extensions
+        kernel._compile_only([sig])
+        return kernel
+
+    def _launch(self, groups, threads, args, shared_bytes=0, stream=None):
+        retr = []
+        args = tuple(self._prepared(value, stream, retr) for value in args)
+        super()._launch(groups, threads, args, shared_bytes, stream)
+        for callback in retr:
+            callback()
+
+    def _prepared(self, value, stream, retr):
+        """A launch argument after ``cuda.In``/``Out``/``InOut`` and the
+        kernel's extensions."""
+        if isinstance(value, In):
+            # Copied in, never back.
+            return _memory.to_device(np.asarray(value.value), stream=stream or 0)
+        if isinstance(value, (Out, InOut)):
+            value = value.value
+        if self.extensions:
+            from numba import typeof
+            for extension in self.extensions:
+                try:
+                    ty = typeof(value)
+                except ValueError:
+                    ty = None
+                ty, value = extension.prepare_args(ty, value, stream=stream or 0, retr=retr)
+        return value
+
+    def _launch_types(self, args):
+        sig, args = super()._launch_types(args)
+        if self._signatures is None or sig in self._signatures:
+            return sig, args
+        for allowed in self._signatures:
+            converted = _converted(args, sig, allowed)
+            if converted is not None:
+                return allowed, converted
+        given = ", ".join(sig)
+        compiled = "; ".join(f"({', '.join(s)})" for s in self._signatures)
+        raise TypeError(f"{self.__qualname__}(): no signature it was compiled for matches the "
+                        f"arguments ({given}): it launches only ({compiled}), as a numba.cuda "
+                        "kernel given signatures does (leave them out to compile per "
+                        "argument types)")
 
     def __call__(self, *args, **kwargs):
         if self.device:
@@ -259,6 +333,65 @@ class _Kernel(_dispatcher.VulkanDispatcher):
         ``max_workgroup_invocations``); ``signature`` and errors as for
         :meth:`get_regs_per_thread`."""
         return self._reported(signature, "max_threads")
+
+
+def _converted(args, given, allowed):
+    """``args`` (of types ``given``) as arguments of the signature
+    ``allowed``, or None if they cannot be: arrays of the same dtype and
+    dimensions (a C-contiguous one where any layout is taken), numbers
+    converted to the number type, as numba.cuda converts them."""
+    from numba_vulkan.base import signature as _signature
+    if len(given) != len(allowed):
+        return None
+    out = []
+    for value, have, want in zip(args, given, allowed):
+        if have != want:
+            try:
+                kind, dtype, ndim, layout = _signature.parse(have)
+                want_kind, want_dtype, want_ndim, want_layout = _signature.parse(want)
+            except ValueError:
+                return None
+            if kind == "array" or want_kind == "array":
+                if (kind, dtype, ndim) != (want_kind, want_dtype, want_ndim) \
+                        or want_layout not in (layout, "A"):
+                    return None
+            elif _NUMBERS.issuperset((dtype, want_dtype)):
+                if dtype.startswith("complex") and not want_dtype.startswith("complex"):
+                    return None
+                value = np.dtype(want_dtype).type(value)
+            else:
+                return None
+        out.append(value)
+    return tuple(out)
+
+
+_NUMBERS = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                      "uint64", "float16", "float32", "float64", "complex64", "complex128"))
+
+
+class _ArgHint:
+    """numba.cuda's hint of how a NumPy array argument is copied."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class In(_ArgHint):
+    """``cuda.In(ary)``: copied to the device for the launch, not back."""
+
+
+class Out(_ArgHint):
+    """``cuda.Out(ary)``: copied back to ``ary`` after the launch."""
+
+
+class InOut(_ArgHint):
+    """``cuda.InOut(ary)``: copied in and back, as a NumPy array argument is."""
+
+
+def _hinted(args):
+    return tuple(a.value if isinstance(a, _ArgHint) else a for a in args)
 
 
 # Host side -------------------------------------------------------------------

@@ -15,7 +15,7 @@ import os
 import re
 import types
 
-from numba_vulkan.base.errors import CompilerError, UnsupportedError
+from numba_vulkan.base.errors import CompilerError, KernelTypeError, UnsupportedError
 
 #: numba.cuda names: (what numba_vulkan calls it, or None, and a note).
 CUDA_NAMES = {
@@ -93,6 +93,7 @@ _CUDA_MODULE = re.compile(r"Unknown attribute '(\w+)' of type Module\(<module 'n
 _OTHER_TARGET = re.compile(r"cannot find any matches for function '<intrinsic (\w+)>' for the "
                            r"current target")
 _UNTYPED = re.compile(r"Untyped global name '(\w+)'")
+_NUMBA_CUDA_OWN = re.compile(r"(\w+) is numba\.cuda's own, for NVIDIA's CUDA target")
 
 
 def definition(pyfunc):
@@ -194,14 +195,24 @@ def numba_error(pyfunc, exc):
     text = _ANSI.sub("", str(exc))
     location = _location_in(text) or _loc(getattr(exc, "loc", None)) or definition(pyfunc)
     hint = None
-    for pattern in (_CUDA_MODULE, _OTHER_TARGET, _UNTYPED):
+    for pattern in (_CUDA_MODULE, _OTHER_TARGET, _UNTYPED, _NUMBA_CUDA_OWN):
         m = pattern.search(text)
         if m:
             hint = cuda_hint(m.group(1))
             break
+    own = _OWN_TYPING.search(text)
+    if own:
+        # The atomic's typing refused the argument types: its reason, not
+        # Numba's list of the candidates tried.
+        return KernelTypeError(message(pyfunc.__qualname__, location, own.group(1), hint),
+                               kernel=pyfunc.__qualname__)
     return CompilerError(message(pyfunc.__qualname__, location, _reason(text), hint),
                          kernel=pyfunc.__qualname__)
 
+
+#: A typing error of numba_vulkan's atomics, which Numba reports inside its
+#: "No implementation of function" text: numba.cuda's is a TypeError.
+_OWN_TYPING = re.compile(r"raised a specific error:\s*TypingError: (nv\.atomic\.[^\n]+)")
 
 _BYTECODE = re.compile(r"unsupported opcode \((\w+)\) found\. Raised from (.+) \((\d+)\)")
 #: What the Python bytecode Numba cannot compile comes from, and what to do.

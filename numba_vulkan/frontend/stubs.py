@@ -245,6 +245,18 @@ def _dtype(ty):
     return None
 
 
+def _shape_hint(dynamic):
+    """What to do about a shape that is not a compile-time constant."""
+    hint = (": sizes are integers written in the kernel or global constants; arithmetic "
+            "on them, such as (TILE + 2, TILE + 2), is not folded, so name the result as "
+            "a global (TILE2 = TILE + 2) and use it")
+    if dynamic:
+        hint += ("; for a size chosen at launch (a kernel argument), use "
+                 "shared.array(0, dtype), which views the launch's dynamic shared memory "
+                 "(kernel[blocks, threads, stream, nbytes])")
+    return hint
+
+
 def _array_template(func, what, dynamic=False):
     class ArrayTemplate(CallableTemplate):
         key = func
@@ -253,6 +265,9 @@ def _array_template(func, what, dynamic=False):
         def generic(self):
             def typer(shape, dtype):
                 dims = _literal_shape(shape)
+                if dims is None and _dtype(dtype) is not None:
+                    raise TypingError(f"{what}(shape, dtype): the shape ({shape}) is not a "
+                                      "compile-time constant" + _shape_hint(dynamic))
                 if dims is None or _dtype(dtype) is None:
                     raise TypingError(
                         f"{what}(shape, dtype): shape must be an int or a tuple of ints known "
@@ -527,8 +542,15 @@ def _check_atomic(name, ary, idx, values):
     if isinstance(ary.dtype, types.Float) and name not in _FLOAT_OPS + ("cas", "compare_and_swap"):
         raise TypingError(f"{what} is not defined for float arrays")
     if not _atomic_index(ary, idx):
+        floats = isinstance(idx, types.Float) or (isinstance(idx, types.BaseTuple) and any(
+            isinstance(t, types.Float) for t in idx))
+        # Numba types a variable that is an int64 on one path and a uint64 on
+        # another as float64.
+        hint = (" (a variable holding an int64 on one path and a uint64 on another is a "
+                "float64 in Numba: make both the same type, or index with int(...))"
+                if floats else "")
         raise TypingError(f"{what}: the index must be an int or a tuple of {ary.ndim} ints "
-                          f"for a {ary.ndim}-d array, not {idx}")
+                          f"for a {ary.ndim}-d array, not {idx}{hint}")
     for value in values:
         if not isinstance(value, (types.Number, types.Boolean)):
             raise TypingError(f"{what}: values must be numbers, not {value}")

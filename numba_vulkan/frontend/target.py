@@ -21,7 +21,8 @@ from numba.core.base import BaseContext
 from numba.core.codegen import CodeLibrary, Codegen
 from numba.core.descriptors import TargetDescriptor
 from numba.core.dispatcher import Dispatcher
-from numba.core.target_extension import GPU, dispatcher_registry, jit_registry, target_registry
+from numba.core.errors import TypingError
+from numba.core.target_extension import CUDA, dispatcher_registry, jit_registry, target_registry
 
 from numba_vulkan.base import jitoptions
 
@@ -30,11 +31,26 @@ DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
                "v256:256-v512:512-v1024:1024-n8:16:32:64-G10")
 
 
-class Vulkan(GPU):
-    """The Vulkan compute target."""
+class Vulkan(CUDA):
+    """The Vulkan compute target.
+
+    A kind of Numba's CUDA target, so that the ``@overload``,
+    ``@overload_method`` and ``@intrinsic`` that libraries register for
+    ``target="cuda"`` (numba.cuda's kernel API) apply in Vulkan kernels too;
+    those for ``target="vulkan"`` come first.
+    """
 
 
 target_registry["vulkan"] = Vulkan
+
+
+def _numba_cuda_own(value):
+    """Whether ``value`` belongs to Numba's own CUDA target (``numba.cuda.grid``,
+    ...), rather than to a library that extends it for kernels."""
+    module = getattr(getattr(value, "_defn", value), "__module__", None)
+    if type(module) is not str:
+        module = type(value).__module__
+    return module == "numba.cuda" or module.startswith("numba.cuda.")
 
 
 class VulkanTypingContext(typing.Context):
@@ -55,6 +71,12 @@ class VulkanTypingContext(typing.Context):
         resolved = device_function_type(val)
         if resolved is not None:
             return resolved
+        if _numba_cuda_own(val):
+            # Its templates are for target "cuda", which this target is a
+            # kind of, but they lower to NVVM intrinsics.
+            name = getattr(val, "__name__", None) or getattr(val, "_name", type(val).__name__)
+            raise TypingError(f"{name} is numba.cuda's own, for NVIDIA's CUDA target "
+                              "('from numba_vulkan import cuda' has numba.cuda's names)")
         if type(val) is type and val.__module__ == "builtins" \
                 and not issubclass(val, BaseException):
             # ``bool``, which Numba calls on every branch condition: typeof
@@ -221,6 +243,8 @@ class VulkanTargetContext(BaseContext):
                                    tupleobj)
         from numba.cpython import cmathimpl, mathimpl
         from numba.core import optional  # noqa: F401
+        # numba.literal_unroll and numba.literally, as Numba's CPU target has them.
+        from numba.misc import literal  # noqa: F401
         from numba.np import arraymath, arrayobj, npyimpl  # noqa: F401
         from numba_vulkan.frontend import mathimpl as vulkan_mathimpl
         from numba_vulkan.frontend import fp16

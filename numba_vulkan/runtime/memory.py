@@ -115,6 +115,18 @@ class DeviceArray:
     def is_c_contiguous(self):
         return self.strides == _c_strides(self.shape, self.dtype.itemsize) or self.size <= 1
 
+    def is_f_contiguous(self):
+        """Whether the elements lie in Fortran order, with no gaps."""
+        reversed_strides = _c_strides(self.shape[::-1], self.dtype.itemsize)
+        return self.strides == reversed_strides[::-1] or self.size <= 1
+
+    @property
+    def flags(self):
+        """NumPy's ``C_CONTIGUOUS``, ``F_CONTIGUOUS`` and ``WRITEABLE`` flags, as
+        numba.cuda's device arrays have them (a dict)."""
+        return {"C_CONTIGUOUS": self.is_c_contiguous(), "F_CONTIGUOUS": self.is_f_contiguous(),
+                "WRITEABLE": True}
+
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of a 0-d array")
@@ -513,7 +525,8 @@ def to_device(ary, device=None, stream=0):
         out.copy_to_device(ary, stream)
         return out
     if not isinstance(ary, HostArray):
-        ary = np.ascontiguousarray(ary)
+        # Not ascontiguousarray, which makes a 0-d array 1-d.
+        ary = np.asarray(ary, order="C")
     out = DeviceArray(ary.shape, ary.dtype, device=device)
     out.copy_to_device(ary, stream)
     return out

@@ -357,6 +357,106 @@ def test_atomic_on_a_misaligned_record_field():
 
 
 
+# numba.cuda's API (issue 24's items not done) ------------------------------
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError, reason="tuples passed hold numbers only")
+def test_tuple_of_arrays_as_an_argument():
+    from numba_vulkan import cuda
+
+    @cuda.jit
+    def total(pair, out):
+        a, b = pair
+        out[0] = a[0] + b[0]
+
+    out = np.zeros(1)
+    total[1, 1]((np.ones(2), np.ones(2)), out)
+    assert out[0] == 2
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError, reason="no datetime64 arrays in kernels")
+def test_datetime64_arrays():
+    from numba_vulkan import cuda
+
+    @cuda.jit
+    def next_day(a, b):
+        i = cuda.grid(1)
+        if i < a.size:
+            b[i] = a[i] + np.timedelta64(1, "D")
+
+    a = np.array(["2020-01-01", "2021-01-01"], "datetime64[D]")
+    b = np.empty_like(a)
+    next_day[1, 2](a, b)
+
+
+@pytest.mark.xfail(strict=True, raises=nv.UnsupportedError,
+                   reason="device arrays are C-ordered")
+def test_fortran_order_device_array():
+    from numba_vulkan import cuda
+    d = cuda.device_array((2, 3), order="F")
+    assert d.flags["F_CONTIGUOUS"]
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError, reason="no reductions on DeviceArray")
+def test_device_array_sum_on_the_host():
+    from numba_vulkan import cuda
+    assert cuda.to_device(np.ones(4)).sum() == 4
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError, reason="int.bit_count is not typed")
+def test_int_bit_count_in_a_kernel():
+    from numba_vulkan import cuda
+
+    @cuda.jit
+    def bits(a):
+        a[0] = int(a[1]).bit_count()
+
+    a = np.array([0, 7], np.int64)
+    bits[1, 1](a)
+    assert a[0] == 3
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError, reason="no bfloat16")
+def test_bfloat16():
+    from numba_vulkan import cuda
+    assert cuda.bf16
+
+
+@pytest.mark.xfail(strict=True, reason="libclc's float64 erfc is 3 ULP off here")
+def test_erfc_float64_within_2_ulp():
+    import math
+
+    @nv.jit
+    def erfc(x, out):
+        out[0] = math.erfc(x[0])
+
+    x, out = np.array([1.23203585843258]), np.zeros(1)
+    erfc.forall(1)(x, out)
+    ref = math.erfc(x[0])
+    assert abs(out[0] - ref) <= 2 * np.spacing(ref)
+
+
+@pytest.mark.xfail(strict=True, raises=nv.CompilerError,
+                   reason="captured device arrays are passed to kernels, not device functions")
+def test_device_function_reading_a_global_device_array():
+    from numba_vulkan import cuda
+    table = cuda.to_device(np.arange(4.0))
+    globals()["_TABLE"] = table
+
+    @cuda.jit(device=True)
+    def look(i):
+        return _TABLE[i]  # noqa: F821
+
+    @cuda.jit
+    def kernel(out):
+        out[0] = look(2)
+
+    out = np.zeros(1)
+    kernel[1, 1](out)
+    assert out[0] == 2
+
+
+
 def test_every_limitation_names_an_xfail_test_and_every_xfail_test_is_named():
     with open(os.path.join(ROOT, "docs", "limitations.md")) as f:
         entries = re.split(r"\n- ", f.read())[1:]
