@@ -28,7 +28,7 @@ from numba_vulkan.api.dispatcher import VulkanDispatcher, jit, synchronize
 from numba_vulkan.base.errors import (AOTError, AOTWarning, CacheWarning, CompilerError, ConfigError,
                                       DriverError, KernelTypeError, LaunchError, ManifestError,
                                       NarrowingWarning, NotReportedError,
-                                 ToolError, UnsupportedError, ValidationError, VulkanError)
+                                      ToolError, UnsupportedError, ValidationError, VulkanError)
 from numba_vulkan.base.intrinsics import (atomic, barrier, barrier_and, barrier_count, barrier_or,
                                      brev, clz, const, fence, ffs, fma, fp16, global_id, global_size,
                                      grid,
