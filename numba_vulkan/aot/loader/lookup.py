@@ -30,6 +30,7 @@ from numba_vulkan.base import files
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.aot.loader import index, signing
 from numba_vulkan.base.errors import AOTError, AOTWarning
+from numba_vulkan.store import codehash
 from numba_vulkan.store import keys
 
 _lock = threading.RLock()
@@ -448,19 +449,51 @@ def find(dispatcher, sig, threads, target, search=None, strict=None, features=No
                                + _nearest_launch(directory.entries(key), sig, threads,
                                                  target, shared_bytes))
             elif not ranked and directory.entries_named(name):
-                reasons.append(f"{directory.label} has {name} built from other code: "
-                               + _changed_parts(directory.entries_named(name), parts)
-                               + "; rebuild the directory")
+                named = directory.entries_named(name)
+                bytecode = _bytecode_miss(named, parts)
+                reasons.append(f"{directory.label} has {name} built on another Python: "
+                               + bytecode if bytecode else
+                               f"{directory.label} has {name} built from other code: "
+                               + _changed_parts(named, parts) + "; rebuild the directory")
     return _miss(name, sig, threads, target, search, strict, reasons, shared_bytes)
 
 
 def _describe_part(part):
     if part == "code":
         return "the kernel's own code"
+    if part.startswith("python "):
+        return f"the Python version its bytecode was keyed with ({part[7:]})"
     if part == "options":
         return "its nv.jit options"
     kind, _, what = part.partition(" ")
     return f"{kind} {what}" if kind in ("callee", "global") else f"closure variable {what}"
+
+
+def _python_version(tag):
+    """``3.12`` of ``cpython-312``, else the tag itself."""
+    digits = tag.rpartition("-")[2]
+    return f"{digits[0]}.{digits[1:]}" if digits.isdigit() and len(digits) > 1 else tag
+
+
+def _bytecode_miss(entries, parts):
+    """Why an entry keyed by another Python's bytecode is a miss, or None."""
+    ours = {p.partition(" ")[2] for p in parts if p.startswith("python ")}
+    for entry in entries:
+        shipped = entry.get("key_parts")
+        if not isinstance(shipped, dict):
+            continue
+        tags = {p.partition(" ")[2] for p in shipped if p.startswith("python ")}
+        if tags and tags != ours:
+            (tag,) = sorted(tags)[:1]
+            here = codehash.BYTECODE_TAG
+            return (f"its entries were keyed by the bytecode of Python {_python_version(tag)} "
+                    f"({tag}), because the build could not read the kernel's source, and "
+                    f"bytecode differs between Python versions; this is Python "
+                    f"{_python_version(here)}: ship the kernel's source (.py files) so "
+                    f"that one build serves every Python, or build the directory with "
+                    f"this Python too (python{_python_version(here)} -m numba_vulkan.aot "
+                    f"build MANIFEST -o ANOTHER_DIR) and register both")
+    return None
 
 
 def _changed_parts(entries, parts):
