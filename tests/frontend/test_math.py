@@ -174,6 +174,11 @@ def _run(dtype, table, params, rng):
     ref = np.zeros_like(inputs[0])
     kernel.forall(out.shape[1])(*inputs, out)
     cpu(*inputs, ref)
+    if "np.cbrt" in names:
+        # numba.njit's np.cbrt is a power of 1/3 that becomes C's cbrt only
+        # where LLVM rewrites it (not with Python 3.10's Numba): NumPy's own.
+        row = names.index("np.cbrt")
+        ref[row] = np.cbrt(inputs[0][row])
     for compiled in compiled_kernels(kernel):
         assert_valid_spirv(compiled)
     return {name: (ulp_error(out[r], ref[r]), inputs, r, out[r], ref[r])
