@@ -1,5 +1,6 @@
 """Explained misses: a strict-mode AOTError says what differs from the nearest shipped entry."""
 
+import linecache
 import types
 
 import pytest
@@ -65,9 +66,13 @@ def strict(shipped, monkeypatch):
 
 
 def kernel(source=KERNELS):
-    """The kernel of a (changed) copy of the shipped module, under its name."""
+    """The kernel of a (changed) copy of the shipped module, under its name.
+
+    Its source is in :mod:`linecache`, as an imported module's is."""
     module = types.ModuleType("explkern")
-    exec(compile(source, "explkern.py", "exec"), module.__dict__)
+    filename = f"<explkern {len(linecache.cache)} {hash(source)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), module.__dict__)
     return module.kern
 
 

@@ -616,6 +616,12 @@ def refused_by_driver(kernel, error):
     _warn_once(("driver", aot.get("sha256")), message + "; compiling it now")
 
 
+def _strict_reason():
+    """Why a strict lookup compiled nothing: the setting, or the caller's request."""
+    return (" (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)" if config.aot_strict()
+            else " (a strict lookup, so nothing is compiled)")
+
+
 def _miss(name, sig, threads, target, search, strict, reasons, shared_bytes=0):
     """Count a miss; raise in strict mode, else warn once and return None."""
     with _lock:
@@ -631,8 +637,7 @@ def _miss(name, sig, threads, target, search, strict, reasons, shared_bytes=0):
     hint = ("\nTo ship it, add to the manifest's kernels:\n"
             + _manifest_lines(name, sig, threads, shared_bytes))
     if strict:
-        raise AOTError(message + " (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)"
-                       + hint)
+        raise AOTError(message + _strict_reason() + hint)
     with _lock:
         _stats["fallbacks"] += 1
     _warn_once(("miss", name, tuple(sig), tuple(threads), index.profile_for(target),
