@@ -116,6 +116,14 @@ def test_a_launch_that_differs_is_named(strict):
     assert "it was built for argument types (float32[1d,A])" in message, message
 
 
+def test_a_python_float_for_a_float32_entry_suggests_numpy_scalars():
+    entry = {"signature": ["float32", "float32[1d,C]"]}
+    advice = lookup._scalar_advice(("float64", "float32[1d,C]"), entry["signature"])
+    assert "argument 1 is float64 (as a Python float is)" in advice
+    assert "pass np.float32(value)" in advice
+    assert lookup._scalar_advice(("float64[1d,C]",), ["float32[1d,C]"]) == ""
+
+
 def test_key_parts_do_not_change_the_key():
     dispatcher = kernel()
     key, parts = keys.content_key_parts(dispatcher)

@@ -520,6 +520,30 @@ def _changed_parts(entries, parts):
     return ", ".join(words) + " since the build"
 
 
+#: Scalar types a Python number becomes, and the NumPy type that passes a
+#: narrower one.
+_PYTHON_SCALARS = {"float64": ("a Python float", "float"), "int64": ("a Python int", "int"),
+                   "complex128": ("a Python complex", "complex")}
+
+
+def _scalar_advice(wanted, offered):
+    """Where only scalars a Python number makes differ from an entry's: how
+    to pass the entry's types (``np.float32(x)``), which the shipped module
+    takes as it is."""
+    if len(wanted) != len(offered):
+        return ""
+    advice = []
+    for position, (ours, theirs) in enumerate(zip(wanted, offered)):
+        if ours == theirs:
+            continue
+        python = _PYTHON_SCALARS.get(ours)
+        if python is None or not theirs.startswith(python[1]) or "[" in theirs:
+            return ""
+        advice.append(f"argument {position + 1} is {ours} (as {python[0]} is), the entry's "
+                      f"is {theirs}: pass np.{theirs}(value)")
+    return f" ({'; '.join(advice)}, and the shipped module runs)" if advice else ""
+
+
 def _nearest_launch(entries, sig, threads, target, shared_bytes=0):
     """What differs between a launch and the nearest entry built from its code."""
     profile = index.profile_for(target)
@@ -527,7 +551,8 @@ def _nearest_launch(entries, sig, threads, target, shared_bytes=0):
     def differences(entry):
         out = []
         if index.signature_distance(tuple(sig), tuple(entry["signature"])) is None:
-            out.append(f"argument types ({', '.join(entry['signature'])})")
+            out.append(f"argument types ({', '.join(entry['signature'])})"
+                       + _scalar_advice(sig, entry["signature"]))
         if tuple(entry["threads"]) != tuple(threads):
             out.append(f"threads {tuple(entry['threads'])}")
         if entry.get("shared_bytes", 0) != shared_bytes:
