@@ -178,6 +178,7 @@ class DiskTier(Tier):
             return
         if not copy:
             counters.count(section, "stores")
+        counters.log(section, "stored", name[:16])
 
     def used(self, section, name):
         try:

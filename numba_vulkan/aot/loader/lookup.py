@@ -27,6 +27,7 @@ import weakref
 
 from numba_vulkan.base import config
 from numba_vulkan.base import files
+from numba_vulkan.base import log
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.aot.loader import index, signing
 from numba_vulkan.base.errors import AOTError, AOTWarning
@@ -608,6 +609,7 @@ def _search(directory, key, sig, threads, target, features, reasons, shared_byte
                 reasons.append(str(exc))
                 continue
             except AOTError as exc:
+                log.event("aot", "rejected", entry["kernel"], str(exc))
                 with _lock:
                     _stats["rejected"] += 1
                 _warn_once(("rejected", directory.label, entry["sha256"]),
@@ -649,6 +651,7 @@ def _strict_reason():
 
 def _miss(name, sig, threads, target, search, strict, reasons, shared_bytes=0):
     """Count a miss; raise in strict mode, else warn once and return None."""
+    log.event("aot", "miss", name, "; ".join(reasons) or "no entry")
     with _lock:
         _stats["misses"] += 1
     _record(name, sig, threads, shared_bytes)
