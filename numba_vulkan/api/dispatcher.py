@@ -635,7 +635,14 @@ class VulkanDispatcher:
         try:
             sig = tuple(map(signature.of_value, args))
         except TypeError:
-            raise self._argument_error(args) from None
+            # What to_device takes (an object with __array__ or the buffer
+            # protocol, such as a torch CPU tensor) goes as the NumPy array
+            # viewing it, whose copy back then reaches the object's memory.
+            args = tuple(map(memory.as_host_array, args))
+            try:
+                sig = tuple(map(signature.of_value, args))
+            except TypeError:
+                raise self._argument_error(args) from None
         plan = self._plans.get((sig, threads, device) if not shared_bytes else
                                (sig, threads, device, shared_bytes))
         if plan is None:
