@@ -59,7 +59,7 @@ for py in $SMOKE_PYTHONS; do
 done
 # The app wheel built on this Python, run strict on each of the others.
 start=$SECONDS
-NUMBA_VULKAN_SMOKE_PYTHONS=$(IFS=:; echo "${others[*]}") PYTHONPATH=$PWD \
+SMOKE_OTHER_PYTHONS=$(IFS=:; echo "${others[*]}") PYTHONPATH=$PWD \
     $main -m pytest -q -p no:cacheprovider tests/aot/test_aot_app.py \
     -k test_a_wheel_built_on_one_python_runs_strict_on_another
 echo "smoke: the app wheel of Python $mine on ${#others[@]} other version(s): $((SECONDS - start)) s"

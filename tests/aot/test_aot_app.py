@@ -73,7 +73,7 @@ def test_installed_app_runs_in_strict_mode_without_compiling(wheel, tmp_path):
 def _other_pythons():
     """Interpreters of other Python versions, each with numba_vulkan's
     dependencies installed, that scripts/smoke.sh names."""
-    return [p for p in os.environ.get("NUMBA_VULKAN_SMOKE_PYTHONS", "").split(os.pathsep) if p]
+    return [p for p in os.environ.get("SMOKE_OTHER_PYTHONS", "").split(os.pathsep) if p]
 
 
 @pytest.mark.parametrize("python", _other_pythons() or [pytest.param(

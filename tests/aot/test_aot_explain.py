@@ -147,6 +147,9 @@ def test_aot_explain_says_the_same(shipped, tmp_path):
     result = run_python(*explain, "--threads", "64", cwd=project, env=env, timeout=300,
                         check=False)
     assert result.returncode == 1 and "global SCALE changed" in result.stdout, result
+    # Strict is the lookup's, not the environment's, and explain says which.
+    assert "(a strict lookup, so nothing is compiled)" in result.stdout
+    assert "NUMBA_VULKAN_AOT_STRICT is not set here" in result.stdout
     (project / "explkern.py").write_text(KERNELS)
     result = run_python(*explain, "--threads", "64", cwd=project, env=env, timeout=300,
                         check=False)
