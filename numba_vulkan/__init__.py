@@ -15,9 +15,17 @@ device::
 
 Importing this package loads no Vulkan library and opens no device; the
 first launch, copy or device query does.
+
+``logging.getLogger("numba_vulkan")`` says at DEBUG what was compiled,
+found in a cache or an AOT directory, fetched, rejected, and why
+(:mod:`numba_vulkan.base.log`); ``python -m numba_vulkan info`` reports
+what the system provides (``docs/install.md``).
 """
 
 import sys
+
+#: The package's version (also the wheel's, which pyproject.toml reads here).
+__version__ = "0.1.0"
 
 from numpy import (bool_, complex64, complex128, float16, float32, float64, int8, int16, int32,
                    int64, intp, uint8, uint16, uint32, uint64, uintp)

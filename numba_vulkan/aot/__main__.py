@@ -91,7 +91,8 @@ def build_command(args):
         print(json.dumps(result.summary(), indent=1, sort_keys=True))
     elif not args.quiet or result.failures:
         outcome = ("output unchanged" if result.failures
-                   else f"{_size(result.bytes)} in {os.path.relpath(result.output)}")
+                   else f"{_size(result.bytes)} in "
+                   f"{args.output or os.path.relpath(result.output)}")
         remote = f" ({result.remote} from the remote cache)" if result.remote else ""
         print(f"built {result.built}, reused {result.reused}{remote}, failed "
               f"{len(result.failures)}: {outcome} ({result.seconds:.1f} s)",
@@ -211,6 +212,9 @@ def explain_command(args):
         lookup.find(dispatcher, sig, threads, target, search=search, strict=True)
     except AOTError as exc:
         print(str(exc))
+        print("NUMBA_VULKAN_AOT_STRICT is set here: such a launch fails" if config.aot_strict()
+              else "NUMBA_VULKAN_AOT_STRICT is not set here: such a launch compiles the kernel "
+                   "by JIT (with a warning); with it set, the launch fails")
         return EXIT_FAILED
     print(f"{args.kernel} {args.signature} threads {threads} is in {args.directory}")
     return EXIT_OK

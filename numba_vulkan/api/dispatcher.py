@@ -351,12 +351,6 @@ class LaunchConfiguration:
                                     self.stream)
 
 
-def _array_like(value):
-    """Whether a launch takes ``value`` as the NumPy array ``__array__`` gives."""
-    return (hasattr(type(value), "__array__")
-            and not isinstance(value, (np.ndarray, np.generic, memory.DeviceArray)))
-
-
 def _by_reference(module, qualname):
     """The object ``module.qualname`` names, or None (unpickles a kernel)."""
     import importlib
@@ -528,8 +522,9 @@ class VulkanDispatcher:
         """``(signature, args)`` of a launch: the argument types in text form,
         and the arguments to pass, followed by the device arrays the kernel
         reads from its globals or closure (:mod:`numba_vulkan.api.captures`).
-        An object that only has ``__array__`` is passed as the NumPy array it
-        gives (as ``to_device`` takes it)."""
+        What ``to_device`` takes (an object with ``__array__`` or the buffer
+        protocol, such as a torch CPU tensor) goes as the NumPy array viewing
+        it, whose copy back then reaches the object's memory."""
         captured = self._captured
         if captured is None:
             captured = self._find_captured()
@@ -539,7 +534,7 @@ class VulkanDispatcher:
             return tuple(map(signature.of_value, args)), args
         except TypeError:
             pass
-        converted = tuple(np.asarray(a) if _array_like(a) else a for a in args)
+        converted = tuple(map(memory.as_host_array, args))
         try:
             return tuple(map(signature.of_value, converted)), converted
         except TypeError:

@@ -19,11 +19,13 @@ compiler, the kernel cache and the AOT loader, which it joins, and below
 the dispatcher and the AOT build, which use it.
 """
 
+import time
 from dataclasses import replace
 
 from numba_vulkan import store
 from numba_vulkan.api import numba_target
 from numba_vulkan.base import config
+from numba_vulkan.base import log
 
 
 def memory_key(signature, threads, target, shared_bytes=0):
@@ -63,6 +65,8 @@ def kernel(dispatcher, request, memory=None, typed=None, features=None, shipped=
         from numba_vulkan.aot.loader import lookup
         found = lookup.find(dispatcher, request.signature, request.threads, request.target,
                             features=features, shared_bytes=request.shared_bytes)
+        if found is not None:
+            log.event("aot", "hit", request.label, _launch_text(request))
     if found is None:
         found = _stored_or_compiled(request, typed)
     if memory is not None:
@@ -91,13 +95,22 @@ def _stored_or_compiled(request, typed):
     found = store.load_module(module_key, request.label, lambda module: stages.artifact(
         replace(job, spirv=module.spirv, llvm_ir=module.llvm_ir, loop_check=module.loop_check)))
     if found is None:
+        started = time.perf_counter()
         job = stages.generate(job)
         found = stages.artifact(job)
+        log.event("compiler", "compiled", request.label,
+                  f"{_launch_text(request)}; code generation "
+                  f"{1000 * (time.perf_counter() - started):.0f} ms")
         store.store_module(module_key, store.CachedModule(
             found.spirv, found.llvm_ir, found.capabilities, job.loop_check), request.label)
     if function_key is not None:
         store.store_compiled(function_key, found, config.validate())
     return found
+
+
+def _launch_text(request):
+    threads = "x".join(str(t) for t in request.threads)
+    return f"({', '.join(request.signature)}) threads {threads}"
 
 
 def certain_to_compile(options):

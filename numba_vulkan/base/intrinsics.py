@@ -5,6 +5,7 @@ built-in. Called from ordinary Python they raise, because there is no
 workgroup to ask.
 """
 
+import math
 import types
 
 
@@ -190,6 +191,26 @@ fma = _device_only("fma", """\
 
 selp = _device_only("selp", """\
 ``a`` if ``condition`` else ``b`` (numba.cuda's ``selp(condition, a, b)``).""")
+
+
+def _cbrt(x):
+    """The real cube root of ``x`` (Python 3.11's ``math.cbrt``)."""
+    x = float(x)
+    return math.copysign(abs(x) ** (1.0 / 3.0), x) if math.isfinite(x) and x else x
+
+
+def _exp2(x):
+    """2 to the power ``x`` (Python 3.11's ``math.exp2``)."""
+    return 2.0 ** float(x)
+
+
+# Python 3.10 lacks math.cbrt and math.exp2, which kernels (and numba.cuda's
+# names for them) compute: there these stand-ins, which the frontend types
+# and lowers as Numba does the math module's, so modules are the same.
+#: The cube root kernels compile: ``math.cbrt``, or its stand-in on 3.10.
+cbrt = getattr(math, "cbrt", _cbrt)
+#: 2 to the power x: ``math.exp2``, or its stand-in on 3.10.
+exp2 = getattr(math, "exp2", _exp2)
 
 #: numba.cuda's warp functions, which :mod:`numba_vulkan.cuda` exports
 #: (``docs/cuda.md`` says how they map onto :data:`subgroup`).

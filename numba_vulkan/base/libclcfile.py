@@ -15,7 +15,8 @@ from numba_vulkan.base import config
 FILE_NAMES = ("nvptx64--.bc",)
 #: Where distributions install libclc, most preferred first within a pattern
 #: by the reversed sort (the newest LLVM).
-SEARCH_DIRS = ("/usr/lib/clc", "/usr/share/clc", "/usr/local/lib/clc",
+SEARCH_DIRS = ("/usr/lib/clc", "/usr/share/clc", "/usr/lib64/clc", "/usr/local/lib/clc",
+               "/usr/local/share/clc", "/opt/homebrew/share/clc", "/opt/homebrew/lib/clc",
                "/usr/lib/llvm-*/lib/clc", "/usr/lib/llvm-*/share/clc")
 
 

@@ -35,6 +35,7 @@ import shutil
 import struct
 import threading
 
+from numba_vulkan.base import system
 from numba_vulkan.base import config
 from numba_vulkan.base import files
 from numba_vulkan.base import libclcfile
@@ -149,8 +150,9 @@ def library():
     """
     path = libclcfile.path_in_use()
     if path is None:
-        raise CompilerError("libclc was not found: install it (Debian: apt-get install "
-                            "libclc-22) or set NUMBA_VULKAN_LIBCLC to its nvptx64--.bc")
+        raise CompilerError("libclc was not found (looked in "
+                            f"{', '.join(libclcfile.SEARCH_DIRS)}; NUMBA_VULKAN_LIBCLC names "
+                            f"its nvptx64--.bc). {system.how_to_get('libclc')}")
     try:
         stat = os.stat(path)
     except OSError as exc:

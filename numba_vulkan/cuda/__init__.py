@@ -10,7 +10,6 @@ module imports Numba, for the Numba types numba.cuda re-exports
 
 import collections
 import contextlib
-import math
 import sys
 
 import numpy as np
@@ -88,8 +87,9 @@ match_all_sync = _intrinsics.cuda_warp.match_all_sync
 fp16 = _intrinsics.fp16
 fma = _intrinsics.fma
 selp = _intrinsics.selp
-#: numba.cuda's ``cbrt``: Python's ``math.cbrt``, which kernels compile.
-cbrt = math.cbrt
+#: numba.cuda's ``cbrt``: Python's ``math.cbrt`` (on 3.10, which lacks it,
+#: a stand-in that kernels compile the same way).
+cbrt = _intrinsics.cbrt
 popc = _intrinsics.popc
 brev = _intrinsics.brev
 clz = _intrinsics.clz

@@ -28,12 +28,12 @@ def _export(name, function):
 #: compute it with (NumPy's rounding functions, which return floats as
 #: libdevice's do, where ``math``'s return ints).
 _SAME = {
-    "exp": math.exp, "exp2": math.exp2, "expm1": math.expm1, "log": math.log,
+    "exp": math.exp, "exp2": _intrinsics.exp2, "expm1": math.expm1, "log": math.log,
     "log2": math.log2, "log10": math.log10, "log1p": math.log1p, "sin": math.sin,
     "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan,
     "atan2": math.atan2, "sinh": math.sinh, "cosh": math.cosh, "tanh": math.tanh,
     "asinh": math.asinh, "acosh": math.acosh, "atanh": math.atanh, "pow": math.pow,
-    "sqrt": math.sqrt, "cbrt": math.cbrt, "fabs": math.fabs, "floor": np.floor,
+    "sqrt": math.sqrt, "cbrt": _intrinsics.cbrt, "fabs": math.fabs, "floor": np.floor,
     "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint, "fmod": math.fmod,
     "hypot": math.hypot, "erf": math.erf, "erfc": math.erfc, "lgamma": math.lgamma,
     "tgamma": math.gamma, "copysign": math.copysign, "remainder": math.remainder,

@@ -11,6 +11,7 @@ calls it. Numba's full exception stays reachable as the error's
 """
 
 import linecache
+import math
 import os
 import re
 import types
@@ -66,7 +67,9 @@ CUDA_NAMES = {
     "warpsize": ("nv.subgroup_size()", "the device's: 8 on lavapipe, 32 on NVIDIA GPUs"),
     "selp": ("nv.selp(condition, a, b)", "or a conditional expression: a if condition else b"),
     "fma": ("nv.fma(a, b, c)", "a * b + c rounded once"),
-    "cbrt": ("math.cbrt(x)", "Python's cube root"),
+    # Python 3.10 has no math.cbrt.
+    "cbrt": ("math.cbrt(x)", "Python's cube root") if hasattr(math, "cbrt") else
+            ("np.cbrt(x)", "NumPy's cube root"),
     "jit": ("nv.jit", "kernels call numba.njit functions as device functions"),
     "to_device": ("nv.to_device(array)", "on the host, not in a kernel"),
     "device_array": ("nv.device_array(shape, dtype)", "on the host, not in a kernel"),

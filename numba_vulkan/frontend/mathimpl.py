@@ -57,7 +57,18 @@ for _func, _name in ((math.fmod, "fmod"), (math.remainder, "remainder")):
         return _call_c(builder, _name, sig.return_type, args)
 
 
-_unary(math.cbrt)
+_unary(intrinsics.cbrt)
+
+if intrinsics.exp2 is not getattr(math, "exp2", None):
+    # Python 3.10: Numba types math.exp2 only where the math module has it.
+    _unary(intrinsics.exp2)
+
+    @lowering_registry.lower(intrinsics.exp2, types.Float)
+    def _lower_exp2(context, builder, sig, args):
+        llty = context.get_value_type(sig.return_type)
+        name = "llvm.exp2.f32" if sig.return_type == types.float32 else "llvm.exp2.f64"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(llty, [llty]), name)
+        return builder.call(fn, args)
 
 _FMA = type("Math_fma", (ConcreteTemplate,), {
     "key": intrinsics.fma, "cases": [signature(ty, ty, ty, ty) for ty in _FLOATS]})
@@ -97,7 +108,7 @@ def _lower_selp(context, builder, sig, args):
     return builder.select(condition, args[1], args[2])
 
 
-@lowering_registry.lower(math.cbrt, types.Float)
+@lowering_registry.lower(intrinsics.cbrt, types.Float)
 def _lower_cbrt(context, builder, sig, args):
     return _call_c(builder, "cbrt", sig.return_type, args)
 

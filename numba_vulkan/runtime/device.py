@@ -6,6 +6,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from numba_vulkan.base import system
 from numba_vulkan.base import config
 from numba_vulkan.base.errors import DriverError
 from numba_vulkan.runtime import vk
@@ -145,7 +146,7 @@ class Instance:
         handle = vk.new("VkInstance*")
         result = lib.vkCreateInstance(info, ffi.NULL, handle)
         if result == v.VK_ERROR_INCOMPATIBLE_DRIVER:
-            raise DriverError(f"no Vulkan driver was found. {vk.INSTALL_HINT}", result)
+            raise DriverError(f"no Vulkan driver was found. {system.how_to_get('driver')}", result)
         vk.check(result, "vkCreateInstance")
         self.handle = handle[0]
         count = vk.new("uint32_t*")
@@ -157,7 +158,8 @@ class Instance:
         self.physical = [physical[i] for i in range(count[0])]
         self.devices = [self._describe(i, p) for i, p in enumerate(self.physical)]
         if not self.devices:
-            raise DriverError(f"the Vulkan loader found no device. {vk.INSTALL_HINT}")
+            raise DriverError(f"the Vulkan loader found no device (no Vulkan driver is "
+                              f"installed). {system.how_to_get('driver')}")
 
     def _cstr(self, text):
         data = vk.new("char[]", text.encode())

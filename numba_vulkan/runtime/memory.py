@@ -21,6 +21,10 @@ def _host_order(device, stream):
         stream.host_order()
 
 
+#: DLPack's device type of host memory.
+_DLPACK_CPU = 1
+
+
 class Buffer(RawBuffer):
     """A :class:`~numba_vulkan.runtime.buffer.RawBuffer` the host writes and
     reads, through its mapping where it has one, else by the device's copies
@@ -295,6 +299,25 @@ class DeviceArray:
         host = self.copy_to_host()
         return host if dtype is None else host.astype(dtype, copy=False)
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export, through a host copy: ``np.from_dlpack(d)`` (and any
+        DLPack consumer on the CPU) gets the contents as a new host array,
+        not a view of device memory (waits for every launch submitted before
+        it). ``copy=False`` is refused, since a copy is what it makes."""
+        if copy is False:
+            raise BufferError("a DeviceArray exports DLPack only through a host copy "
+                              "(copy=False was asked); use copy_to_host() or a HostArray, "
+                              "whose memory the host sees")
+        if dl_device is not None and tuple(dl_device) != (_DLPACK_CPU, 0):
+            raise BufferError(f"a DeviceArray exports DLPack to the CPU (1, 0) only, not "
+                              f"{tuple(dl_device)}")
+        kwargs = {} if max_version is None else {"max_version": max_version}
+        return self.copy_to_host().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        """``(kDLCPU, 0)``: the DLPack export is a host copy (:meth:`__dlpack__`)."""
+        return (_DLPACK_CPU, 0)
+
     def __iter__(self):
         """The elements (as host scalars) of a 1-d array, the rows (as device
         views) of an N-d one, as ``self[i]`` gives them."""
@@ -507,6 +530,23 @@ def _span(shape, strides, itemsize):
         lo += min(reach, 0)
         hi += max(reach, 0)
     return lo, hi + itemsize
+
+
+def as_host_array(value):
+    """``value`` as a NumPy array where it offers ``__array__`` or the buffer
+    protocol (as :func:`to_device` takes it), else ``value`` unchanged.
+
+    NumPy views the object's memory where it can (a buffer, a torch CPU
+    tensor's ``__array__``), so a kernel's writes reach the object."""
+    if isinstance(value, (np.ndarray, np.generic, DeviceArray, str, bytes)):
+        return value
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    try:
+        view = memoryview(value)
+    except TypeError:
+        return value
+    return np.asarray(view)
 
 
 def to_device(ary, device=None, stream=0):

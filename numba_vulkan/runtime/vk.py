@@ -2,14 +2,12 @@
 
 import threading
 
+from numba_vulkan.base import system
 from numba_vulkan.base.errors import DriverError
 
 _lock = threading.Lock()
 _module = None
 
-INSTALL_HINT = ("Install a Vulkan loader and a driver: on Debian or Ubuntu, "
-                "`apt-get install libvulkan1 mesa-vulkan-drivers` gives the loader and "
-                "lavapipe, a driver that runs on the CPU; a GPU vendor's driver works too.")
 
 
 def module():
@@ -26,7 +24,7 @@ def module():
                     import vulkan
                 except OSError as exc:
                     raise DriverError(f"no Vulkan loader library was found ({exc}). "
-                                      f"{INSTALL_HINT}") from exc
+                                      f"{system.how_to_get('loader')}") from exc
                 _module = vulkan
     return _module
 

@@ -13,21 +13,30 @@ times mean nothing here, and ships without its sources.
 
 The hash is a SHA-256 of:
 
-* :data:`KEY_VERSION` and the Python bytecode tag (``cpython-311``), since
-  bytecode differs between versions;
+* :data:`KEY_VERSION`;
 * for the function and, recursively, every function it calls: its qualified
-  name, the bytecode, the exception table, the argument counts and flags,
-  the names it uses, the constants (nested code objects included), the
-  default values and the values of its closure cells;
-* the value of every global the code reads, including the ends of attribute
-  chains on modules (``np.pi``, ``mylib.helper``);
+  name, its source as Python's parser reads it (:func:`source_text`: the
+  syntax tree without positions, decorators or docstring, nested functions
+  and lambdas included), the default values and the values of its closure
+  cells;
+* the value of every global the code reads (found in its bytecode, nested
+  code objects included, each once, in order of name), including the ends
+  of attribute chains on modules (``np.pi``, ``mylib.helper``);
 * the code-changing ``nv.jit`` options (:data:`numba_vulkan.base.jitoptions.CODE_OPTIONS`)
   of the function and of every jitted function it calls.
 
-Left out: file names, line numbers, modification times and the module's
-name. Moving a project, touching its files, editing comments or adding
-lines above a function keeps this key; a kernel run as ``python -m pkg.mod``
-has the key it has when imported.
+Left out: file names, line numbers, modification times, comments, the
+module's name and the Python version. Moving a project, touching its files,
+editing comments or adding lines above a function keeps this key; a kernel
+run as ``python -m pkg.mod`` has the key it has when imported; and an AOT
+directory built on one Python serves every other, although their bytecode
+differs. A function whose source cannot be read (defined with ``exec``
+without registering its text in :mod:`linecache`, or shipped as ``.pyc``
+alone) is keyed by its bytecode instead, with the bytecode tag
+(``cpython-311``) as a part of its own (``python cpython-311``), so that
+such a key serves only the Python version that made it and says so.
+The source is read when a key is first computed: a file edited after its
+module was imported, and not re-imported, gives the key of the new text.
 
 Values are keyed by a fixed rule, so that a changed value changes the key
 and an unchanged one does not:
@@ -56,11 +65,14 @@ functions by their ``py_func`` and reads their options from ``options``
 (``nv.jit``) or ``targetoptions`` (Numba).
 """
 
+import ast
 import builtins
 import collections
 import dis
+import functools
 import hashlib
 import json
+import linecache
 import struct
 import sys
 import types
@@ -70,7 +82,11 @@ import numpy as np
 from numba_vulkan.base import jitoptions
 
 #: Version of the hash's definition; part of every key.
-KEY_VERSION = 2
+KEY_VERSION = 3
+
+#: The Python bytecode tag, part of a key only where a function's source
+#: could not be read and its bytecode stands in.
+BYTECODE_TAG = sys.implementation.cache_tag or sys.version
 
 #: Most functions one key may hash (one reached along several paths counts
 #: once, unless it recurses): beyond it a kernel is deemed too entangled.
@@ -208,7 +224,16 @@ class _Walk:
         sink.section("options")
         sink.put("options", _options_text(options))
         sink.section("code")
-        self.code(sink, func.__code__, func)
+        text = source_text(func.__code__)
+        if text is None:
+            sink.section(f"python {BYTECODE_TAG}")
+            sink.put("python", BYTECODE_TAG)
+            sink.section("code")
+            self.code(sink, func.__code__)
+        else:
+            sink.put("source", text)
+        self.globals(sink, func)
+        sink.section("code")
         for value in func.__defaults__ or ():
             self.value(sink, value, f"a default argument of {func.__qualname__}")
         for name, value in sorted((func.__kwdefaults__ or {}).items()):
@@ -224,8 +249,8 @@ class _Walk:
             self.value(sink, value, f"closure variable {name!r} of {func.__qualname__}")
         self.active.pop()
 
-    def code(self, sink, code, func):
-        """Feed a code object, its nested ones and, for a function's, what they read."""
+    def code(self, sink, code):
+        """Feed a code object's bytecode, constants and names, nested ones included."""
         sink.put("code", code.co_code)
         sink.put("exceptions", getattr(code, "co_exceptiontable", b""))
         sink.put("shape", struct.pack("<5Q", code.co_argcount, code.co_posonlyargcount,
@@ -234,35 +259,21 @@ class _Walk:
             sink.put(field, "\0".join(getattr(code, field)))
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
-                self.code(sink, const, func)
+                self.code(sink, const)
             else:
                 self.value(sink, const, f"a constant of {code.co_name}")
-        if func is not None:
-            self.globals(sink, code, func)
 
-    def globals(self, sink, code, func):
-        instructions = list(dis.get_instructions(code))
-        for k, ins in enumerate(instructions):
-            if ins.opname != "LOAD_GLOBAL":
-                continue
-            name = ins.argval
-            value = func.__globals__.get(name, _MISSING)
-            if value is _MISSING:
-                value = getattr(builtins, name, _MISSING)
-            chain = [name]
-            for follow in instructions[k + 1:]:
-                if follow.opname not in _ATTRIBUTE_OPS or not isinstance(value, types.ModuleType):
-                    break
-                value = getattr(value, follow.argval, _MISSING)
-                chain.append(follow.argval)
+    def globals(self, sink, func):
+        """Feed every global a function's code reads, once each, in order of name.
+
+        Bytecode orders and nests them differently in each Python version
+        (3.12 inlines comprehensions); the set of names read is the same."""
+        for chain, value in sorted(_globals_read(func).items()):
+            text = ".".join(chain)
             if sink.parts is not None:
-                kind = "callee" if _has_code(value) else "global"
-                part = f"{kind} {'.'.join(chain)}"
-                # A global read twice is one part: the count is the code's.
-                sink.part = None if part in sink.parts else part
-            sink.put("global", ".".join(chain))
-            self.value(sink, value, f"global {'.'.join(chain)!r} read by {func.__qualname__}")
-            sink.section("code")
+                sink.section(f"{'callee' if _has_code(value) else 'global'} {text}")
+            sink.put("global", text)
+            self.value(sink, value, f"global {text!r} read by {func.__qualname__}")
 
     def value(self, sink, value, where):
         if value is _MISSING:
@@ -311,6 +322,133 @@ class _Walk:
             raise Unkeyable(where, f"{type(value).__module__}.{type(value).__qualname__}")
 
 
+def _globals_read(func):
+    """``{attribute chain: value}`` of the globals a function's code reads."""
+    found = {}
+    pending = [func.__code__]
+    while pending:
+        code = pending.pop()
+        pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        instructions = list(dis.get_instructions(code))
+        for k, ins in enumerate(instructions):
+            if ins.opname != "LOAD_GLOBAL":
+                continue
+            value = func.__globals__.get(ins.argval, _MISSING)
+            if value is _MISSING:
+                value = getattr(builtins, ins.argval, _MISSING)
+            chain = [ins.argval]
+            for follow in instructions[k + 1:]:
+                if follow.opname not in _ATTRIBUTE_OPS or not isinstance(value, types.ModuleType):
+                    break
+                value = getattr(value, follow.argval, _MISSING)
+                chain.append(follow.argval)
+            found[tuple(chain)] = value
+    return found
+
+
+def _tree_text(node):
+    """A syntax tree as text, the same in every Python version that parses it alike.
+
+    Positions are not fields; empty fields are left out, since newer
+    versions add fields that are empty for older syntax (``type_params``)."""
+    if isinstance(node, ast.AST):
+        fields = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or value == []:
+                continue
+            fields.append(f"{name}={_tree_text(value)}")
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return f"[{','.join(_tree_text(item) for item in node)}]"
+    if isinstance(node, float):
+        return float.hex(node)
+    return f"{type(node).__name__}:{node!r}"
+
+
+def _without_docstring(body):
+    first = body[0] if body else None
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str) and len(body) > 1):
+        return body[1:]
+    return body
+
+
+def source_text(code):
+    """The normalised syntax tree of a function's source, as text, or None.
+
+    The source file is read through :mod:`linecache` (which also holds
+    generated sources such as GPU ufuncs') and parsed once per process; the
+    function is the ``def`` or lambda that starts on its code's first line.
+    A ``def`` is its arguments, return annotation and body, without
+    decorators (options are keyed apart) or docstring; a lambda is every
+    lambda starting on that line, since a line's lambdas cannot be told
+    apart the same way in every Python version. None where the source
+    cannot be read or parsed, or where the names the code uses are not all
+    in the text found (the file was edited since the code was loaded).
+    """
+    linecache.checkcache(code.co_filename)
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        return None
+    found = _definitions(code.co_filename, "".join(lines)).get(code.co_firstlineno, ())
+    if code.co_name == "<lambda>":
+        nodes = [n for n in found if isinstance(n, ast.Lambda)]
+        text = "|".join(_tree_text(n) for n in nodes)
+    else:
+        nodes = [n for n in found if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == code.co_name][:1]
+        text = "|".join(f"{_tree_text(n.args)}|{_tree_text(n.returns)}|"
+                        f"{_tree_text(_without_docstring(n.body))}" for n in nodes)
+    if not nodes or not _code_names(code) <= _identifiers(nodes):
+        return None
+    return text
+
+
+def _code_names(code):
+    """The names a code object and its nested ones use, but the compiler's own."""
+    names = set()
+    pending = [code]
+    while pending:
+        code = pending.pop()
+        pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        names.update(code.co_names, code.co_varnames, code.co_cellvars, code.co_freevars)
+    return {n for n in names if n.isidentifier() and not n.startswith("__")}
+
+
+def _identifiers(nodes):
+    """Every name written in syntax trees (dotted import names split)."""
+    out = set()
+    for top in nodes:
+        for node in ast.walk(top):
+            for field in ("id", "attr", "arg", "name", "asname", "module"):
+                value = getattr(node, field, None)
+                if isinstance(value, str):
+                    out.update(value.split("."))
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                out.update(node.names)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _definitions(filename, text):
+    """``{first line: [def and lambda nodes]}`` of a source file's text.
+
+    A decorated function's code starts at its first decorator."""
+    try:
+        tree = ast.parse(text, filename)
+    except (SyntaxError, ValueError):
+        return {}
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+            out.setdefault(first, []).append(node)
+        elif isinstance(node, ast.Lambda):
+            out.setdefault(node.lineno, []).append(node)
+    return out
+
+
 def _has_code(value):
     """Whether a value's key is the code of a function (a callee, not a global)."""
     return _jitted(value) is not None or (isinstance(value, types.FunctionType)
@@ -331,8 +469,9 @@ def walk(function, options=None):
     Returns:
         CodeKey: ``key``, the hexadecimal SHA-256; ``parts``, a dict naming
         what the key is made of, each with the first 16 hex digits of its own
-        SHA-256: ``code`` (the function's own bytecode, constants, names and
-        defaults), ``options``, ``callee NAME`` (a function it calls, with
+        SHA-256: ``code`` (the function's own source and defaults),
+        ``python TAG`` (only where the source could not be read and the
+        bytecode of Python TAG stands in), ``options``, ``callee NAME`` (a function it calls, with
         everything that one reads), ``global NAME`` (a global value it
         reads, ``np.pi`` as ``global np.pi``) and ``closure NAME``;
         ``functions``, the Python functions whose code is in the key, once
@@ -346,7 +485,6 @@ def walk(function, options=None):
     """
     sink = _Sink(parts=True)
     sink.put("version", str(KEY_VERSION))
-    sink.put("python", sys.implementation.cache_tag or sys.version)
     walker = _Walk()
     try:
         walker.function(sink, function, options or {})
@@ -381,5 +519,5 @@ def code_digest(code):
     pairs it with the source file's name, size and modification time.
     """
     sink = _Sink(parts=False)
-    _Walk().code(sink, code, None)
+    _Walk().code(sink, code)
     return sink.hash.hexdigest()

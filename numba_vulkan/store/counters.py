@@ -19,6 +19,7 @@ except ImportError:  # Windows: processes add their counts without taking turns
 
 from numba_vulkan.base import config
 from numba_vulkan.base import files
+from numba_vulkan.base.log import event as log_event
 from numba_vulkan.store.entry import SECTIONS
 
 #: The counters of each section.
@@ -62,7 +63,9 @@ def count(section, what, n=1):
 
 
 def log(where, outcome, name, detail=""):
-    """One line on stderr while ``NUMBA_VULKAN_DEBUG_CACHE`` is set."""
+    """One line on stderr while ``NUMBA_VULKAN_DEBUG_CACHE`` is set, and a
+    DEBUG event of the ``numba_vulkan`` logger (:mod:`numba_vulkan.base.log`)."""
+    log_event(f"cache {where}", outcome, name, detail)
     if config.debug_cache():
         line = f"numba_vulkan cache: {where} {outcome} {name}"
         sys.stderr.write(line + (f" ({detail})" if detail else "") + "\n")

@@ -16,6 +16,7 @@ evicts the least recently used ones (:func:`evict`).
 import os
 import shutil
 
+from numba_vulkan.base import log
 from numba_vulkan.base import config
 from numba_vulkan.base import files
 from numba_vulkan.store import counters
@@ -178,6 +179,8 @@ class DiskTier(Tier):
             return
         if not copy:
             counters.count(section, "stores")
+        # The logger only: NUMBA_VULKAN_DEBUG_CACHE's lines are lookups.
+        log.event(f"cache {section}", "stored", name[:16])
 
     def used(self, section, name):
         try:

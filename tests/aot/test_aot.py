@@ -506,8 +506,21 @@ def test_failing_build_keeps_the_previous_directory(project):
     line = manifest.count("\n")
     assert f"kernels_broken.yaml:{line}: aotkern_broken:broken void(float32[::1])" in result.stderr
     assert "returns" in result.stderr and "output unchanged" in result.stderr
+    # The summary counts what did compile or was reused, though nothing is written.
+    assert f"reused {N_ENTRIES}, failed 1: output unchanged" in result.stderr
     assert tree(project / "aot") == before
     assert not [n for n in os.listdir(project) if n.startswith(".aot.")]
+
+
+def test_the_summary_names_the_output_as_given(tmp_path, monkeypatch, capsys):
+    from numba_vulkan.aot.__main__ import main
+    from numba_vulkan.aot.build import builder
+    output = str(tmp_path / "elsewhere" / "aot")
+    done = builder.Result(output=output, built=3, reused=1, bytes=2048, seconds=0.5)
+    monkeypatch.setattr(builder, "build", lambda *args: done)
+    assert main(["build", "kernels.yaml", "-o", output]) == 0
+    assert capsys.readouterr().out == (f"built 3, reused 1, failed 0: 2.0 KiB in {output} "
+                                       f"(0.5 s)\n")
 
 
 def test_record_writes_a_manifest_that_builds(project, tmp_path):

@@ -2,7 +2,7 @@
 
 import os
 import shutil
-import sysconfig
+import sys
 import zipfile
 
 import pytest
@@ -36,24 +36,53 @@ def test_wheel_carries_the_aot_directory(wheel):
     assert not [n for n in names if n.endswith((".pkl", ".pickle"))]
 
 
-def test_installed_app_runs_in_strict_mode_without_compiling(wheel, tmp_path):
-    venv = tmp_path / "fresh"
-    run_python("-m", "venv", "--without-pip", venv, cwd=tmp_path, env=CHILD)
-    python = str(venv / "bin" / "python")
-    # The fresh environment gets the app from its wheel; numba_vulkan and its
-    # dependencies come from this environment, without a download.
-    purelib = run_python("-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                         python=python, cwd=tmp_path, env=CHILD).stdout.strip()
+def _install(wheel, where, python=None):
+    """A fresh venv of ``python`` (this one by default) with the app from its
+    wheel; numba_vulkan's dependencies come from ``python``'s environment,
+    without a download. Returns the venv's python and its site-packages."""
+    python = python or sys.executable
+    venv = where / "fresh"
+    run_python("-m", "venv", "--without-pip", venv, python=python, cwd=where, env=CHILD)
+    fresh = str(venv / "bin" / "python")
+    paths = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    purelib = run_python("-c", paths, python=fresh, cwd=where, env=CHILD).stdout.strip()
+    outer = run_python("-c", paths, python=python, cwd=where, env=CHILD).stdout.strip()
     with open(os.path.join(purelib, "outer-env.pth"), "w") as f:
-        f.write(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
-    run_python("-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel,
-               cwd=tmp_path, env=CHILD)
-    workdir = tmp_path / "elsewhere"
+        f.write(f"import site; site.addsitedir({outer!r})\n")
+    run_python("-m", "pip", "--python", fresh, "install", "--no-deps", "--no-index", "-q", wheel,
+               cwd=where, env=CHILD)
+    return fresh, purelib
+
+
+def _run_strict(python, where):
+    workdir = where / "elsewhere"
     workdir.mkdir()
-    result = run_python("-c", "import runpy, nvapp; print(nvapp.__file__); "
-                              "runpy.run_module('nvapp', run_name='__main__')",
-                        python=python, cwd=workdir,
-                        env=dict(CHILD, NUMBA_VULKAN_AOT_STRICT="1", NUMBA_VULKAN_CACHE="0"))
-    location, report = result.stdout.strip().splitlines()[-2:]
+    return run_python("-c", "import runpy, nvapp; print(nvapp.__file__); "
+                            "runpy.run_module('nvapp', run_name='__main__')",
+                      python=python, cwd=workdir,
+                      env=dict(CHILD, NUMBA_VULKAN_AOT_STRICT="1", NUMBA_VULKAN_CACHE="0"))
+
+
+def test_installed_app_runs_in_strict_mode_without_compiling(wheel, tmp_path):
+    python, purelib = _install(wheel, tmp_path)
+    location, report = _run_strict(python, tmp_path).stdout.strip().splitlines()[-2:]
     assert location.startswith(purelib)
     assert report == "nvapp: ok; AOT hits 2, misses 0"
+
+
+def _other_pythons():
+    """Interpreters of other Python versions, each with numba_vulkan's
+    dependencies installed, that scripts/smoke.sh names."""
+    return [p for p in os.environ.get("SMOKE_OTHER_PYTHONS", "").split(os.pathsep) if p]
+
+
+@pytest.mark.parametrize("python", _other_pythons() or [pytest.param(
+    None, marks=pytest.mark.skip(reason="scripts/smoke.sh names the other Pythons"))])
+def test_a_wheel_built_on_one_python_runs_strict_on_another(wheel, tmp_path, python):
+    """One AOT directory serves every Python: its keys are the kernels'
+    source, not their bytecode, which differs between versions."""
+    fresh, purelib = _install(wheel, tmp_path, python)
+    result = _run_strict(fresh, tmp_path)
+    location, report = result.stdout.strip().splitlines()[-2:]
+    assert location.startswith(purelib)
+    assert report == "nvapp: ok; AOT hits 2, misses 0", result.stderr

@@ -1,5 +1,6 @@
 """Explained misses: a strict-mode AOTError says what differs from the nearest shipped entry."""
 
+import linecache
 import types
 
 import pytest
@@ -65,9 +66,13 @@ def strict(shipped, monkeypatch):
 
 
 def kernel(source=KERNELS):
-    """The kernel of a (changed) copy of the shipped module, under its name."""
+    """The kernel of a (changed) copy of the shipped module, under its name.
+
+    Its source is in :mod:`linecache`, as an imported module's is."""
     module = types.ModuleType("explkern")
-    exec(compile(source, "explkern.py", "exec"), module.__dict__)
+    filename = f"<explkern {len(linecache.cache)} {hash(source)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), module.__dict__)
     return module.kern
 
 
@@ -111,6 +116,14 @@ def test_a_launch_that_differs_is_named(strict):
     assert "it was built for argument types (float32[1d,A])" in message, message
 
 
+def test_a_python_float_for_a_float32_entry_suggests_numpy_scalars():
+    entry = {"signature": ["float32", "float32[1d,C]"]}
+    advice = lookup._scalar_advice(("float64", "float32[1d,C]"), entry["signature"])
+    assert "argument 1 is float64 (as a Python float is)" in advice
+    assert "pass np.float32(value)" in advice
+    assert lookup._scalar_advice(("float64[1d,C]",), ["float32[1d,C]"]) == ""
+
+
 def test_key_parts_do_not_change_the_key():
     dispatcher = kernel()
     key, parts = keys.content_key_parts(dispatcher)
@@ -134,6 +147,9 @@ def test_aot_explain_says_the_same(shipped, tmp_path):
     result = run_python(*explain, "--threads", "64", cwd=project, env=env, timeout=300,
                         check=False)
     assert result.returncode == 1 and "global SCALE changed" in result.stdout, result
+    # Strict is the lookup's, not the environment's, and explain says which.
+    assert "(a strict lookup, so nothing is compiled)" in result.stdout
+    assert "NUMBA_VULKAN_AOT_STRICT is not set here" in result.stdout
     (project / "explkern.py").write_text(KERNELS)
     result = run_python(*explain, "--threads", "64", cwd=project, env=env, timeout=300,
                         check=False)

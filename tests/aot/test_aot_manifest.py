@@ -174,7 +174,22 @@ def test_recorded_launches_with_dynamic_shared_memory_list_their_sizes(tmp_path)
                                                   dict(record, shared_bytes=128)])
     kernel, = yaml.safe_load(path.read_text())["kernels"]
     assert added == 2 and kernel["shared_bytes"] == [0, 128]
-    assert kernel["threads"] == [[256], [32]]
+    assert kernel["threads"] == [[32]]
+
+
+def test_record_lists_only_what_ran(tmp_path):
+    """A recorded kernel gets the shape and size it launched with, not the
+    defaults besides (which would double the modules built and shipped)."""
+    import yaml
+    from numba_vulkan.aot.build import manifest
+    path = tmp_path / "recorded.yaml"
+    manifest.merge_records(str(path), [
+        {"function": "app:blur", "signature": "void(float32[:, ::1])", "threads": [16, 16, 1],
+         "shared_bytes": 1024},
+        {"function": "app:scale", "signature": "void(float32[::1])", "threads": [256, 1, 1]}])
+    blur, scale = yaml.safe_load(path.read_text())["kernels"]
+    assert blur["threads"] == [[16, 16]] and blur["shared_bytes"] == [1024]
+    assert "threads" not in scale and "shared_bytes" not in scale
 
 
 def test_a_reader_that_stops_early_ends_a_command_quietly():

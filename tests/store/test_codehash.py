@@ -8,6 +8,7 @@ AOT key. Nothing here compiles a kernel.
 """
 
 import importlib
+import linecache
 import os
 import shutil
 import sys
@@ -270,3 +271,55 @@ def test_importing_the_hasher_imports_no_numba():
     result = run_python("-c", "import sys, numba_vulkan.store.codehash\n"
                               "print([m for m in ('numba', 'llvmlite') if m in sys.modules])")
     assert result.stdout.strip() == "[]"
+
+
+def _from_source(source, filename, optimize=-1, **env):
+    """The namespace of ``source`` compiled as a file whose text linecache has."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = dict(env)
+    exec(compile(source, filename, "exec", optimize=optimize), namespace)
+    return namespace
+
+
+_PORTABLE = '''
+def helper(v):
+    """Doubles."""
+    return v * 2.0
+
+
+def k(x):
+    i = 0
+    x[i] = helper(x[i]) + sum([v for v in (1.0, 2.0)])
+'''
+
+
+def test_the_key_is_the_source_not_the_bytecode():
+    """What one Python version's bytecode differs in from another's leaves the
+    key: here bytecode compiled with docstrings stripped (optimize=2)."""
+    one = _from_source(_PORTABLE, "<portable one>")
+    two = _from_source(_PORTABLE, "<portable two>", optimize=2)
+    assert one["helper"].__code__.co_consts != two["helper"].__code__.co_consts
+    key, parts = codehash.code_key_parts(one["k"])
+    assert key == codehash.code_key(two["k"])
+    assert not [p for p in parts if p.startswith("python ")], parts
+    # Comments, blank lines and docstrings are not code; an edit is.
+    edited = _PORTABLE.replace('"""Doubles."""', "# doubles\n\n")
+    assert codehash.code_key(_from_source(edited, "<portable three>")["k"]) == key
+    changed = _PORTABLE.replace("v * 2.0", "v * 3.0")
+    assert codehash.code_key(_from_source(changed, "<portable four>")["k"]) != key
+
+
+def test_code_without_source_is_keyed_by_its_python_versions_bytecode():
+    function = _namespace("def k(x):\n    x[0] = 1\n")["k"]
+    parts = codehash.code_key_parts(function)[1]
+    assert f"python {codehash.BYTECODE_TAG}" in parts
+
+
+def test_a_miss_from_another_pythons_bytecode_says_how_to_build_for_this_one():
+    from numba_vulkan.aot.loader import lookup
+    shipped = [{"key_parts": {"code": "1", "python cpython-399": "2"}}]
+    message = lookup._bytecode_miss(shipped, {"code": "3"})
+    assert "keyed by the bytecode of Python 3.99 (cpython-399)" in message
+    assert "could not read the kernel's source" in message
+    assert "ship the kernel's source" in message and "-m numba_vulkan.aot build" in message
+    assert lookup._bytecode_miss([{"key_parts": {"code": "1"}}], {"code": "3"}) is None

@@ -457,14 +457,17 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
             done[task] = outcome
             _to_remote(build_keys[task], outcome[0], outcome[1])
         if progress:
-            progress(count, total, task.kernel)
+            shape = "x".join(str(t) for t in task.threads)
+            shared = f" shared {task.shared_bytes}" if task.shared_bytes else ""
+            progress(count, total, f"{task.kernel} {task.numba_signature} threads {shape}"
+                                   f"{shared} {task.profile.name}")
+    # Counted whether or not the output is written: a failed build's summary
+    # says how many modules did compile.
+    result.reused = sum(1 for _, _, reused in done.values() if reused)
+    result.built = len(done) - result.reused
     if not result.failures:
         entries, modules = [], {}
         for task, (data, meta, reused) in done.items():
-            if reused:
-                result.reused += 1
-            else:
-                result.built += 1
             # A reused entry is written afresh too, so that an incremental build
             # equals a clean one byte for byte.
             entry = _entry(task, keys[task.kernel], data, meta, fingerprint,

@@ -572,10 +572,13 @@ def merge_records(path, records):
                 "profiles": [{"name": "full"}], "kernels": []}
         dropped_comments = False
     added = 0
+    # Kernels new to the manifest list what ran and nothing else: not the
+    # default shape (256) and size (0) that an entry without them means.
     for record in records:
         entry = next((k for k in data["kernels"] if k["function"] == record["function"]), None)
         if entry is None:
-            entry = {"function": record["function"], "signatures": []}
+            entry = {"function": record["function"], "signatures": [], "threads": [],
+                     "shared_bytes": []}
             data["kernels"].append(entry)
         shape = list(record["threads"])
         while len(shape) > 1 and shape[-1] == 1:
@@ -590,14 +593,18 @@ def merge_records(path, records):
         if list(record["threads"]) not in normal:
             threads = threads + [shape]
             new = True
-        if threads != [[index.DEFAULT_THREADS[0]]]:
-            entry["threads"] = threads
+        entry["threads"] = threads
         shared = record.get("shared_bytes", 0)
         sizes = entry.get("shared_bytes", [0])
         if shared not in sizes:
             entry["shared_bytes"] = sizes + [shared]
             new = True
         added += new
+    for entry in data["kernels"]:
+        if entry.get("threads") == [[index.DEFAULT_THREADS[0]]]:
+            del entry["threads"]
+        if entry.get("shared_bytes") == [0]:
+            del entry["shared_bytes"]
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

@@ -27,9 +27,11 @@ import weakref
 
 from numba_vulkan.base import config
 from numba_vulkan.base import files
+from numba_vulkan.base import log
 from numba_vulkan.spirv import modulecheck
 from numba_vulkan.aot.loader import index, signing
 from numba_vulkan.base.errors import AOTError, AOTWarning
+from numba_vulkan.store import codehash
 from numba_vulkan.store import keys
 
 _lock = threading.RLock()
@@ -448,19 +450,51 @@ def find(dispatcher, sig, threads, target, search=None, strict=None, features=No
                                + _nearest_launch(directory.entries(key), sig, threads,
                                                  target, shared_bytes))
             elif not ranked and directory.entries_named(name):
-                reasons.append(f"{directory.label} has {name} built from other code: "
-                               + _changed_parts(directory.entries_named(name), parts)
-                               + "; rebuild the directory")
+                named = directory.entries_named(name)
+                bytecode = _bytecode_miss(named, parts)
+                reasons.append(f"{directory.label} has {name} built on another Python: "
+                               + bytecode if bytecode else
+                               f"{directory.label} has {name} built from other code: "
+                               + _changed_parts(named, parts) + "; rebuild the directory")
     return _miss(name, sig, threads, target, search, strict, reasons, shared_bytes)
 
 
 def _describe_part(part):
     if part == "code":
         return "the kernel's own code"
+    if part.startswith("python "):
+        return f"the Python version its bytecode was keyed with ({part[7:]})"
     if part == "options":
         return "its nv.jit options"
     kind, _, what = part.partition(" ")
     return f"{kind} {what}" if kind in ("callee", "global") else f"closure variable {what}"
+
+
+def _python_version(tag):
+    """``3.12`` of ``cpython-312``, else the tag itself."""
+    digits = tag.rpartition("-")[2]
+    return f"{digits[0]}.{digits[1:]}" if digits.isdigit() and len(digits) > 1 else tag
+
+
+def _bytecode_miss(entries, parts):
+    """Why an entry keyed by another Python's bytecode is a miss, or None."""
+    ours = {p.partition(" ")[2] for p in parts if p.startswith("python ")}
+    for entry in entries:
+        shipped = entry.get("key_parts")
+        if not isinstance(shipped, dict):
+            continue
+        tags = {p.partition(" ")[2] for p in shipped if p.startswith("python ")}
+        if tags and tags != ours:
+            (tag,) = sorted(tags)[:1]
+            here = codehash.BYTECODE_TAG
+            return (f"its entries were keyed by the bytecode of Python {_python_version(tag)} "
+                    f"({tag}), because the build could not read the kernel's source, and "
+                    f"bytecode differs between Python versions; this is Python "
+                    f"{_python_version(here)}: ship the kernel's source (.py files) so "
+                    f"that one build serves every Python, or build the directory with "
+                    f"this Python too (python{_python_version(here)} -m numba_vulkan.aot "
+                    f"build MANIFEST -o ANOTHER_DIR) and register both")
+    return None
 
 
 def _changed_parts(entries, parts):
@@ -487,6 +521,30 @@ def _changed_parts(entries, parts):
     return ", ".join(words) + " since the build"
 
 
+#: Scalar types a Python number becomes, and the NumPy type that passes a
+#: narrower one.
+_PYTHON_SCALARS = {"float64": ("a Python float", "float"), "int64": ("a Python int", "int"),
+                   "complex128": ("a Python complex", "complex")}
+
+
+def _scalar_advice(wanted, offered):
+    """Where only scalars a Python number makes differ from an entry's: how
+    to pass the entry's types (``np.float32(x)``), which the shipped module
+    takes as it is."""
+    if len(wanted) != len(offered):
+        return ""
+    advice = []
+    for position, (ours, theirs) in enumerate(zip(wanted, offered)):
+        if ours == theirs:
+            continue
+        python = _PYTHON_SCALARS.get(ours)
+        if python is None or not theirs.startswith(python[1]) or "[" in theirs:
+            return ""
+        advice.append(f"argument {position + 1} is {ours} (as {python[0]} is), the entry's "
+                      f"is {theirs}: pass np.{theirs}(value)")
+    return f" ({'; '.join(advice)}, and the shipped module runs)" if advice else ""
+
+
 def _nearest_launch(entries, sig, threads, target, shared_bytes=0):
     """What differs between a launch and the nearest entry built from its code."""
     profile = index.profile_for(target)
@@ -494,7 +552,8 @@ def _nearest_launch(entries, sig, threads, target, shared_bytes=0):
     def differences(entry):
         out = []
         if index.signature_distance(tuple(sig), tuple(entry["signature"])) is None:
-            out.append(f"argument types ({', '.join(entry['signature'])})")
+            out.append(f"argument types ({', '.join(entry['signature'])})"
+                       + _scalar_advice(sig, entry["signature"]))
         if tuple(entry["threads"]) != tuple(threads):
             out.append(f"threads {tuple(entry['threads'])}")
         if entry.get("shared_bytes", 0) != shared_bytes:
@@ -550,6 +609,7 @@ def _search(directory, key, sig, threads, target, features, reasons, shared_byte
                 reasons.append(str(exc))
                 continue
             except AOTError as exc:
+                log.event("aot", "rejected", entry["kernel"], str(exc))
                 with _lock:
                     _stats["rejected"] += 1
                 _warn_once(("rejected", directory.label, entry["sha256"]),
@@ -583,8 +643,15 @@ def refused_by_driver(kernel, error):
     _warn_once(("driver", aot.get("sha256")), message + "; compiling it now")
 
 
+def _strict_reason():
+    """Why a strict lookup compiled nothing: the setting, or the caller's request."""
+    return (" (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)" if config.aot_strict()
+            else " (a strict lookup, so nothing is compiled)")
+
+
 def _miss(name, sig, threads, target, search, strict, reasons, shared_bytes=0):
     """Count a miss; raise in strict mode, else warn once and return None."""
+    log.event("aot", "miss", name, "; ".join(reasons) or "no entry")
     with _lock:
         _stats["misses"] += 1
     _record(name, sig, threads, shared_bytes)
@@ -598,8 +665,7 @@ def _miss(name, sig, threads, target, search, strict, reasons, shared_bytes=0):
     hint = ("\nTo ship it, add to the manifest's kernels:\n"
             + _manifest_lines(name, sig, threads, shared_bytes))
     if strict:
-        raise AOTError(message + " (NUMBA_VULKAN_AOT_STRICT is set, so nothing is compiled)"
-                       + hint)
+        raise AOTError(message + _strict_reason() + hint)
     with _lock:
         _stats["fallbacks"] += 1
     _warn_once(("miss", name, tuple(sig), tuple(threads), index.profile_for(target),
