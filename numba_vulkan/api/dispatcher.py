@@ -835,11 +835,24 @@ def jit(func=None, **options):
             numba.cuda does by default.
         error_model: ``"numpy"`` (default) or ``"python"``.
         cache: Keep compiled kernels on disk (see ``docs/cache.md``).
+
+    ``func`` may instead be a signature (``"void(float32[::1])"``) or a list
+    of them, each compiled when the decorator runs so that typing errors
+    show at once; launches with other argument types still compile for
+    those (``numba_vulkan.cuda.jit`` launches only the signatures given, as
+    numba.cuda does).
     """
     options = check_options(options, "nv.jit")
+    signatures = None
+    if func is not None and not callable(func):
+        signatures = func if isinstance(func, list) else [func]
+        func = None
 
     def wrap(f):
-        return VulkanDispatcher(f, options)
+        kernel = VulkanDispatcher(f, options)
+        for sig in signatures or ():
+            kernel.compile(sig)
+        return kernel
 
     return wrap(func) if func is not None else wrap
 

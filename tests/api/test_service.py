@@ -114,3 +114,20 @@ def test_numba_vectorize_takes_the_vulkan_target_after_a_first_compile():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["16.0", "[0.0,", "2.0,", "4.0,", "6.0]"]
+
+
+def test_nv_jit_takes_signatures_and_compiles_them_when_decorating():
+    import numpy as np
+
+    @nv.jit(["void(float32[::1])", "void(int32[::1])"])
+    def double(a):
+        i = nv.global_id(0)
+        if i < a.shape[0]:
+            a[i] = 2 * a[i]
+
+    assert len(double._compiled) == 2
+    x = np.arange(5, dtype=np.float32)
+    double.forall(5)(x)
+    np.testing.assert_array_equal(x, 2 * np.arange(5, dtype=np.float32))
+    one = nv.jit("void(float32[::1])")(double.py_func)
+    assert len(one._compiled) == 1
