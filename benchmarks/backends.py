@@ -22,6 +22,7 @@ import types
 import numpy as np
 
 from benchmarks import measure
+from benchmarks.users import RngStates
 
 # --- one kernel source, two targets ----------------------------------------
 
@@ -87,6 +88,17 @@ def _numba_types(real):
             "int64": numba.int64, "real": getattr(numba, real), "math": math}
 
 
+def _cuda_scope(cuda, real):
+    """What a numba.cuda user's module has in scope: ``cuda`` (numba.cuda or
+    numba_vulkan.cuda), ``math``, ``np``, Numba's types and the generator
+    functions of ``cuda.random``."""
+    import importlib
+    random = importlib.import_module(cuda.__name__ + ".random")
+    generators = {name: getattr(random, name) for name in dir(random)
+                  if name.startswith("xoroshiro128p_")}
+    return {"cuda": cuda, "np": np, **_numba_types(real), **generators}
+
+
 def _version(dist):
     try:
         return importlib.metadata.version(dist)
@@ -107,6 +119,10 @@ class Backend:
 
     def to_device(self, host):
         raise NotImplementedError
+
+    def device_value(self, value):
+        """A kernel argument on this backend: arrays copied to it, scalars as they are."""
+        return self.to_device(value) if isinstance(value, np.ndarray) else value
 
     def to_host(self, array):
         raise NotImplementedError
@@ -157,9 +173,22 @@ class VulkanBackend(Backend):
     options = {}
 
     def make(self, bench):
+        if getattr(bench, "style", "nv") == "cuda":
+            from numba_vulkan import cuda
+            # cuda.jit's default is {"contract"}: the exact build asks for no flags.
+            options = dict(self.options) or {"fastmath": set()}
+            return cuda.jit(define(bench.source, bench.function, _cuda_scope(cuda, bench.real),
+                                   bench.name), **options)
         scope = {"nv": self.nv, **_numba_types(bench.real)}
         return self.nv.jit(define(bench.source, bench.function, scope, bench.name),
                            **self.options)
+
+    def device_value(self, value):
+        """``value`` on the device: an array, or generator states made here."""
+        if isinstance(value, RngStates):
+            from numba_vulkan.cuda import random
+            return random.create_xoroshiro128p_states(value.n, seed=value.seed)
+        return self.to_device(value) if isinstance(value, np.ndarray) else value
 
     def launch(self, kernel, groups, threads, args):
         kernel[groups, threads](*args)
@@ -265,12 +294,23 @@ class CudaBackend(Backend):
         self.cuda.synchronize()
 
     def make(self, bench):
+        if getattr(bench, "style", "nv") == "cuda":
+            return self.cuda.jit(define(bench.source, bench.function,
+                                        _cuda_scope(self.cuda, bench.real),
+                                        bench.name + " (cuda)"))
         source = to_cuda(bench.source, bench.ndim)
         scope = {"cuda": self.cuda, **_numba_types(bench.real)}
         return self.cuda.jit(define(source, bench.function, scope, bench.name + " (cuda)"))
 
     def launch(self, kernel, groups, threads, args):
         kernel[groups, threads](*args)
+
+    def device_value(self, value):
+        """``value`` on the device: an array, or generator states made here."""
+        if isinstance(value, RngStates):
+            from numba.cuda import random
+            return random.create_xoroshiro128p_states(value.n, seed=value.seed)
+        return self.to_device(value) if isinstance(value, np.ndarray) else value
 
     def kernel_times(self, run, count):
         cuda = self.cuda

@@ -2,7 +2,8 @@
 
     python benchmarks/bench_pipeline_stats.py --only matmul,matmul_plain --out /tmp/pstats
 
-For each kernel of ``--only`` (default: every kernel of ``suite.py``), once
+For each kernel of ``--only`` (default: every kernel of ``suite.py``, ``users.py``
+and ``mathops.py``), once
 per code generator variant of ``--variants`` (as in ``bench_variants.py``;
 ``base`` always), it compiles the kernel for the arguments and workgroup
 size the benchmark launches with, and asks the Vulkan driver what it made
@@ -34,7 +35,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks import backends as bk  # noqa: E402
 from benchmarks import bench_variants  # noqa: E402
-from benchmarks import suite  # noqa: E402
+from benchmarks import mathops, suite, users  # noqa: E402
 
 #: numba-cuda's per-kernel questions, by the name the JSON gives the answer.
 CUDA_QUESTIONS = {"registers_per_thread": "get_regs_per_thread",
@@ -71,8 +72,7 @@ def vulkan_entry(bench, variant, host, out):
     _, threads = bench.grid(bench.sizes["tiny"])
     entry = {"threads": list(threads)}
     kernel = backend.make(bench)
-    args = [backend.to_device(host[name]) if isinstance(host[name], np.ndarray) else host[name]
-            for name in bench.arguments()]
+    args = [backend.device_value(host[name]) for name in bench.arguments()]
     from numba_vulkan.base import signature
     try:
         with bench_variants.active(variant):
@@ -110,8 +110,7 @@ def cuda_entry(bench, host, out):
     groups, threads = bench.grid(bench.sizes["tiny"])
     try:
         kernel = backend.make(bench)
-        args = [backend.to_device(host[name]) if isinstance(host[name], np.ndarray)
-                else host[name] for name in bench.arguments()]
+        args = [backend.device_value(host[name]) for name in bench.arguments()]
         backend.launch(kernel, groups, threads, args)
         backend.synchronize()
     except Exception as exc:  # numba-cuda's errors are its own; report and go on
@@ -156,7 +155,9 @@ def main(argv=None):
                                       "internal representations")
     args = parser.parse_args(argv)
     os.environ.setdefault("NUMBA_VULKAN_CACHE", "0")
-    benches = suite.by_name()
+    # Every family's kernels: the suite's, users' (benchmarks/users.py) and
+    # the math functions' (benchmarks/mathops.py).
+    benches = {**suite.by_name(), **{b.name: b for b in users.BENCHMARKS + mathops.BENCHMARKS}}
     names = args.only.split(",") if args.only else list(benches)
     missing = [n for n in names if n not in benches]
     if missing:

@@ -100,16 +100,35 @@ def table(results):
     return "\n".join(lines)
 
 
+#: Titles of the benchmark families' tables.
+FAMILY_TITLES = {"suite": "The suite's kernels",
+                 "users": "Kernels as numba.cuda users write them",
+                 "math": "Math functions, 64 applications per element"}
+
+
 def markdown_table(results):
-    """The main results as a Markdown table (for the README): device time
-    where a backend measured it (kernels), else wall time (copies), and the
-    launch-and-wait time of the latency benchmarks, which is what they measure."""
+    """The main results as Markdown tables (for the README), one per family
+    of benchmarks (a run of the suite alone: one table, untitled): device
+    time where a backend measured it (kernels), else wall time (copies), and
+    the launch-and-wait time of the latency benchmarks, which is what they
+    measure."""
+    families = {}
+    for name, bench in results["benchmarks"].items():
+        families.setdefault(bench.get("family", "suite"), {})[name] = bench
+    if list(families) in ([], ["suite"]):
+        return _markdown_family(results, results["benchmarks"])
+    return "\n\n".join(f"**{FAMILY_TITLES.get(family, family)}**\n\n"
+                        + _markdown_family(results, benches, family == "suite")
+                        for family, benches in families.items())
+
+
+def _markdown_family(results, benchmarks, suite=True):
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
     ratio_keys = _ratio_columns(backends)
     head = ["benchmark", "size"] + [f"{b} (ms)" for b in backends] + [
-        label for _, label in ratio_keys] + ["vk of ceiling", "vk plain/tuned"]
+        label for _, label in ratio_keys] + (["vk of ceiling", "vk plain/tuned"] if suite else [])
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, bench in results["benchmarks"].items():
+    for name, bench in benchmarks.items():
         cells = [name, bench["size"]]
         wall = bench["kind"] == "latency"
         for backend in backends:
@@ -124,8 +143,9 @@ def markdown_table(results):
                 cells.append(f"{seconds * 1e3:.3f}")
         ratios = bench.get("ratios", {})
         cells += [_ratio(_device_first(ratios.get(key), wall)) for key, _ in ratio_keys]
-        cells.append(_ratio(_device_first(ratios.get("vulkan_of_ceiling"), wall), True))
-        cells.append(_ratio(plain_ratio(bench)) if bench.get("tuned") else "")
+        if suite:
+            cells.append(_ratio(_device_first(ratios.get("vulkan_of_ceiling"), wall), True))
+            cells.append(_ratio(plain_ratio(bench)) if bench.get("tuned") else "")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

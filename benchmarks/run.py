@@ -40,12 +40,16 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from benchmarks import backends as bk  # noqa: E402
-from benchmarks import measure, report, suite  # noqa: E402
+from benchmarks import mathops, measure, report, suite, users  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALL_BACKENDS = ("numba_vulkan", "numba_vulkan_fastmath", "numba_vulkan_contract", "numba_cuda",
                 "cpu", "ceiling")
 TRANSFERS = ("copy_h2d", "copy_d2h", "copy_numpy_arg", "copy_h2d_pinned", "copy_d2h_pinned")
+#: Benchmark families: the suite's own kernels (numba_vulkan's spelling,
+#: translated for numba-cuda), kernels as numba.cuda users write them, and
+#: one math function per kernel.
+FAMILIES = {"suite": suite.BENCHMARKS, "users": users.BENCHMARKS, "math": mathops.BENCHMARKS}
 COLD_TIMEOUT = 300
 STARTED = time.perf_counter()
 
@@ -60,8 +64,12 @@ def parse(argv):
                         help="directory for the JSON and the chart")
     parser.add_argument("--label", help="file name stem (default: from the device)")
     parser.add_argument("--backends", help=f"comma-separated subset of {','.join(ALL_BACKENDS)}")
-    parser.add_argument("--only", help="comma-separated benchmark names "
-                        f"({','.join(b.name for b in suite.BENCHMARKS)},transfers)")
+    parser.add_argument("--only", help="comma-separated benchmark names of the families "
+                        f"chosen ({','.join(b.name for b in suite.BENCHMARKS)},transfers; "
+                        "benchmarks/users.py and mathops.py name the others)")
+    parser.add_argument("--family", default="suite",
+                        help=f"comma-separated families ({','.join(FAMILIES)}, or all); "
+                        "default suite")
     parser.add_argument("--no-cold", action="store_true", help="skip the first-call timings")
     parser.add_argument("--markdown", metavar="JSON",
                         help="print the README's Markdown table of a results file and exit")
@@ -95,8 +103,7 @@ def run_on(backend, bench, size, host, plan, entry):
     groups, threads = bench.grid(size)
     try:
         kernel = backend.make(bench)
-        arrays = {k: backend.to_device(v) if isinstance(v, np.ndarray) else v
-                  for k, v in host.items()}
+        arrays = {k: backend.device_value(v) for k, v in host.items()}
         args = [arrays[name] for name in bench.arguments()]
         start = time.perf_counter()
         backend.launch(kernel, groups, threads, args)
@@ -160,6 +167,35 @@ def ceiling_for(bench, entry, ceiling, copy_bandwidth, device_name, plan):
     return None
 
 
+def family_of(bench):
+    return getattr(bench, "family", "suite")
+
+
+def rows(results):
+    """One row per kernel of the users' and math families: its device times
+    on numba_vulkan (exact, and each build that ran) and numba-cuda, and
+    ``ratio``, numba_vulkan's over numba-cuda's."""
+    out = []
+    for name, entry in results["benchmarks"].items():
+        if entry.get("family") not in ("users", "math"):
+            continue
+        res, ratios_ = entry["results"], entry.get("ratios", {})
+        row = {"name": name, "family": entry["family"], "size": entry["size"]}
+        for backend in ("numba_vulkan", "numba_cuda", "numba_vulkan_contract",
+                        "numba_vulkan_fastmath"):
+            if backend in res:
+                row[f"{backend}_s"] = report.time_of(res[backend], "kernel")
+                if res[backend].get("status") != "ok":
+                    row[f"{backend}_status"] = res[backend].get("status")
+        row["ratio"] = (ratios_.get("vulkan_vs_cuda") or {}).get("kernel")
+        for key, label in (("vulkan_contract_vs_cuda", "contract_ratio"),
+                           ("vulkan_fastmath_vs_cuda", "fastmath_ratio")):
+            if key in ratios_:
+                row[label] = ratios_[key].get("kernel")
+        out.append(row)
+    return out
+
+
 def ratios(entry):
     res = entry["results"]
     vk, cuda, cpu = res.get("numba_vulkan"), res.get("numba_cuda"), res.get("cpu")
@@ -200,9 +236,11 @@ def run_benchmark(bench, sizes, kernel_backends, ceiling, copy_bandwidth, device
     size = bench.sizes[sizes]
     host = bench.inputs(size, np.random.default_rng(1234))
     entry = {"size": bench.describe(size), "size_value": size, "kind": bench.kind,
-             "work": None, "results": {}}
+             "family": family_of(bench), "work": None, "results": {}}
     for name, backend in kernel_backends.items():
         if backend.kinds is not None and bench.kind not in backend.kinds:
+            continue
+        if name == "cpu" and bench.cpu is None:
             continue
         print(f"  {bench.name} on {name} ({time.perf_counter() - STARTED:.0f} s) ...", flush=True)
         entry["results"][name] = run_on(backend, bench, size, host, plan, entry)
@@ -475,7 +513,12 @@ def main(argv=None):
     unknown = set(wanted) - set(ALL_BACKENDS)
     if unknown:
         sys.exit(f"unknown backend(s) {sorted(unknown)}; choose from {ALL_BACKENDS}")
-    names = [b.name for b in suite.BENCHMARKS] + ["transfers"]
+    families = list(FAMILIES) if args.family == "all" else args.family.split(",")
+    if set(families) - set(FAMILIES):
+        sys.exit(f"unknown famil(ies) {sorted(set(families) - set(FAMILIES))}; choose from "
+                 f"{','.join(FAMILIES)} or all")
+    benchmarks = [b for family in families for b in FAMILIES[family]]
+    names = [b.name for b in benchmarks] + (["transfers"] if "suite" in families else [])
     only = args.only.split(",") if args.only else names
     if set(only) - set(names):
         sys.exit(f"unknown benchmark(s) {sorted(set(only) - set(names))}; choose from {names}")
@@ -483,7 +526,7 @@ def main(argv=None):
     results = {"schema": 1, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"), "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "sizes": None, "environment": environment(), "backends": {}, "benchmarks": {},
-        "cold_compile": {}, "targets": []}
+        "families": families, "cold_compile": {}, "targets": [], "rows": []}
     print("starting backends ...", flush=True)
     kernel_backends = start_backends(wanted, results)
     vulkan = kernel_backends.get("numba_vulkan")
@@ -519,7 +562,7 @@ def main(argv=None):
     print(f"sizes: {sizes}; backends: {', '.join(kernel_backends) or 'none'}"
           f"{'; ceiling: ' + ceiling.source if ceiling else ''}", flush=True)
 
-    for bench in suite.BENCHMARKS:
+    for bench in benchmarks:
         if bench.name not in only:
             continue
         entry = run_benchmark(bench, sizes, kernel_backends, ceiling, copy_bandwidth,
@@ -529,6 +572,7 @@ def main(argv=None):
             entry["ratios"]["plain_vs_tuned"] = plain_vs_tuned(
                 entry, results["benchmarks"][bench.tuned])
         results["benchmarks"][bench.name] = entry
+        results["rows"] = rows(results)
         report.write_json(results, json_path)
     if "transfers" in only:
         results["benchmarks"].update(run_transfers(sizes, kernel_backends, ceiling, plan))
@@ -537,6 +581,7 @@ def main(argv=None):
     cold_backends = [name for name, b in kernel_backends.items() if b.kinds is None]
     if not args.no_cold and cold_backends:
         # A plain variant's first call costs what its twin's does: not timed again.
+        # Only the suite's kernels are timed cold (issue 14's target).
         kernels = [b.name for b in suite.BENCHMARKS if b.name in only and not b.tuned]
         results["cold_compile"] = cold_compile(kernels, cold_backends)
     results["targets"] = evaluate_targets(results)
