@@ -413,7 +413,8 @@ DATASHEET_PEAKS = {
 def datasheet_peak(device_name, real):
     for key, peaks in DATASHEET_PEAKS.items():
         if key in (device_name or ""):
-            return peaks[real]
+            # Integer benchmarks have no datasheet rate.
+            return peaks.get(real)
     return None
 
 
