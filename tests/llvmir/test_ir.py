@@ -105,7 +105,7 @@ def test_edit_and_print():
     load.operands[0].value = "%addr"
     text = str(module)
     assert "%v = load float, ptr %addr, align 4, !tbaa !0" in text
-    llvm.parse_assembly(text, context=llvm.create_context())
+    llvm_text(text)
 
 
 @nv.jit
