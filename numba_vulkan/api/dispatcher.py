@@ -72,6 +72,25 @@ def _dim3(value, what):
     return value + (1,) * (3 - len(value))
 
 
+def _forall_shape(n):
+    """forall's ``n``, an int or a tuple of 1 to 3 ints, as a tuple; checked."""
+    items = n if isinstance(n, tuple) else (n,)
+    if not 1 <= len(items) <= 3 or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+        raise TypeError(f"forall(n): n must be an int or a shape (a tuple of 1 to 3 ints), "
+                        f"not {n!r}")
+    if any(v < 0 for v in items):
+        raise ValueError(f"forall(n): n must not be negative, not {n}")
+    return tuple(int(v) for v in items)
+
+
+def _forall_threads(ndim, total):
+    """A workgroup of at most ``total`` invocations over ``ndim`` axes: its
+    power of two split as evenly as it goes, the first axes taking more."""
+    exponent = total.bit_length() - 1
+    return tuple(1 << (exponent // ndim + (k < exponent % ndim)) for k in range(ndim))
+
+
 def _shared_bytes(value, what):
     """A launch's bytes of dynamic shared memory, checked."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -320,8 +339,8 @@ class LaunchConfiguration:
         self.stream = stream
 
     def __call__(self, *args):
-        # forall(0): there is nothing to cover.
-        if self.groups[0]:
+        # forall(0), or of an empty shape: there is nothing to cover.
+        if all(self.groups):
             self.dispatcher._launch(self.groups, self.threads, args, self.shared_bytes,
                                     self.stream)
 
@@ -381,21 +400,24 @@ class VulkanDispatcher:
                                    shared, stream)
 
     def forall(self, n, threads=None, shared_bytes=0, stream=None):
-        """A launch configuration covering ``n`` invocations along x; for
-        ``n == 0`` one that launches nothing. ``shared_bytes`` and
-        ``stream``: as for ``kernel[groups, threads, stream, shared_bytes]``."""
+        """A launch configuration covering ``n`` invocations along x, or, for
+        a shape ``n`` (a tuple of 1 to 3 ints, such as ``a.shape``), one
+        invocation per element, whose index is ``nv.grid(len(n))``; for an
+        empty one a configuration that launches nothing. ``threads``: the
+        workgroup size, an int or a tuple (by default 256 invocations, fewer
+        on a device whose limit is lower, split evenly over the axes).
+        ``shared_bytes`` and ``stream``: as for ``kernel[groups, threads,
+        stream, shared_bytes]``."""
         shared_bytes = _shared_bytes(shared_bytes, "shared_bytes")
         stream = _launch_stream(stream)
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"forall(n): n must be an int, not {n!r}")
-        if n < 0:
-            raise ValueError(f"forall(n): n must not be negative, not {n}")
+        shape = _forall_shape(n)
         if threads is None:
             limit = (opened_device() or self._open_device()).info.max_workgroup_invocations
-            threads = min(abi.FORALL_THREADS, limit)
-        groups = -(-int(n) // threads)
-        return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1), shared_bytes,
-                                   stream)
+            threads = _forall_threads(len(shape), min(abi.FORALL_THREADS, limit))
+        threads = _dim3(threads, "forall(n, threads): threads")
+        shape += (1,) * (3 - len(shape))
+        groups = tuple(-(-extent // size) for extent, size in zip(shape, threads))
+        return LaunchConfiguration(self, groups, threads, shared_bytes, stream)
 
     def __call__(self, *args, **kwargs):
         raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "

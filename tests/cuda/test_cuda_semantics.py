@@ -79,3 +79,43 @@ def test_bit_functions_of_32_bit_values_and_libdevice_forms():
     bits_of_constants[1, 1](out)
     assert [int(v) for v in out] == [0x0F0C0000, 11, 0, 0x0F0C0000, 0x0F0C0000, 11, 32, 64,
                                      0, 41, -2 ** 63, 63]
+
+
+# forall ------------------------------------------------------------------------
+
+@nv.jit
+def index_2d(out):
+    i, j = nv.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = 100 * i + j
+
+
+@nv.jit
+def index_3d(out):
+    i, j, k = nv.grid(3)
+    if i < out.shape[0] and j < out.shape[1] and k < out.shape[2]:
+        out[i, j, k] = 10000 * i + 100 * j + k
+
+
+@cuda.jit
+def index_1d(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = i
+
+
+def test_native_forall_takes_a_shape_and_cuda_forall_an_int():
+    out = np.full((37, 21), -1, np.int64)
+    index_2d.forall(out.shape)(out)
+    np.testing.assert_array_equal(out, 100 * np.arange(37)[:, None] + np.arange(21))
+    out3 = np.full((5, 19, 3), -1, np.int64)
+    index_3d.forall(out3.shape, threads=(2, 4, 2))(out3)
+    i, j, k = np.indices(out3.shape)
+    np.testing.assert_array_equal(out3, 10000 * i + 100 * j + k)
+    index_2d.forall((0, 5))(np.zeros((0, 5), np.int64))
+    with pytest.raises(TypeError, match="ntasks must be an int"):
+        index_1d.forall((4,))
+    with pytest.raises(TypeError, match="n must be an int or a shape"):
+        index_2d.forall((2, 2.5))
+    with pytest.raises(ValueError, match="must not be negative"):
+        index_2d.forall((3, -1))
