@@ -310,11 +310,33 @@ def _kernel_exception(description, kernel, invocation):
     if description.get("file") and description.get("line"):
         where += f", {description['file']}:{description['line']}"
     kind = description.get("type", "Exception")
-    cls = getattr(builtins, kind, None)
     message = description.get("message") or ""
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls, message = RuntimeError, f"{kind}: {message}"
-    return cls(f"{message} ({where})" if message else where)
+    text = f"{message} ({where})" if message else where
+    cls = _exception_class(kind)
+    if cls is not None:
+        try:
+            return cls(text)
+        except Exception:  # noqa: BLE001 - a class whose __init__ takes other arguments
+            pass
+    message = f"{kind}: {message}"
+    return RuntimeError(f"{message} ({where})")
+
+
+def _exception_class(kind):
+    """The exception class a kernel's raise site names: a builtin by its
+    name, a user's class as ``module.qualname`` of a module this process has
+    loaded (a class defined inside a function cannot be found); else None."""
+    parts = kind.split(".")
+    # The longest prefix that is a loaded module, then the class's qualname in it.
+    for split in range(len(parts) - 1, -1, -1):
+        found = sys.modules.get(".".join(parts[:split])) if split else builtins
+        if found is None:
+            continue
+        for part in parts[split:]:
+            found = getattr(found, part, None)
+        if isinstance(found, type) and issubclass(found, Exception):
+            return found
+    return None
 
 
 def _launch_stream(value):

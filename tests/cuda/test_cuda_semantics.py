@@ -2,6 +2,8 @@
 checks the result numba.cuda's documentation and typing promise, computed
 on the host in plain Python."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,67 @@ def test_native_forall_takes_a_shape_and_cuda_forall_an_int():
         index_2d.forall((2, 2.5))
     with pytest.raises(ValueError, match="must not be negative"):
         index_2d.forall((3, -1))
+
+
+# grid and gridsize are 64-bit -------------------------------------------------
+
+@cuda.jit
+def last_index(out):
+    i = cuda.grid(1)
+    if i == cuda.gridsize(1) - 1:
+        out[0] = i
+        out[1] = cuda.gridsize(1)
+
+
+def test_grid_is_computed_in_64_bits():
+    # Vulkan's GlobalInvocationId is 32-bit: read directly, it would wrap
+    # past 2^32 invocations; numba.cuda's grid(1) is 64-bit.
+    llvm = last_index.inspect_llvm(("int64[1d,C]",))
+    assert "llvm.spv.thread.id.i32" not in llvm
+    assert "@llvm.spv.group.id.i32" in llvm
+
+
+def test_grid_past_two_to_the_32_invocations():
+    threads = 1024
+    groups = (1 << 32) // threads + 3
+    info = cuda.get_current_device()
+    if info.MAX_GRID_DIM_X < groups or info.MAX_THREADS_PER_BLOCK < threads:
+        pytest.skip("the device cannot launch 2^32 invocations along x (lavapipe: 65535 "
+                    "workgroups)")
+    out = np.zeros(2, np.int64)
+    last_index[groups, threads](out)
+    assert list(out) == [groups * threads - 1, groups * threads]
+
+
+# Exceptions and math of integers ----------------------------------------------
+
+class NegativeInput(ValueError):
+    """A user's exception class, raised in a kernel."""
+
+
+@cuda.jit(debug=True)
+def checked_sqrt(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        if x[i] < 0:
+            raise NegativeInput("negative input")
+        out[i] = math.sqrt(x[i])
+
+
+def test_a_users_exception_class_reaches_the_host_as_that_class():
+    x = np.array([4.0, -1.0, 9.0])
+    with pytest.raises(NegativeInput, match="negative input"):
+        checked_sqrt[1, 4](x, np.zeros(3))
+
+
+@cuda.jit
+def gamma_of_ints(out, n):
+    out[0] = math.gamma(n)
+    out[1] = math.gamma(7)
+    out[2] = math.gamma(np.uint8(4))
+
+
+def test_gamma_of_an_integer_is_float64_gamma():
+    out = np.zeros(3)
+    gamma_of_ints[1, 1](out, 5)
+    np.testing.assert_array_equal(out, [24.0, 720.0, 6.0])
