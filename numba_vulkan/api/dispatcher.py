@@ -29,7 +29,7 @@ from numba_vulkan.runtime.pipeline import Pipeline
 _COMPLEX = ("complex64", "complex128")
 
 # How a launch passes each argument (_Plan.kinds); a tuple's kind is a _TupleScalar.
-_ARRAY, _SCALAR, _COMPLEX_SCALAR, _RECORD_SCALAR = range(4)
+_ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
 
 
 class _TupleScalar:
@@ -129,7 +129,6 @@ class _Plan:
         self.params = kernel.params
         self.kinds = tuple(_TupleScalar(p.storage) if text.startswith("(") else
                            _ARRAY if p.kind == "array" else
-                           _RECORD_SCALAR if records.is_record(p.dtype) else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
                            for p, text in zip((p for p in kernel.params
                                                if p.kind in ("array", "scalar")),
@@ -691,6 +690,8 @@ class VulkanDispatcher:
         buffers, flat, copy_backs = [], [*groups], None
         for value, kind, written in zip(args, plan.kinds, plan.written):
             if kind == _ARRAY:
+                if isinstance(value, np.void):
+                    value = records.element_view(value)
                 if isinstance(value, np.ndarray):
                     if written and not value.flags.writeable:
                         _refuse_read_only(self, plan, args, value)
@@ -712,8 +713,6 @@ class VulkanDispatcher:
             elif kind == _SCALAR:
                 # struct packs Python numbers; np.bool_ is not an int.
                 flat.append(value.item() if isinstance(value, np.generic) else value)
-            elif kind == _RECORD_SCALAR:
-                flat.append(value.tobytes())
             elif kind == _COMPLEX_SCALAR:
                 flat += (value.real, value.imag)
             else:

@@ -349,7 +349,7 @@ def check_params(sig, params, push_size, narrowed=(), max_push=None):
     arguments = [p for p in out if p.kind not in abi.HIDDEN_KINDS]
     if len(arguments) != len(sig) or not all(isinstance(t, str) for t in sig):
         raise ValueError(f"{len(arguments)} parameters for {len(sig)} argument types")
-    specs = [(p.name, *signature.parse(text)) for p, text in zip(arguments, sig)]
+    specs = [signature.argument_spec(p.name, text) for p, text in zip(arguments, sig)]
     try:
         # A status buffer after the argument or print buffer is one for the
         # loop limit alone.

@@ -83,6 +83,40 @@ def test_bit_functions_of_32_bit_values_and_libdevice_forms():
                                      0, 41, -2 ** 63, 63]
 
 
+# Records are passed by reference ---------------------------------------------
+
+POINT = np.dtype([("x", "f4"), ("n", "i2")])
+BODY = np.dtype([("a", "f8"), ("v", "f4", (3,)), ("p", POINT), ("k", "i4")])
+
+
+@cuda.jit
+def set_fields(r, value):
+    r.a = value
+    r.k += 1
+    r.p.x = value * 2
+    r.v[1] = value + 1
+
+
+@cuda.jit
+def copy_parts(dst, src):
+    dst.p = src.p                   # a nested record assigned whole
+    for j in range(3):
+        dst.v[j] = src.v[j]
+
+
+def test_a_records_writes_reach_the_array_it_is_an_element_of():
+    arr = np.zeros(4, BODY)
+    arr["k"] = np.arange(4)
+    set_fields[1, 1](arr[2], 1.5)
+    assert arr[2]["a"] == 1.5 and arr[2]["k"] == 3 and arr[2]["p"]["x"] == 3.0
+    assert list(arr[2]["v"]) == [0, 2.5, 0]
+    assert list(arr["k"]) == [0, 1, 3, 3] and list(arr["a"]) == [0, 0, 1.5, 0]
+    grid = np.zeros((2, 3), BODY)
+    copy_parts[1, 1](grid[1, 2], arr[2])           # an element of a 2-d array
+    assert grid[1, 2]["p"]["x"] == 3.0 and list(grid[1, 2]["v"]) == [0, 2.5, 0]
+    assert grid["p"]["x"].sum() == 3.0
+
+
 # forall ------------------------------------------------------------------------
 
 @nv.jit
