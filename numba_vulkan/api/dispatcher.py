@@ -338,6 +338,29 @@ def _exception_class(kind):
     return None
 
 
+def _check_warp_lanes(dispatcher, kernel, device):
+    """Refuse a kernel written for warps of ``dispatcher.warp_lanes`` lanes
+    whose results would silently differ on the device's smaller subgroups:
+    one that shuffles by a constant distance (or xor mask) the subgroup does
+    not have, such as ``shfl_down_sync(mask, v, 16)`` on 8 lanes, which gives
+    lanes 0 to 7 their own values where a warp of 32 gives them lanes 16 to
+    23's."""
+    size = device.info.subgroup_size
+    if size >= dispatcher.warp_lanes:
+        return
+    beyond = sorted((distance, name)
+                    for name, distance in modulecheck.constant_shuffle_distances(kernel.spirv)
+                    if size <= distance < dispatcher.warp_lanes)
+    if beyond:
+        uses = ", ".join(f"{name} by {distance}" for distance, name in beyond)
+        raise LaunchError(f"{kernel.name} is written for {dispatcher.warp_lanes}-lane warps "
+                          f"({uses}), but device {device.info.name}'s warps (subgroups) have "
+                          f"{size} lanes, where those shuffles would read no other lane and "
+                          f"the results would be wrong; compute distances from cuda.warpsize "
+                          f"(offset = cuda.warpsize // 2, ...), or run on a device with "
+                          f"{dispatcher.warp_lanes}-lane subgroups")
+
+
 def _launch_stream(value):
     """A launch's stream argument, checked: a Stream, or None for the
     default stream (also for 0)."""
@@ -395,6 +418,10 @@ class VulkanDispatcher:
         self._typed = {}
         self._device_functions = {}
         self._inspected = {}
+
+    #: The lanes of a warp the kernel's code is written for, checked against
+    #: the device's subgroup size at launch: numba.cuda's kernels set 32.
+    warp_lanes = None
 
     def __repr__(self):
         return f"<numba_vulkan kernel {self.__qualname__}>"
@@ -639,6 +666,8 @@ class VulkanDispatcher:
                 if plan is None:
                     compiled = self._compile(sig, threads, device.target,
                                              device.info.features, shared_bytes)
+                    if self.warp_lanes:
+                        _check_warp_lanes(self, compiled, device)
                     try:
                         plan = _Plan(compiled, device)
                     except DriverError as exc:

@@ -165,6 +165,9 @@ class _Kernel(_dispatcher.VulkanDispatcher):
 
     #: Whether ``cuda.jit(device=True)`` made it: kernels call it, the host does not.
     device = False
+    #: numba.cuda's code is written for 32-lane warps: a launch on smaller
+    #: subgroups refuses shuffles by constant distances they lack.
+    warp_lanes = 32
 
     def __call__(self, *args, **kwargs):
         if self.device:

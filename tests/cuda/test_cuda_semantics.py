@@ -219,3 +219,30 @@ def test_gamma_of_an_integer_is_float64_gamma():
     out = np.zeros(3)
     gamma_of_ints[1, 1](out, 5)
     np.testing.assert_array_equal(out, [24.0, 720.0, 6.0])
+
+
+# Code written for 32-lane warps ----------------------------------------------
+
+@cuda.jit
+def warp_sums_32(x, out):
+    # numba.cuda code as written for 32-lane warps: offsets 16, 8, 4, 2, 1.
+    i = cuda.grid(1)
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.threadIdx.x % 32 == 0:
+        out[i // 32] = v
+
+
+def test_a_shuffle_by_16_is_right_on_32_lanes_or_refused_on_fewer():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(2, np.float32)
+    if cuda.get_current_device().WARP_SIZE >= 32:
+        warp_sums_32[1, 64](x, out)
+        np.testing.assert_array_equal(out, x.reshape(2, 32).sum(axis=1))
+    else:
+        with pytest.raises(nv.LaunchError, match=r"warp_sums_32 is written for 32-lane warps "
+                           r"\(.*shfl_down_sync by 16\)"):
+            warp_sums_32[1, 64](x, out)
