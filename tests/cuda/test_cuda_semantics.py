@@ -246,3 +246,18 @@ def test_a_shuffle_by_16_is_right_on_32_lanes_or_refused_on_fewer():
         with pytest.raises(nv.LaunchError, match=r"warp_sums_32 is written for 32-lane warps "
                            r"\(.*shfl_down_sync by 16\)"):
             warp_sums_32[1, 64](x, out)
+
+
+@cuda.vectorize(["float64(float64)", "int32(int32)"])
+def doubled(x):
+    return x * 2
+
+
+def test_a_ufunc_takes_the_loop_of_the_arrays_exact_type_first():
+    # numba.cuda matches array types exactly: the int32 loop, not the first
+    # one int32 casts to safely.
+    got = doubled(np.arange(4, dtype=np.int32))
+    assert got.dtype == np.int32 and list(got) == [0, 2, 4, 6]
+    # Where nothing matches exactly (numba.cuda refuses), NumPy's safe rule.
+    assert doubled(np.arange(3, dtype=np.int16)).dtype == np.float64
+    assert doubled(np.arange(3, dtype=np.float64)).dtype == np.float64
