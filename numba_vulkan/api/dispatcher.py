@@ -30,7 +30,7 @@ from numba_vulkan.runtime.pipeline import Pipeline
 _COMPLEX = ("complex64", "complex128")
 
 # How a launch passes each argument (_Plan.kinds); a tuple's kind is a _TupleScalar.
-_ARRAY, _SCALAR, _COMPLEX_SCALAR, _RECORD_SCALAR = range(4)
+_ARRAY, _SCALAR, _COMPLEX_SCALAR = range(3)
 
 
 class _TupleScalar:
@@ -73,6 +73,25 @@ def _dim3(value, what):
     return value + (1,) * (3 - len(value))
 
 
+def _forall_shape(n):
+    """forall's ``n``, an int or a tuple of 1 to 3 ints, as a tuple; checked."""
+    items = n if isinstance(n, tuple) else (n,)
+    if not 1 <= len(items) <= 3 or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+        raise TypeError(f"forall(n): n must be an int or a shape (a tuple of 1 to 3 ints), "
+                        f"not {n!r}")
+    if any(v < 0 for v in items):
+        raise ValueError(f"forall(n): n must not be negative, not {n}")
+    return tuple(int(v) for v in items)
+
+
+def _forall_threads(ndim, total):
+    """A workgroup of at most ``total`` invocations over ``ndim`` axes: its
+    power of two split as evenly as it goes, the first axes taking more."""
+    exponent = total.bit_length() - 1
+    return tuple(1 << (exponent // ndim + (k < exponent % ndim)) for k in range(ndim))
+
+
 def _shared_bytes(value, what):
     """A launch's bytes of dynamic shared memory, checked."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -111,7 +130,6 @@ class _Plan:
         self.params = kernel.params
         self.kinds = tuple(_TupleScalar(p.storage) if text.startswith("(") else
                            _ARRAY if p.kind == "array" else
-                           _RECORD_SCALAR if records.is_record(p.dtype) else
                            _COMPLEX_SCALAR if p.dtype in _COMPLEX else _SCALAR
                            for p, text in zip((p for p in kernel.params
                                                if p.kind in ("array", "scalar")),
@@ -316,11 +334,56 @@ def _kernel_exception(description, kernel, invocation):
     if description.get("file") and description.get("line"):
         where += f", {description['file']}:{description['line']}"
     kind = description.get("type", "Exception")
-    cls = getattr(builtins, kind, None)
     message = description.get("message") or ""
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls, message = RuntimeError, f"{kind}: {message}"
-    return cls(f"{message} ({where})" if message else where)
+    text = f"{message} ({where})" if message else where
+    cls = _exception_class(kind)
+    if cls is not None:
+        try:
+            return cls(text)
+        except Exception:  # noqa: BLE001 - a class whose __init__ takes other arguments
+            pass
+    message = f"{kind}: {message}"
+    return RuntimeError(f"{message} ({where})")
+
+
+def _exception_class(kind):
+    """The exception class a kernel's raise site names: a builtin by its
+    name, a user's class as ``module.qualname`` of a module this process has
+    loaded (a class defined inside a function cannot be found); else None."""
+    parts = kind.split(".")
+    # The longest prefix that is a loaded module, then the class's qualname in it.
+    for split in range(len(parts) - 1, -1, -1):
+        found = sys.modules.get(".".join(parts[:split])) if split else builtins
+        if found is None:
+            continue
+        for part in parts[split:]:
+            found = getattr(found, part, None)
+        if isinstance(found, type) and issubclass(found, Exception):
+            return found
+    return None
+
+
+def _check_warp_lanes(dispatcher, kernel, device):
+    """Refuse a kernel written for warps of ``dispatcher.warp_lanes`` lanes
+    whose results would silently differ on the device's smaller subgroups:
+    one that shuffles by a constant distance (or xor mask) the subgroup does
+    not have, such as ``shfl_down_sync(mask, v, 16)`` on 8 lanes, which gives
+    lanes 0 to 7 their own values where a warp of 32 gives them lanes 16 to
+    23's."""
+    size = device.info.subgroup_size
+    if size >= dispatcher.warp_lanes:
+        return
+    beyond = sorted((distance, name)
+                    for name, distance in modulecheck.constant_shuffle_distances(kernel.spirv)
+                    if size <= distance < dispatcher.warp_lanes)
+    if beyond:
+        uses = ", ".join(f"{name} by {distance}" for distance, name in beyond)
+        raise LaunchError(f"{kernel.name} is written for {dispatcher.warp_lanes}-lane warps "
+                          f"({uses}), but device {device.info.name}'s warps (subgroups) have "
+                          f"{size} lanes, where those shuffles would read no other lane and "
+                          f"the results would be wrong; compute distances from cuda.warpsize "
+                          f"(offset = cuda.warpsize // 2, ...), or run on a device with "
+                          f"{dispatcher.warp_lanes}-lane subgroups")
 
 
 def _launch_stream(value):
@@ -345,8 +408,8 @@ class LaunchConfiguration:
         self.stream = stream
 
     def __call__(self, *args):
-        # forall(0): there is nothing to cover.
-        if self.groups[0]:
+        # forall(0), or of an empty shape: there is nothing to cover.
+        if all(self.groups):
             self.dispatcher._launch(self.groups, self.threads, args, self.shared_bytes,
                                     self.stream)
 
@@ -401,6 +464,10 @@ class VulkanDispatcher:
         self._device_functions = {}
         self._inspected = {}
 
+    #: The lanes of a warp the kernel's code is written for, checked against
+    #: the device's subgroup size at launch: numba.cuda's kernels set 32.
+    warp_lanes = None
+
     def __repr__(self):
         return f"<numba_vulkan kernel {self.__qualname__}>"
 
@@ -426,21 +493,24 @@ class VulkanDispatcher:
                                    shared, stream)
 
     def forall(self, n, threads=None, shared_bytes=0, stream=None):
-        """A launch configuration covering ``n`` invocations along x; for
-        ``n == 0`` one that launches nothing. ``shared_bytes`` and
-        ``stream``: as for ``kernel[groups, threads, stream, shared_bytes]``."""
+        """A launch configuration covering ``n`` invocations along x, or, for
+        a shape ``n`` (a tuple of 1 to 3 ints, such as ``a.shape``), one
+        invocation per element, whose index is ``nv.grid(len(n))``; for an
+        empty one a configuration that launches nothing. ``threads``: the
+        workgroup size, an int or a tuple (by default 256 invocations, fewer
+        on a device whose limit is lower, split evenly over the axes).
+        ``shared_bytes`` and ``stream``: as for ``kernel[groups, threads,
+        stream, shared_bytes]``."""
         shared_bytes = _shared_bytes(shared_bytes, "shared_bytes")
         stream = _launch_stream(stream)
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"forall(n): n must be an int, not {n!r}")
-        if n < 0:
-            raise ValueError(f"forall(n): n must not be negative, not {n}")
+        shape = _forall_shape(n)
         if threads is None:
             limit = (opened_device() or self._open_device()).info.max_workgroup_invocations
-            threads = min(abi.FORALL_THREADS, limit)
-        groups = -(-int(n) // threads)
-        return LaunchConfiguration(self, (groups, 1, 1), (int(threads), 1, 1), shared_bytes,
-                                   stream)
+            threads = _forall_threads(len(shape), min(abi.FORALL_THREADS, limit))
+        threads = _dim3(threads, "forall(n, threads): threads")
+        shape += (1,) * (3 - len(shape))
+        groups = tuple(-(-extent // size) for extent, size in zip(shape, threads))
+        return LaunchConfiguration(self, groups, threads, shared_bytes, stream)
 
     def __call__(self, *args, **kwargs):
         raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
@@ -690,6 +760,8 @@ class VulkanDispatcher:
                 if plan is None:
                     compiled = self._compile(sig, threads, device.target,
                                              device.info.features, shared_bytes)
+                    if self.warp_lanes:
+                        _check_warp_lanes(self, compiled, device)
                     try:
                         plan = _Plan(compiled, device)
                     except DriverError as exc:
@@ -742,6 +814,8 @@ class VulkanDispatcher:
         buffers, flat, copy_backs = [], [*groups], None
         for number, (value, kind, written) in enumerate(zip(args, plan.kinds, plan.written)):
             if kind == _ARRAY:
+                if isinstance(value, np.void):
+                    value = records.element_view(value)
                 if value.size > MAX_ELEMENTS:
                     raise _too_many_elements(self, plan, number, value)
                 if isinstance(value, np.ndarray):
@@ -765,8 +839,6 @@ class VulkanDispatcher:
             elif kind == _SCALAR:
                 # struct packs Python numbers; np.bool_ is not an int.
                 flat.append(value.item() if isinstance(value, np.generic) else value)
-            elif kind == _RECORD_SCALAR:
-                flat.append(value.tobytes())
             elif kind == _COMPLEX_SCALAR:
                 flat += (value.real, value.imag)
             else:

@@ -257,6 +257,11 @@ def _castable(kind, value, dtype):
     return dtype.kind == "c"
 
 
+def _typed(kind, value):
+    """Whether an operand has a dtype of its own: an array or a NumPy scalar."""
+    return kind != "scalar" or isinstance(value, np.generic)
+
+
 def _cast(dtype):
     """The NumPy constructor that converts to ``dtype`` in generated source."""
     return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"
@@ -341,12 +346,18 @@ class _Base:
         self._kernels = {}
 
     def _select(self, operands, args_of):
-        """The first signature whose argument dtypes every operand casts to safely."""
-        for sig in self._signatures:
-            dtypes = args_of(sig)
-            if all(_castable(kind, value, dtype)
-                   for (kind, value), dtype in zip(operands, dtypes)):
-                return sig
+        """The signature for the operands: as numba.cuda picks it, the first
+        whose types the arrays (and NumPy scalars) have exactly, Python
+        scalars fitting it; where there is none, the first whose types every
+        operand casts to safely, as a NumPy ufunc picks (numba.cuda refuses
+        those)."""
+        for exact in (True, False):
+            for sig in self._signatures:
+                dtypes = args_of(sig)
+                if all(_castable(kind, value, dtype) and not (
+                        exact and _typed(kind, value) and value.dtype != dtype)
+                       for (kind, value), dtype in zip(operands, dtypes)):
+                    return sig
         got = ", ".join(_type_name(kind, value) for kind, value in operands)
         have = "; ".join(self.types)
         raise TypeError(f"ufunc {self.__name__!r}: no signature takes inputs of types ({got}) "

@@ -47,8 +47,14 @@ The interface, version 3:
   shape, strides and offset count records. Its dtype and storage are the
   record's text form (:mod:`numba_vulkan.base.records`). Its fields are never
   narrowed: a record with a 64-bit field cannot be passed to a target that
-  lacks the type. A record scalar travels as its bytes, padded to a
-  multiple of 4, at a 4-byte boundary of the push constant block.
+  lacks the type. A record argument (a NumPy structured scalar, ``a[i]``)
+  is passed by reference, as numba.cuda passes it: as an array of one
+  record (a binding, with shape, stride and offset), which the entry point
+  hands the kernel as a pointer to that record, so that its writes reach
+  the caller's array. (Version 3 passed it by value, as its bytes in the
+  push constant block.) A tuple of numbers still travels as the bytes of
+  the record it is laid out as, padded to a multiple of 4, at a 4-byte
+  boundary of the push constant block.
 """
 
 from dataclasses import dataclass, asdict
@@ -57,7 +63,7 @@ import numpy as np
 
 from numba_vulkan.base import records
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 #: Bytes at the start of the push constant block that the runtime fills.
 HEADER_SIZE = 16

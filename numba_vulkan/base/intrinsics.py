@@ -174,8 +174,9 @@ popc = _device_only("popc", """\
 Number of bits set in an integer (numba.cuda's ``popc``).""")
 
 brev = _device_only("brev", """\
-An integer's bits in reverse order, as an unsigned integer of its width
-(numba.cuda's ``brev``).""")
+An integer's bits in reverse order (numba.cuda's ``brev``): a uint64's 64
+bits as a uint64; any other integer converted to uint32 (an int64 truncated,
+as numba.cuda does) and its 32 bits reversed, as a uint32.""")
 
 clz = _device_only("clz", """\
 Number of zero bits above an integer's highest set bit, its width for 0

@@ -165,3 +165,22 @@ def field_of(text_form, names):
         if name in names:
             return path
     return None
+
+
+def element_view(record):
+    """A record scalar (``numpy.void``) as a writable array of one record
+    that shares its memory: for ``a[i]`` of a structured array, a view of that
+    element, so that a kernel's writes to the record reach ``a``, as
+    numba.cuda passes records by reference; for a record of no array, or of
+    a read-only one, a copy (whose writes go nowhere)."""
+    owner = record.base
+    while isinstance(owner, np.ndarray) and isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if isinstance(owner, np.ndarray) and owner.flags.writeable and \
+            (owner.flags.c_contiguous or owner.flags.f_contiguous):
+        offset = (record.__array_interface__["data"][0]
+                  - owner.__array_interface__["data"][0])
+        if 0 <= offset <= owner.nbytes - record.dtype.itemsize:
+            return np.ndarray((1,), record.dtype, buffer=owner.reshape(-1, order="A")
+                              .view(np.uint8), offset=offset)
+    return np.array([record], record.dtype)

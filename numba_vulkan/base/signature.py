@@ -72,6 +72,18 @@ def tuple_record(text):
                                   for k, item in enumerate(items)], align=True))
 
 
+def argument_spec(name, text):
+    """How an argument of type ``text`` is laid out, as the spec
+    :func:`numba_vulkan.base.abi.layout` takes: ``(name, kind, dtype, ndim,
+    layout)``. A record is passed by reference, as numba.cuda passes it: as
+    an array of one record, which the kernel writes in place (a tuple, which
+    travels as a record too, stays a scalar)."""
+    kind, dtype, ndim, layout = parse(text)
+    if kind == "scalar" and records.is_record(dtype) and not text.startswith("("):
+        return name, "array", dtype, 1, "A"
+    return name, kind, dtype, ndim, layout
+
+
 def parse(text):
     """``(kind, dtype, ndim, layout)`` of a type in text form (a tuple's dtype
     is the record it travels as)."""

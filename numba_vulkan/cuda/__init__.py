@@ -172,6 +172,9 @@ class _Kernel(_dispatcher.VulkanDispatcher):
 
     #: Whether ``cuda.jit(device=True)`` made it: kernels call it, the host does not.
     device = False
+    #: numba.cuda's code is written for 32-lane warps: a launch on smaller
+    #: subgroups refuses shuffles by constant distances they lack.
+    warp_lanes = 32
     #: numba.cuda's ``extensions``: objects whose ``prepare_args(ty, val,
     #: stream=, retr=)`` turns each launch argument into ``(ty, val)`` passed
     #: instead, and may append to ``retr`` callables run after the launch.
@@ -255,7 +258,11 @@ class _Kernel(_dispatcher.VulkanDispatcher):
     def forall(self, ntasks, tpb=0, stream=0, sharedmem=0, threads=None):
         """A launch covering ``ntasks`` invocations, ``tpb`` per block (the
         device's choice for 0), on ``stream``, with ``sharedmem`` bytes of
-        dynamic shared memory, as numba.cuda's ``forall``."""
+        dynamic shared memory, as numba.cuda's ``forall``: ``ntasks`` is an
+        int (``nv.jit`` kernels' ``forall`` also takes a shape)."""
+        if isinstance(ntasks, tuple):
+            raise TypeError(f"forall(ntasks): ntasks must be an int, as in numba.cuda, not "
+                            f"{ntasks!r}; launch over a shape with kernel[blocks, threads]")
         _check_stream(stream)
         return super().forall(ntasks, threads or tpb or None,
                               _dispatcher._shared_bytes(sharedmem, "sharedmem"), stream or None)

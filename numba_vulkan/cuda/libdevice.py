@@ -107,6 +107,17 @@ for _suffix, _kind in (("d", "double"), ("f", "float")):
     _export("isinf" + _suffix, math.isinf)
 _export("isfinited", math.isfinite)
 _export("finitef", math.isfinite)
-for _name in ("popc", "brev", "clz", "ffs"):
-    _export(_name, getattr(_intrinsics, _name))
-    _export(_name + "ll", getattr(_intrinsics, _name))
+
+
+def _bits(function, word, result=np.int32):
+    """libdevice's form of a bit function, declared as taking ``word`` (an
+    int32 for ``popc``, an int64 for ``popcll``) whatever integer it is
+    given; the result an int32 (``brev``'s the word's own bits)."""
+    return numba.njit(lambda x: result(function(word(x))))
+
+
+for _name in ("popc", "clz", "ffs"):
+    _export(_name, _bits(getattr(_intrinsics, _name), np.int32))
+    _export(_name + "ll", _bits(getattr(_intrinsics, _name), np.int64))
+_export("brev", _bits(_intrinsics.brev, np.uint32))
+_export("brevll", _bits(_intrinsics.brev, np.uint64, np.int64))

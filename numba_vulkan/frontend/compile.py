@@ -180,7 +180,7 @@ def _param_specs(pyfunc, argtypes):
                 dtype = signature.dtype_text(_dtype_of(ty))
             except TypeError as exc:
                 raise TypeError(f"parameter {name!r}: {exc}") from None
-            specs.append((name, "scalar", dtype, 0, "C"))
+            specs.append(signature.argument_spec(name, dtype))
         elif isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
             specs.append((name, "scalar", str(ty), 0, "C"))
         elif _tuple_text(ty) is not None:
@@ -302,10 +302,15 @@ def _entry_point(context, cres, argtypes, params):
             shape, strides = fields[:param.ndim], fields[param.ndim:2 * param.ndim]
             # A narrowed array's elements are as large as what is stored:
             # codegen narrows the element type to match (codegen/narrow.py).
+            element = ty if isinstance(ty, types.Record) else ty.dtype
             item = ir.Constant(i64, abi.itemsize(param.storage) if param.storage != param.dtype
-                               else context.get_abi_sizeof(context.get_data_type(ty.dtype)))
+                               else context.get_abi_sizeof(context.get_data_type(element)))
             data = builder.gep(markers.buffer(builder, param.binding),
                                [builder.mul(fields[-1], item)], source_etype=ir.IntType(8))
+            if isinstance(ty, types.Record):
+                # A record argument: Numba's record value points to its bytes.
+                values.append(builder.bitcast(data, context.get_value_type(ty)))
+                continue
             nitems = ir.Constant(i64, 1)
             for extent in shape:
                 nitems = builder.mul(nitems, extent)
@@ -377,14 +382,6 @@ def _spilled(builder, binding, llvm_type, offset):
     return builder.bitcast(words[0], llvm_type) if llvm_type != i32 else words[0]
 
 
-def _record(context, builder, ty, param, read):
-    """A record scalar: its words copied into a private byte array, which
-    Numba's record value points to (the kernel may write its fields, as a
-    copy of the caller's)."""
-    slot = _private_copy(builder, param, read, param.push_size, "nv.record")
-    return builder.bitcast(slot, context.get_value_type(ty))
-
-
 def _private_copy(builder, param, read, nbytes, name):
     """The first ``nbytes`` (a multiple of 4) of an argument, copied word by
     word into a private byte array aligned to 8 (the block places records
@@ -436,8 +433,6 @@ def _scalar(context, builder, ty, param, read):
     i32 = ir.IntType(32)
     if isinstance(ty, types.BaseTuple):
         return _tuple_value(context, builder, ty, param, read)
-    if isinstance(ty, types.Record):
-        return _record(context, builder, ty, param, read)
     if isinstance(ty, types.Complex):
         part = types.float32 if param.storage == "complex64" else types.float64
         size = 4 if part == types.float32 else 8

@@ -291,6 +291,15 @@ def _lower_gamma64(context, builder, sig, args):
                                     args)
 
 
+@lowering_registry.lower(math.gamma, types.Integer)
+def _lower_gamma_of_int(context, builder, sig, args):
+    # Typed float64, as Numba and numba.cuda type it; Numba's own lowering
+    # calls its C helper, which a kernel does not have.
+    wide = context.cast(builder, args[0], sig.args[0], types.float64)
+    return context.compile_internal(builder, _gamma64, signature(types.float64, types.float64),
+                                    [wide])
+
+
 @lowering_registry.lower(math.gamma, types.float32)
 def _lower_gamma32(context, builder, sig, args):
     wide = builder.fpext(args[0], ir.DoubleType())

@@ -30,7 +30,6 @@ WORKGROUP = 3
 
 #: Builtins read through an LLVM SPIR-V intrinsic.
 _BUILTIN_INTRINSICS = {
-    intrinsics.global_id: "llvm.spv.thread.id.i32",
     intrinsics.local_id: "llvm.spv.thread.id.in.group.i32",
     intrinsics.group_id: "llvm.spv.group.id.i32",
 }
@@ -71,18 +70,38 @@ def _register_axis_lowering(func, emit):
 
     @lowering_registry.lower(func, types.IntegerLiteral)
     def lower(context, builder, sig, args):
-        axis = sig.args[0].literal_value
-        return builder.zext(emit(builder, axis), _i64)
+        return _wide(builder, emit(builder, sig.args[0].literal_value))
 
 
-#: How each per-axis function reads its value along an axis, as an i32.
+def _wide(builder, value):
+    return value if value.type == _i64 else builder.zext(value, _i64)
+
+
+def _wide_product(builder, a, b):
+    # Both 32-bit and unsigned: the 64-bit product neither wraps nor overflows.
+    return builder.mul(builder.zext(a, _i64), builder.zext(b, _i64), flags=("nuw", "nsw"))
+
+
+def _global_id(builder, axis):
+    # In 64 bits, as numba.cuda's grid(1): Vulkan's GlobalInvocationId is a
+    # 32-bit value, which wraps once a launch has 2^32 invocations along an
+    # axis (an H200 allows 2^31 - 1 workgroups of up to 1024).
+    first = _wide_product(builder, _intrinsic(builder, "llvm.spv.group.id.i32", axis),
+                          markers.local_size(builder, axis))
+    local = builder.zext(_intrinsic(builder, "llvm.spv.thread.id.in.group.i32", axis), _i64)
+    return builder.add(first, local, flags=("nuw", "nsw"))
+
+
+#: How each per-axis function reads its value along an axis: an i32, or an
+#: i64 where the value may not fit in 32 bits.
 _AXIS_EMITTERS = {
     **{func: lambda builder, axis, _name=name: _intrinsic(builder, _name, axis)
        for func, name in _BUILTIN_INTRINSICS.items()},
+    intrinsics.global_id: _global_id,
     intrinsics.local_size: markers.local_size,
     intrinsics.num_groups: _num_groups,
-    intrinsics.global_size: lambda builder, axis: builder.mul(
-        _num_groups(builder, axis), markers.local_size(builder, axis)),
+    intrinsics.global_size: lambda builder, axis: _wide_product(
+        builder, _num_groups(builder, axis), markers.local_size(builder, axis)),
 }
 
 for _func, _emit in _AXIS_EMITTERS.items():
@@ -116,7 +135,7 @@ def _register_ndim(func, name, axis_func):
     @lowering_registry.lower(func, types.IntegerLiteral)
     def lower(context, builder, sig, args):
         n = sig.args[0].literal_value
-        values = [builder.zext(emit(builder, axis), _i64) for axis in range(n)]
+        values = [_wide(builder, emit(builder, axis)) for axis in range(n)]
         if n == 1:
             return values[0]
         return context.make_tuple(builder, sig.return_type, values)

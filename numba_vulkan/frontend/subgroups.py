@@ -542,10 +542,7 @@ def _popc_halves(builder, low, high):
 
 
 def _brev_word(builder, word, ty):
-    reversed_ = _brev32(builder, word)
-    if ty.width < 32:
-        return builder.trunc(builder.lshr(reversed_, _const(32 - ty.width)), ty)
-    return reversed_
+    return _brev32(builder, word)
 
 
 def _brev_halves(builder, low, high):
@@ -588,8 +585,18 @@ def _bits_typer(name, result):
 
 _register(intrinsics.popc, _bits_typer("popc", lambda t: t),
           _bit_function(_popc_word, _popc_halves), 1)
-_register(intrinsics.brev, _bits_typer("brev", lambda t: types.Integer.from_bitwidth(
-    t.bitwidth, signed=False)), _bit_function(_brev_word, _brev_halves), 1)
+
+
+def _brev_typer(value):
+    # numba.cuda's brev is of a uint32 or a uint64: every integer but a
+    # uint64 is converted to uint32 (an int64 truncated) and reversed on 32 bits.
+    if not isinstance(value, types.Integer):
+        raise TypingError(f"{_label('brev')} takes an int, not {value}")
+    word = types.uint64 if value == types.uint64 else types.uint32
+    return signature(word, word)
+
+
+_register(intrinsics.brev, _brev_typer, _bit_function(_brev_word, _brev_halves), 1)
 _register(intrinsics.clz, _bits_typer("clz", lambda t: t),
           _bit_function(_clz_word, _clz_halves), 1)
 _register(intrinsics.ffs, _bits_typer("ffs", lambda t: types.uint32),

@@ -349,7 +349,7 @@ def check_params(sig, params, push_size, narrowed=(), max_push=None):
     arguments = [p for p in out if p.kind not in abi.HIDDEN_KINDS]
     if len(arguments) != len(sig) or not all(isinstance(t, str) for t in sig):
         raise ValueError(f"{len(arguments)} parameters for {len(sig)} argument types")
-    specs = [(p.name, *signature.parse(text)) for p, text in zip(arguments, sig)]
+    specs = [signature.argument_spec(p.name, text) for p, text in zip(arguments, sig)]
     try:
         # A status buffer after the argument or print buffer is one for the
         # loop limit alone.
@@ -529,3 +529,26 @@ def subgroup_features(binary):
         elif opcode in _GROUP_OPCODES and widths.get(inst[1], 32) != 32:
             needed.add("subgroup_extended_types")
     return needed
+
+
+#: Shuffles whose last operand is a distance or a lane mask, by opcode, as
+#: numba.cuda names them.
+_SHUFFLES = {spv.OpGroupNonUniformShuffleDown: "shfl_down_sync",
+             spv.OpGroupNonUniformShuffleUp: "shfl_up_sync",
+             spv.OpGroupNonUniformShuffleXor: "shfl_xor_sync"}
+
+
+def constant_shuffle_distances(binary):
+    """``{(numba.cuda's name of the shuffle, distance)}`` for each relative
+    or xor shuffle of a module whose distance (or lane mask) is a constant:
+    what a launch compares with the device's subgroup size."""
+    _, instructions = spirv.parse(binary)
+    constants = {}
+    found = set()
+    for inst in instructions:
+        opcode = inst[0] & 0xFFFF
+        if opcode == spv.OpConstant and len(inst) == 4:
+            constants[inst[2]] = inst[3]
+        elif opcode in _SHUFFLES and inst[-1] in constants:
+            found.add((_SHUFFLES[opcode], constants[inst[-1]]))
+    return found

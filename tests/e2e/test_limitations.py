@@ -473,3 +473,32 @@ def test_every_limitation_names_an_xfail_test_and_every_xfail_test_is_named():
     for path, test in named:
         function = getattr(importlib.import_module(path.replace("/", ".")), test)
         assert test in ours or any(m.name == "xfail" for m in function.pytestmark), test
+
+
+def _warp_lanes():
+    return current_device().info.subgroup_size
+
+
+@pytest.mark.xfail("_warp_lanes() < 32", strict=True,
+                   reason="a ballot of 32 lanes is taken over the device's subgroup")
+def test_ballot_code_written_for_32_lane_warps():
+    from numba_vulkan import cuda
+
+    @cuda.jit
+    def ones_before(keys, rank, warp_ones):
+        # A radix pass's split by one bit, per 32-lane warp, as numba.cuda
+        # code writes it: lane and warp from the thread index.
+        tid = cuda.threadIdx.x
+        lane, warp = tid % 32, tid // 32
+        bit = keys[tid] & 1
+        ones = cuda.ballot_sync(0xFFFFFFFF, bit == 1)
+        rank[tid] = cuda.popc(ones & ((np.uint32(1) << lane) - np.uint32(1)))
+        if lane == 0:
+            warp_ones[warp] = cuda.popc(ones)
+
+    keys = np.random.default_rng(3).integers(0, 1 << 20, 64).astype(np.int32)
+    rank, warp_ones = np.zeros(64, np.int32), np.zeros(2, np.int32)
+    ones_before[1, 64](keys, rank, warp_ones)
+    bits = (keys & 1).reshape(2, 32)
+    np.testing.assert_array_equal(warp_ones, bits.sum(axis=1))
+    np.testing.assert_array_equal(rank, (np.cumsum(bits, axis=1) - bits).ravel())

@@ -314,8 +314,10 @@ def bits(x32, xu32, x64, x8, out):
 
 def _bits_model(x, width):
     u = int(x) % (1 << width)
-    return [bin(u).count("1"), int(f"{u:0{width}b}"[::-1], 2), width - u.bit_length(),
-            (u & -u).bit_length()]
+    # brev, as numba.cuda's: of a signed or narrow integer, its low 32 bits.
+    word = int(x) % (1 << 32)
+    return [bin(u).count("1"), int(f"{word:032b}"[::-1], 2),
+            width - u.bit_length(), (u & -u).bit_length()]
 
 
 def test_bit_functions_against_python_integers(rng):
@@ -332,8 +334,6 @@ def test_bit_functions_against_python_integers(rng):
         expect = np.array([_bits_model(v, width) for v in x], dtype=np.uint64).T
         for j in range(4):
             got = out[4 * k + j]
-            if j == 1:
-                got = got % (1 << width) if width < 64 else got
             np.testing.assert_array_equal(got, expect[j], err_msg=f"{x.dtype} function {j}")
 
 

@@ -5,7 +5,7 @@ An AOT directory holds ``index.json`` and the SPIR-V modules it lists under
 signature (:mod:`numba_vulkan.aot.loader.signing`). Nothing else: no code, no
 pickle, no absolute path, no timestamp. The index::
 
-    {"format": 1, "abi_version": 3,
+    {"format": 1, "abi_version": 4,
      "profiles": [{"name": "full", "narrow": false, "target_env": "vulkan1.2"}, ...],
      "entries": [{"kernel": "examples.saxpy:saxpy", "key": "<content key>", ...}, ...]}
 
