@@ -205,17 +205,19 @@ def numba_error(pyfunc, exc):
             break
     own = _OWN_TYPING.search(text)
     if own:
-        # The atomic's typing refused the argument types: its reason, not
-        # Numba's list of the candidates tried.
-        return KernelTypeError(message(pyfunc.__qualname__, location, own.group(1), hint),
-                               kernel=pyfunc.__qualname__)
+        # Our own typing refused the arguments (an atomic's types, a shared
+        # array's shape): its reason, not Numba's list of the candidates tried.
+        error = KernelTypeError if own.group(1).startswith("nv.atomic.") else CompilerError
+        return error(message(pyfunc.__qualname__, location, own.group(1), hint),
+                     kernel=pyfunc.__qualname__)
     return CompilerError(message(pyfunc.__qualname__, location, _reason(text), hint),
                          kernel=pyfunc.__qualname__)
 
 
-#: A typing error of numba_vulkan's atomics, which Numba reports inside its
-#: "No implementation of function" text: numba.cuda's is a TypeError.
-_OWN_TYPING = re.compile(r"raised a specific error:\s*TypingError: (nv\.atomic\.[^\n]+)")
+#: A typing error of numba_vulkan's kernel API (atomics, shared and local
+#: arrays), which Numba reports inside its "No implementation of function"
+#: text; an atomic's is a TypeError, as numba.cuda's is.
+_OWN_TYPING = re.compile(r"raised a specific error:\s*TypingError: (nv\.[^\n]+)")
 
 _BYTECODE = re.compile(r"unsupported opcode \((\w+)\) found\. Raised from (.+) \((\d+)\)")
 #: What the Python bytecode Numba cannot compile comes from, and what to do.
