@@ -17,7 +17,8 @@ comparison of the same two (Python's ``max`` and ``min``) selects their
 bits instead, so that no driver makes it a min/max instruction with other
 rules for NaN and -0. It runs after the last optimisation, so LLVM cannot
 fold the expansions back. :func:`exact_float32` makes float32 division and
-square roots correctly rounded.
+square roots correctly rounded; :func:`negated_selects` keeps the backend
+from reading a sign restored by a select as GLSL's ``FaceForward``.
 """
 
 import struct
@@ -618,3 +619,111 @@ def legalize(module, fused_fma=False):
             inst.opcode == "call" and inst.callee == "@llvm.ctpop.i32"
             for function in module.functions for inst in function.instructions()):
         _declare(module, "@llvm.ctpop.i32", "declare i32 @llvm.ctpop.i32(i32)")
+
+
+#: The comparisons LLVM 22's SPIR-V backend reads as "dot product below
+#: zero", each with its negation.
+_FACING = {"olt": "uge", "ult": "oge", "ogt": "ule", "ugt": "ole"}
+
+
+def _float_value(literal):
+    """The value of a float constant as LLVM prints it, or None for anything else."""
+    if not isinstance(literal, str) or not _is_float_constant(literal):
+        return None
+    if literal.startswith("0xH"):
+        return struct.unpack(">e", bytes.fromhex(literal[3:]))[0]
+    if literal.startswith("0x"):
+        digits = literal[2:]
+        if len(digits) != 16:
+            return None
+        return struct.unpack(">d", bytes.fromhex(digits))[0]
+    try:
+        return float(literal)
+    except ValueError:
+        return None
+
+
+def _negation_of(inst):
+    """The value that ``inst`` negates, in a form the backend reads as
+    negation (``fneg x``, ``fsub ±0, x``, ``x * -1``), or None."""
+    if inst is None:
+        return None
+    values = [o.value for o in inst.operands]
+    if inst.opcode == "fneg":
+        return values[0]
+    if inst.opcode == "fsub" and _float_value(values[0]) == 0.0:
+        return values[1]
+    if inst.opcode == "fmul":
+        for k in (0, 1):
+            if _float_value(values[k]) == -1.0:
+                return values[1 - k]
+    return None
+
+
+def _facing_select(inst, defs):
+    """The comparison of ``inst`` if it has the backend's ``FaceForward``
+    shape: a float select between a value and its negation by a product
+    compared below (or above) zero."""
+    if inst.opcode != "select" or inst.name is None or len(inst.operands) != 3:
+        return None
+    cond, a, b = inst.operands
+    if cond.type != "i1" or a.type not in _FLOAT_BITS:
+        return None
+    if not (_negation_of(defs.get(a.value)) == b.value or _negation_of(defs.get(b.value)) == a.value):
+        return None
+    compare = defs.get(cond.value)
+    if compare is None or compare.opcode != "fcmp" or compare.flags[-1:][0] not in _FACING:
+        return None
+    left, right = (o.value for o in compare.operands)
+    if _float_value(left) == 0.0:
+        product = defs.get(right)
+    elif _float_value(right) == 0.0:
+        product = defs.get(left)
+    else:
+        return None
+    return compare if product is not None and product.opcode == "fmul" else None
+
+
+def negated_selects(module):
+    """Invert the comparison of each select of the IR model ``module``
+    between a float and its negation by the sign of a product, swapping the
+    select's operands, in place.
+
+    LLVM 22's SPIR-V backend turns ``p < 0 ? -x : x``, ``p`` a product,
+    into GLSL's ``FaceForward(x, ...)``, which is ``p < 0 ? x : -x``: the
+    wrong sign, and a crash (a segfault or a failed assertion) where the
+    product or the selected value has other uses. libclc's ``erf``
+    restores its argument's sign this way, and fast-math turns a division
+    by a constant into such a product. ``p >= 0 (or unordered) ? x : -x``
+    is the same select, and the backend leaves it alone. A comparison the
+    select alone reads is inverted where it stands; another gets an
+    inverted copy.
+    """
+    for function in module.functions:
+        if function.blocks is None:
+            continue
+        defs = {inst.name: inst for inst in function.instructions() if inst.name}
+        uses = {}
+        for inst in function.instructions():
+            for _, value in inst.values():
+                if isinstance(value, str) and value.startswith("%"):
+                    uses[value] = uses.get(value, 0) + 1
+        counter = 0
+        for block in function.blocks:
+            out = []
+            for inst in block.instructions:
+                compare = _facing_select(inst, defs)
+                if compare is not None:
+                    inverse = _FACING[compare.flags[-1]]
+                    if uses.get(compare.name) == 1:
+                        compare.flags[-1] = inverse
+                    else:
+                        counter += 1
+                        copy = ir.instruction(str(compare))
+                        copy.name, copy.flags[-1] = f"%nv.facing.{counter}", inverse
+                        out.append(copy)
+                        uses[compare.name] -= 1
+                        inst.operands[0].value = copy.name
+                    inst.operands[1], inst.operands[2] = inst.operands[2], inst.operands[1]
+                out.append(inst)
+            block.instructions = out

@@ -161,7 +161,9 @@ def legalise(job):
     """``job.model`` with multiplies and adds the kernel lets contract fused
     (on a target with a fused ``Fma``), in the forms the backend can
     express, with float64 rounding computed on 64-bit integers where the
-    target has them (:mod:`numba_vulkan.codegen.rounding`)."""
+    target has them (:mod:`numba_vulkan.codegen.rounding`), and selects
+    between a value and its negation in a form the backend does not
+    mistake for ``FaceForward``."""
     if job.target.fused_fma and "contract" in job.fastmath:
         contract.fuse(job.model)
     legalize.legalize(job.model, fused_fma=job.target.fused_fma)
@@ -170,6 +172,7 @@ def legalise(job):
     if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
         legalize.exact_float32(job.model)
     legalize.fold_constants(job.model)
+    legalize.negated_selects(job.model)
     return job.model
 
 
