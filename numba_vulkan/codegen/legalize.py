@@ -361,9 +361,10 @@ def _constant_select(inst):
 
 
 def _expand_select(inst, stem):
-    # The backend's combiner rewrites a select between K and -K into
-    # something its pre-legalizer then trips over; an integer select of the
-    # bit patterns sidesteps every float combine.
+    # The backend's combiner rewrites a select between K and -K (by a
+    # product's sign, into FaceForward) into something its pre-legalizer
+    # then trips over; an integer select of the bit patterns sidesteps
+    # every float combine.
     emit = Emitter(stem)
     ty = inst.operands[1].type
     ity = "i32" if ty == "float" else "i64"
