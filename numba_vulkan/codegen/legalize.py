@@ -670,10 +670,11 @@ def _facing_select(inst, defs):
     cond, a, b = inst.operands
     if cond.type != "i1" or a.type not in _FLOAT_BITS:
         return None
-    if not (_negation_of(defs.get(a.value)) == b.value or _negation_of(defs.get(b.value)) == a.value):
+    if _negation_of(defs.get(a.value)) != b.value and _negation_of(defs.get(b.value)) != a.value:
         return None
     compare = defs.get(cond.value)
-    if compare is None or compare.opcode != "fcmp" or compare.flags[-1:][0] not in _FACING:
+    if compare is None or compare.opcode != "fcmp" or not compare.flags \
+            or compare.flags[-1] not in _FACING:
         return None
     left, right = (o.value for o in compare.operands)
     if _float_value(left) == 0.0:
@@ -692,8 +693,8 @@ def negated_selects(module):
 
     LLVM 22's SPIR-V backend turns ``p < 0 ? -x : x``, ``p`` a product,
     into GLSL's ``FaceForward(x, ...)``, which is ``p < 0 ? x : -x``: the
-    wrong sign, and a crash (a segfault or a failed assertion) where the
-    product or the selected value has other uses. libclc's ``erf``
+    wrong sign, and crashes (a segfault or a failed assertion) on some
+    such selects, one whose product has other uses among them. libclc's ``erf``
     restores its argument's sign this way, and fast-math turns a division
     by a constant into such a product. ``p >= 0 (or unordered) ? x : -x``
     is the same select, and the backend leaves it alone. A comparison the
