@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 from benchmarks import backends as bk  # noqa: E402
 from benchmarks import measure  # noqa: E402
 from benchmarks import run as runner  # noqa: E402
-from benchmarks import suite  # noqa: E402
+from benchmarks import mathops, suite, users  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -117,10 +117,32 @@ def no_carried():
         yield
 
 
+@contextlib.contextmanager
+def no_divconst():
+    """Integer divisions and remainders by constants left to the driver
+    (``codegen/divconst.py`` off)."""
+    from numba_vulkan.codegen import divconst
+    with _patched(divconst, "rewrite", lambda original: (lambda module, widths=None: False)):
+        yield
+
+
+@contextlib.contextmanager
+def no_divconst32():
+    """Only 64-bit integer divisions by constants made multiplies; 8- to
+    32-bit ones left to the driver."""
+    from numba_vulkan.codegen import divconst
+
+    def wrap(original):
+        return lambda module, widths=None: original(module, widths=frozenset((64,)))
+    with _patched(divconst, "rewrite", wrap):
+        yield
+
+
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
-            "full_barriers": full_barriers, "no_carried": no_carried}
+            "full_barriers": full_barriers, "no_carried": no_carried,
+            "no_divconst": no_divconst, "no_divconst32": no_divconst32}
 
 
 @contextlib.contextmanager
@@ -153,7 +175,8 @@ class VariantBackend(bk.VulkanBackend):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", required=True, help="comma-separated benchmark names")
+    parser.add_argument("--only", required=True,
+                        help="comma-separated benchmark names, or families (suite, users, math)")
     parser.add_argument("--variants", default=",".join(v for v in VARIANTS if v != "base"),
                         help=f"comma-separated subset of {','.join(VARIANTS)}")
     parser.add_argument("--sizes", choices=suite.SIZES, default=None)
@@ -164,8 +187,11 @@ def main(argv=None):
     unknown = unknown_variants(variants)
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
-    benches = suite.by_name()
-    missing = [name for name in args.only.split(",") if name not in benches]
+    benches = {**suite.by_name(), **{b.name: b for b in users.BENCHMARKS + mathops.BENCHMARKS}}
+    only = [n for name in args.only.split(",")
+            for n in ([b.name for b in runner.FAMILIES[name]] if name in runner.FAMILIES
+                      else [name])]
+    missing = [name for name in only if name not in benches]
     if missing:
         parser.error(f"unknown benchmarks {missing}; known: {', '.join(benches)}")
     backends = {v: VariantBackend(v) for v in variants}
@@ -176,7 +202,7 @@ def main(argv=None):
     plan = measure.PLANS[sizes]
     results = {"environment": backends["base"].environment(), "sizes": sizes, "kernels": {}}
     print(f"{'kernel':24}" + "".join(f"{v:>18}" for v in backends))
-    for name in args.only.split(","):
+    for name in only:
         bench = benches[name]
         size = bench.sizes[sizes]
         host = bench.inputs(size, np.random.default_rng(1234))

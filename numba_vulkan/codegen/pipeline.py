@@ -15,7 +15,7 @@ process.
 from numba_vulkan.base import config
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.base.errors import UnsupportedError
-from numba_vulkan.codegen import backend, barriers, carried, contract, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, versioning, workarounds
+from numba_vulkan.codegen import backend, barriers, carried, contract, divconst, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, versioning, workarounds
 from numba_vulkan.llvmir import groupops
 from numba_vulkan.llvmir import ir
 from numba_vulkan.spirv import tools as validate
@@ -161,7 +161,9 @@ def legalise(job):
     """``job.model`` with multiplies and adds the kernel lets contract fused
     (on a target with a fused ``Fma``), in the forms the backend can
     express, with float64 rounding computed on 64-bit integers where the
-    target has them (:mod:`numba_vulkan.codegen.rounding`)."""
+    target has them (:mod:`numba_vulkan.codegen.rounding`), and integer
+    divisions by constants as multiplies there
+    (:mod:`numba_vulkan.codegen.divconst`)."""
     if job.target.fused_fma and "contract" in job.fastmath:
         contract.fuse(job.model)
     legalize.legalize(job.model, fused_fma=job.target.fused_fma)
@@ -170,6 +172,9 @@ def legalise(job):
     if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
         legalize.exact_float32(job.model)
     legalize.fold_constants(job.model)
+    # After the folding: the divisors the passes above computed are constants now.
+    if "int64" not in job.target.narrowed and divconst.rewrite(job.model):
+        legalize.fold_constants(job.model)
     return job.model
 
 
