@@ -138,11 +138,25 @@ def no_divconst32():
         yield
 
 
+@contextlib.contextmanager
+def libclc_exact():
+    """libclc's own float32 divisions and square roots computed in float64
+    too, as the kernel's are (what ``legalize.exact_float32`` did before it
+    left them to the driver)."""
+    from numba_vulkan.codegen import legalize
+
+    def wrap(original):
+        return lambda module, libclc=False: original(module, libclc=True)
+    with _patched(legalize, "exact_float32", wrap):
+        yield
+
+
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
             "full_barriers": full_barriers, "no_carried": no_carried,
-            "no_divconst": no_divconst, "no_divconst32": no_divconst32}
+            "no_divconst": no_divconst, "no_divconst32": no_divconst32,
+            "libclc_exact": libclc_exact}
 
 
 @contextlib.contextmanager

@@ -171,6 +171,7 @@ def legalise(job):
         rounding.exact_rounding(job.model)
     if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
         legalize.exact_float32(job.model)
+    legalize.unmark(job.model)
     legalize.fold_constants(job.model)
     # After the folding: the divisors the passes above computed are constants now.
     if "int64" not in job.target.narrowed and divconst.rewrite(job.model):
