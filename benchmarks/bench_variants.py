@@ -151,12 +151,29 @@ def libclc_exact():
         yield
 
 
+def _tables(placement):
+    @contextlib.contextmanager
+    def variant():
+        from numba_vulkan.codegen import tables
+        with _patched(tables, "place", lambda original: (
+                lambda binary, placement_=None: original(binary, placement))):
+            yield
+    variant.__doc__ = (f"libclc's constant tables as Function variables of the entry point "
+                       f"({placement!r} in codegen/tables.py), not Private ones.")
+    return variant
+
+
+tables_function = _tables("function")
+tables_function_store = _tables("function_store")
+
+
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
             "full_barriers": full_barriers, "no_carried": no_carried,
             "no_divconst": no_divconst, "no_divconst32": no_divconst32,
-            "libclc_exact": libclc_exact}
+            "libclc_exact": libclc_exact, "tables_function": tables_function,
+            "tables_function_store": tables_function_store}
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ process.
 from numba_vulkan.base import config
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.base.errors import UnsupportedError
-from numba_vulkan.codegen import backend, barriers, carried, contract, divconst, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, versioning, workarounds
+from numba_vulkan.codegen import backend, barriers, carried, contract, divconst, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, tables, versioning, workarounds
 from numba_vulkan.llvmir import groupops
 from numba_vulkan.llvmir import ir
 from numba_vulkan.spirv import tools as validate
@@ -201,9 +201,10 @@ def emit(job):
 def repair(job):
     """``job.spirv`` without the backend's debug noise and with its known
     mistakes fixed, and the storage buffers it never writes decorated
-    NonWritable (:mod:`numba_vulkan.codegen.readonly`)."""
-    job.spirv = readonly.decorate(half.storage_capabilities(
-        fixups.repair(strip.strip(groupops.lower(job.spirv))), job.target.float16))
+    NonWritable (:mod:`numba_vulkan.codegen.readonly`), and libclc's
+    constant tables placed (:mod:`numba_vulkan.codegen.tables`)."""
+    job.spirv = tables.place(readonly.decorate(half.storage_capabilities(
+        fixups.repair(strip.strip(groupops.lower(job.spirv))), job.target.float16)))
     return job.spirv
 
 

@@ -95,6 +95,7 @@ OpAtomicOr = 241
 OpAtomicXor = 242
 OpPhi = 245
 OpSelectionMerge = 247
+OpLabel = 248
 OpSwitch = 251
 OpNoLine = 317
 OpAtomicFlagTestAndSet = 318
