@@ -219,9 +219,10 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
     benches = {**suite.by_name(), **{b.name: b for b in users.BENCHMARKS + mathops.BENCHMARKS}}
-    only = [n for name in args.only.split(",")
-            for n in ([b.name for b in runner.FAMILIES[name]] if name in runner.FAMILIES
-                      else [name])]
+    # Families expand in place; a kernel named twice runs once, where first named.
+    only = list(dict.fromkeys(
+        n for name in args.only.split(",")
+        for n in ([b.name for b in runner.FAMILIES[name]] if name in runner.FAMILIES else [name])))
     missing = [name for name in only if name not in benches]
     if missing:
         parser.error(f"unknown benchmarks {missing}; known: {', '.join(benches)}")
@@ -232,7 +233,8 @@ def main(argv=None):
         backends["numba_cuda"] = bk.KERNEL_BACKENDS["numba_cuda"]()
     plan = measure.PLANS[sizes]
     results = {"environment": backends["base"].environment(), "sizes": sizes, "kernels": {}}
-    print(f"{'kernel':24}" + "".join(f"{v:>18}" for v in backends))
+    width = max(18, *(len(v) + 1 for v in backends))
+    print(f"{'kernel':24}" + "".join(f"{v:>{width}}" for v in backends))
     for name in only:
         bench = benches[name]
         size = bench.sizes[sizes]
@@ -248,15 +250,16 @@ def main(argv=None):
         for label, result in row.items():
             timing = result.get("kernel") or result.get("wall")
             if result["status"] != "ok" or not timing:
-                cells.append(f"{result['status']:>18}")
+                cells.append(f"{result['status']:>{width}}")
                 continue
             ratio = f" ({timing['median'] / base:.2f})" if base else ""
-            cells.append(f"{timing['median'] * 1e3:10.3f}{ratio:>8}")
+            cells.append(f"{timing['median'] * 1e3:{width - 8}.3f}{ratio:>8}")
         print(f"{name:24}" + "".join(cells), flush=True)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "variants.json"), "w") as f:
-            json.dump(results, f, indent=1)
+        if args.out:
+            # After each kernel: a run cut short keeps what it measured.
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "variants.json"), "w") as f:
+                json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
