@@ -189,7 +189,26 @@ class _Divider:
         return self.op("sub", 0, q) if d < 0 else q
 
 
-def _rewrite(inst, stem, widths):
+def _extended(emit, n, bits, signed, definition):
+    """``n``, an i``bits`` value, extended to i32.
+
+    LLVM's SPIR-V backend folds the extension of a truncated 64-bit value
+    into a mask of the 64-bit value typed as 32-bit, which spirv-val
+    rejects: such a value is truncated to 32 bits first and masked (or its
+    sign extended) here.
+    """
+    source = definition.operands[0] if definition is not None and \
+        definition.opcode == "trunc" else None
+    wide = _width(source.type) if source is not None else None
+    if wide is None or wide < 32:
+        return emit(f"{'sext' if signed else 'zext'} i{bits} {n} to i32")
+    low = source.value if wide == 32 else emit(f"trunc {source.type} {source.value} to i32")
+    if not signed:
+        return emit(f"and i32 {low}, {(1 << bits) - 1}")
+    return emit(f"ashr i32 {emit(f'shl i32 {low}, {32 - bits}')}, {32 - bits}")
+
+
+def _rewrite(inst, stem, widths, defined):
     """The lines replacing ``inst``, a division or remainder by a constant, or None."""
     if inst.opcode not in _OPCODES or inst.name is None or len(inst.operands) != 2:
         return None
@@ -208,7 +227,7 @@ def _rewrite(inst, stem, widths):
     n = inst.operands[0].value
     work = max(bits, 32)
     if bits < 32:
-        n = emit(f"{'sext' if signed else 'zext'} {ty} {n} to i32")
+        n = _extended(emit, n, bits, signed, defined.get(n))
     divider = _Divider(emit, work)
     q = divider.signed(n, d) if signed else divider.unsigned(n, d)
     if inst.opcode.endswith("rem"):
@@ -231,10 +250,13 @@ def rewrite(module, widths=WIDTHS):
     model ``module`` (whose target has 64-bit integers) of a width in
     ``widths`` by multiplies and shifts, in place; return whether any was."""
     counter = 0
+    definitions = {}
 
     def replace(inst, function):
         nonlocal counter
-        lines = _rewrite(inst, f"%nv.divc.{counter + 1}", widths)
+        if function.name not in definitions:
+            definitions[function.name] = {i.name: i for i in function.instructions() if i.name}
+        lines = _rewrite(inst, f"%nv.divc.{counter + 1}", widths, definitions[function.name])
         if lines is not None:
             counter += 1
         return lines

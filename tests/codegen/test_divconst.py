@@ -217,3 +217,41 @@ def test_kernels_divide_by_constants_as_python_does(dtype, rng):
         assert_valid_spirv(compiled)
         used = {spirv.opcode(inst) for inst in spirv.parse(compiled.spirv)[1]}
         assert not used & _DIVISION_OPCODES
+
+
+def test_a_truncated_64_bit_dividend_is_extended_from_32_bits():
+    # LLVM's SPIR-V backend folds zext(trunc i64 to i16) into a mask of the
+    # i64 value typed i32 (spirv-val rejects it; the language fuzzer found it).
+    text = """define i16 @f(i64 %y) {
+  %n = trunc i64 %y to i16
+  %r = urem i16 %n, 7
+  %s = sdiv i16 %n, -7
+  %t = add i16 %r, %s
+  ret i16 %t
+}
+"""
+    out = rewritten(divconst.rewrite, text)
+    assert "zext i16" not in out and "sext i16" not in out
+    assert "trunc i64 %y to i32" in out
+    llvm.parse_assembly(out).verify()
+
+
+@nv.jit
+def _narrowed(x, table, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        # LLVM narrows each to an i16 or i8 division of a truncated int64.
+        out[i] = (table[min(max(x[i], 0), 1000) % 7] + table[(x[i] & 255) // 9]
+                  + table[-(min(max(x[i], -500), 500) // -13) + 40])
+
+
+def test_narrowed_divisions_of_int64_values_compile_and_divide():
+    x = np.arange(-3000, 3000, 7, dtype=np.int64)
+    table = np.arange(128, dtype=np.float64) ** 2
+    out = np.zeros(x.size)
+    _narrowed.forall(x.size)(x, table, out)
+    np.testing.assert_array_equal(
+        out, table[np.clip(x, 0, 1000) % 7] + table[(x & 255) // 9]
+        + table[-(np.clip(x, -500, 500) // -13) + 40])
+    for compiled in compiled_kernels(_narrowed):
+        assert_valid_spirv(compiled)
