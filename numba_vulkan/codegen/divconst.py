@@ -139,7 +139,7 @@ class _Divider:
         low_products = product(nl, ml)
         t = plus(product(nh, ml), high(low_products))
         if not mh:
-            return high(t) or "0"
+            return high(t)
         u = plus(product(nl, mh), None if t is None else emit(f"and i64 {t}, {_MASK32}"))
         return plus(plus(product(nh, mh), high(t)), high(u))
 
@@ -149,8 +149,8 @@ class _Divider:
         if kind == "shift":
             return self.op("lshr", n, plan[1])
         if kind == "compare":
-            return self.emit(f"zext i1 {self.emit(f'icmp uge {self.ty} {n}, {_printed(d, self.bits)}')}"
-                             f" to {self.ty}")
+            at_least = self.emit(f"icmp uge {self.ty} {n}, {_printed(d, self.bits)}")
+            return self.emit(f"zext i1 {at_least} to {self.ty}")
         if kind == "magic":
             _, z, m, s = plan
             if z:
