@@ -1,10 +1,11 @@
 """What each benchmark kernel compiles to: counts of its SPIR-V, variant beside variant.
 
     python benchmarks/bench_spirv.py [--only stencil,stencil_plain] [--target gpu|device]
-                                     [--dump DIR] [--json FILE]
+                                     [--dump DIR] [--json FILE] [--family suite,users,math]
 
 For every kernel of ``suite.py`` (the tuned ones and their plainly written
-twins), compiled for the argument types and group shape the benchmark
+twins; ``--family users,math`` or ``all`` for issue 23's kernels, as the exact
+``numba_vulkan`` backend builds them), compiled for the argument types and group shape the benchmark
 launches with, prints the number of instructions in its function, blocks
 (``OpLabel``), phis, loops (``OpLoopMerge``), instructions inside loops,
 and the instructions whose result is a 64-bit integer or a float64 (the
@@ -107,14 +108,29 @@ def gpu_target():
     return TargetDescription(vulkan=(1, 3), float32_atomic_add=True)
 
 
+def _argument(value):
+    """``value``, generator states made on the device (the type is what counts)."""
+    if isinstance(value, bk.RngStates):
+        from numba_vulkan.cuda import random
+        return random.create_xoroshiro128p_states(value.n, seed=value.seed)
+    return value
+
+
 def compile_benchmark(bench, target):
-    """The SPIR-V binary of ``bench``'s kernel for its launch's argument types."""
+    """The SPIR-V binary of ``bench``'s kernel for its launch's argument types
+    (a users' or math kernel as the exact ``numba_vulkan`` backend builds it)."""
     import numba_vulkan as nv
     from numba_vulkan.base import signature
     host = bench.inputs(bench.sizes["tiny"], np.random.default_rng(1))
-    types = tuple(signature.of_value(host[name]) for name in bench.arguments())
-    scope = {"nv": nv, **bk._numba_types(bench.real)}
-    kernel = nv.jit(bk.define(bench.source, bench.function, scope, bench.name))
+    types = tuple(signature.of_value(_argument(host[name])) for name in bench.arguments())
+    if getattr(bench, "style", "nv") == "cuda":
+        from numba_vulkan import cuda
+        kernel = cuda.jit(bk.define(bench.source, bench.function,
+                                    bk._cuda_scope(cuda, bench.real), bench.name),
+                          fastmath=set())
+    else:
+        scope = {"nv": nv, **bk._numba_types(bench.real)}
+        kernel = nv.jit(bk.define(bench.source, bench.function, scope, bench.name))
     threads = tuple(bench.threads) + (1,) * (3 - len(bench.threads))
     return kernel.compile(types, threads=threads, target=target).spirv
 
@@ -125,6 +141,8 @@ def main(argv=None):
     parser.add_argument("--target", choices=("gpu", "device"), default="gpu")
     parser.add_argument("--dump", help="directory for each module's disassembly")
     parser.add_argument("--json", help="file to write the counts to")
+    parser.add_argument("--family", default="suite",
+                        help="comma-separated families: suite, users, math (or all)")
     args = parser.parse_args(argv)
     os.environ.setdefault("NUMBA_VULKAN_CACHE", "0")
     target = gpu_target() if args.target == "gpu" else None
@@ -132,7 +150,9 @@ def main(argv=None):
     results = {}
     print(f"{'kernel':22}" + "".join(f" {c:>9}" for c in COLUMNS) + f" {'instr/tuned':>11}"
           f" {'int64/tuned':>11}  innermost loops: instructions/int64")
-    for bench in suite.BENCHMARKS:
+    from benchmarks import run as runner
+    families = list(runner.FAMILIES) if args.family == "all" else args.family.split(",")
+    for bench in [b for family in families for b in runner.FAMILIES[family]]:
         if only and bench.name not in only:
             continue
         try:

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 from benchmarks import backends as bk  # noqa: E402
 from benchmarks import measure  # noqa: E402
 from benchmarks import run as runner  # noqa: E402
-from benchmarks import suite  # noqa: E402
+from benchmarks import mathops, suite, users  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -117,10 +117,63 @@ def no_carried():
         yield
 
 
+@contextlib.contextmanager
+def no_divconst():
+    """Integer divisions and remainders by constants left to the driver
+    (``codegen/divconst.py`` off)."""
+    from numba_vulkan.codegen import divconst
+    with _patched(divconst, "rewrite", lambda original: (lambda module, widths=None: False)):
+        yield
+
+
+@contextlib.contextmanager
+def no_divconst32():
+    """Only 64-bit integer divisions by constants made multiplies; 8- to
+    32-bit ones left to the driver."""
+    from numba_vulkan.codegen import divconst
+
+    def wrap(original):
+        return lambda module, widths=None: original(module, widths=frozenset((64,)))
+    with _patched(divconst, "rewrite", wrap):
+        yield
+
+
+@contextlib.contextmanager
+def libclc_exact():
+    """libclc's own float32 divisions and square roots computed in float64
+    too, as the kernel's are (what ``legalize.exact_float32`` did before it
+    left them to the driver)."""
+    from numba_vulkan.codegen import legalize
+
+    def wrap(original):
+        return lambda module, libclc=False: original(module, libclc=True)
+    with _patched(legalize, "exact_float32", wrap):
+        yield
+
+
+def _tables(placement):
+    @contextlib.contextmanager
+    def variant():
+        from numba_vulkan.codegen import tables
+        with _patched(tables, "place", lambda original: (
+                lambda binary, placement_=None: original(binary, placement))):
+            yield
+    variant.__doc__ = (f"libclc's constant tables as Function variables of the entry point "
+                       f"({placement!r} in codegen/tables.py), not Private ones.")
+    return variant
+
+
+tables_function = _tables("function")
+tables_function_store = _tables("function_store")
+
+
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "unroll_runtime": unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
-            "full_barriers": full_barriers, "no_carried": no_carried}
+            "full_barriers": full_barriers, "no_carried": no_carried,
+            "no_divconst": no_divconst, "no_divconst32": no_divconst32,
+            "libclc_exact": libclc_exact, "tables_function": tables_function,
+            "tables_function_store": tables_function_store}
 
 
 @contextlib.contextmanager
@@ -153,7 +206,8 @@ class VariantBackend(bk.VulkanBackend):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", required=True, help="comma-separated benchmark names")
+    parser.add_argument("--only", required=True,
+                        help="comma-separated benchmark names, or families (suite, users, math)")
     parser.add_argument("--variants", default=",".join(v for v in VARIANTS if v != "base"),
                         help=f"comma-separated subset of {','.join(VARIANTS)}")
     parser.add_argument("--sizes", choices=suite.SIZES, default=None)
@@ -164,8 +218,12 @@ def main(argv=None):
     unknown = unknown_variants(variants)
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
-    benches = suite.by_name()
-    missing = [name for name in args.only.split(",") if name not in benches]
+    benches = {**suite.by_name(), **{b.name: b for b in users.BENCHMARKS + mathops.BENCHMARKS}}
+    # Families expand in place; a kernel named twice runs once, where first named.
+    only = list(dict.fromkeys(
+        n for name in args.only.split(",")
+        for n in ([b.name for b in runner.FAMILIES[name]] if name in runner.FAMILIES else [name])))
+    missing = [name for name in only if name not in benches]
     if missing:
         parser.error(f"unknown benchmarks {missing}; known: {', '.join(benches)}")
     backends = {v: VariantBackend(v) for v in variants}
@@ -175,8 +233,9 @@ def main(argv=None):
         backends["numba_cuda"] = bk.KERNEL_BACKENDS["numba_cuda"]()
     plan = measure.PLANS[sizes]
     results = {"environment": backends["base"].environment(), "sizes": sizes, "kernels": {}}
-    print(f"{'kernel':24}" + "".join(f"{v:>18}" for v in backends))
-    for name in args.only.split(","):
+    width = max(18, *(len(v) + 1 for v in backends))
+    print(f"{'kernel':24}" + "".join(f"{v:>{width}}" for v in backends))
+    for name in only:
         bench = benches[name]
         size = bench.sizes[sizes]
         host = bench.inputs(size, np.random.default_rng(1234))
@@ -191,15 +250,16 @@ def main(argv=None):
         for label, result in row.items():
             timing = result.get("kernel") or result.get("wall")
             if result["status"] != "ok" or not timing:
-                cells.append(f"{result['status']:>18}")
+                cells.append(f"{result['status']:>{width}}")
                 continue
             ratio = f" ({timing['median'] / base:.2f})" if base else ""
-            cells.append(f"{timing['median'] * 1e3:10.3f}{ratio:>8}")
+            cells.append(f"{timing['median'] * 1e3:{width - 8}.3f}{ratio:>8}")
         print(f"{name:24}" + "".join(cells), flush=True)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "variants.json"), "w") as f:
-            json.dump(results, f, indent=1)
+        if args.out:
+            # After each kernel: a run cut short keeps what it measured.
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "variants.json"), "w") as f:
+                json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,10 @@ square roots correctly rounded; :func:`negated_selects` keeps the backend
 from reading a sign restored by a select as GLSL's ``FaceForward``.
 """
 
+import re
 import struct
 
+from numba_vulkan.codegen.libclc_link import OWN
 from numba_vulkan.llvmir import ir
 
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
@@ -407,6 +409,14 @@ def _expand_pick(inst, stem):
     return emit.lines
 
 
+def unmark(module):
+    """Remove the marks of libclc's own float32 divisions from the IR model ``module``."""
+    for function in module.functions:
+        for inst in function.instructions():
+            if OWN in inst.tail:
+                inst.tail = re.sub(rf", {re.escape(OWN)} !(?:\d+|\{{\}})", "", inst.tail)
+
+
 def splice(module, rewrite):
     """Replace each instruction of ``module``'s functions for which
     ``rewrite(inst, function)`` gives lines of IR by those lines; return
@@ -431,9 +441,11 @@ def _declare(module, name, declaration):
         module.items.append(ir.parse(declaration).items[0])
 
 
-def exact_float32(module):
+def exact_float32(module, libclc=False):
     """Divide and take square roots of float32 values of the IR model
-    ``module`` in float64, in place.
+    ``module`` in float64, in place; those libclc's float32 functions do
+    themselves (marked by :func:`numba_vulkan.codegen.libclc_link.mark_own_divisions`)
+    only with ``libclc``.
 
     Vulkan only asks for float32 division within 2.5 ULP (NVIDIA's is
     that, and gives 0 for divisors beyond 2**126) and for square roots
@@ -464,6 +476,8 @@ def exact_float32(module):
         sqrt = inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32"
         if inst.name is None or not (sqrt or inst.opcode == "fdiv") or \
                 (inst.type if sqrt else inst.operands[0].type) != "float":
+            return None
+        if not libclc and OWN in inst.tail:
             return None
         counter += 1
         emit = Emitter(f"%nv.exact.{counter}")

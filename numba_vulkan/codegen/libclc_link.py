@@ -18,6 +18,8 @@ become intrinsics, and :mod:`numba_vulkan.codegen.legalize` sees that they
 stay exact. Numba's C helpers for complex powers are defined here in IR.
 """
 
+import re
+
 from numba_vulkan.codegen import libclc
 from numba_vulkan.llvmir import ir
 
@@ -207,7 +209,54 @@ def link(module):
         used |= names
     if not used:
         return out
-    return out[:-1] + [libclc.library().module(sorted(used))] + out[-1:]
+    return out[:-1] + [mark_own_divisions(libclc.library().module(sorted(used)))] + out[-1:]
+
+
+#: Metadata that marks a float32 division or square root in libclc's own
+#: float32 code: :func:`numba_vulkan.codegen.legalize.exact_float32` leaves
+#: those to the driver.
+OWN = "!nv.libclc.own"
+
+#: libclc's float32 functions whose divisions and square roots stay correctly
+#: rounded: ``sqrt`` itself, and those that leave 4 ULP when each of them
+#: may be off as Vulkan allows (2.5 ULP, square roots 3), as
+#: ``tests/codegen/test_libclc_divisions.py`` simulates on the host (worst
+#: errors over 200,000 inputs, exact -> simulated: ``atan2`` 2 -> 6,
+#: ``erfc`` 4 -> 6, ``tan`` 3 -> 5, ``acosh`` 1 -> 5, ``hypot`` 1 -> 4);
+#: ``tgamma`` and ``lgamma`` (10 divisions each) are kept too.
+EXACT_OWN = frozenset({"_Z4sqrtf", "_Z5atan2ff", "_Z4erfcf", "_Z3tanf", "_Z5acoshf",
+                       "_Z5hypotff", "_Z6tgammaf", "__nv.unfixed._Z6lgammaf"})
+
+_OWN_OPERATION = re.compile(r"= (?:fdiv (?:[a-z]+ )*float |(?:tail )?call (?:[a-z]+ )*float "
+                            r"@llvm\.sqrt\.f32\()")
+
+
+def mark_own_divisions(text):
+    """The libclc module ``text`` with each float32 division and square root
+    of a function returning float32 (but those of :data:`EXACT_OWN`) marked
+    :data:`OWN`.
+
+    libclc's float32 functions meet their error bounds with OpenCL's float32
+    division, which may be 2.5 ULP off as Vulkan's may, so computing it in
+    float64 there buys nothing but time (``erf``'s five divisions); the
+    kernel's own divisions stay correctly rounded. A division LLVM's
+    optimiser rebuilds or merges with another loses the mark and stays
+    exact.
+    """
+    out, marking = [], False
+    for line in text.splitlines():
+        if line.startswith("define "):
+            header = _DEFINED.match(line)
+            marking = bool(header) and header.group(2) not in EXACT_OWN
+        elif line == "}":
+            marking = False
+        elif marking and _OWN_OPERATION.search(line):
+            line += f", {OWN} !{{}}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+_DEFINED = re.compile(r"define (?:[a-z_]+ )*(float) @([-\w.$]+)\(")
 
 
 def _call_of_library(inst, renames, used):

@@ -15,7 +15,7 @@ process.
 from numba_vulkan.base import config
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.base.errors import UnsupportedError
-from numba_vulkan.codegen import backend, barriers, carried, contract, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, versioning, workarounds
+from numba_vulkan.codegen import backend, barriers, carried, contract, divconst, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, tables, versioning, workarounds
 from numba_vulkan.llvmir import groupops
 from numba_vulkan.llvmir import ir
 from numba_vulkan.spirv import tools as validate
@@ -161,9 +161,10 @@ def legalise(job):
     """``job.model`` with multiplies and adds the kernel lets contract fused
     (on a target with a fused ``Fma``), in the forms the backend can
     express, with float64 rounding computed on 64-bit integers where the
-    target has them (:mod:`numba_vulkan.codegen.rounding`), and selects
-    between a value and its negation in a form the backend does not
-    mistake for ``FaceForward``."""
+    target has them (:mod:`numba_vulkan.codegen.rounding`), integer
+    divisions by constants as multiplies there
+    (:mod:`numba_vulkan.codegen.divconst`), and selects between a value and
+    its negation in a form the backend does not mistake for ``FaceForward``."""
     if job.target.fused_fma and "contract" in job.fastmath:
         contract.fuse(job.model)
     legalize.legalize(job.model, fused_fma=job.target.fused_fma)
@@ -171,7 +172,11 @@ def legalise(job):
         rounding.exact_rounding(job.model)
     if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
         legalize.exact_float32(job.model)
+    legalize.unmark(job.model)
     legalize.fold_constants(job.model)
+    # After the folding: the divisors the passes above computed are constants now.
+    if "int64" not in job.target.narrowed and divconst.rewrite(job.model):
+        legalize.fold_constants(job.model)
     legalize.negated_selects(job.model)
     return job.model
 
@@ -198,9 +203,10 @@ def emit(job):
 def repair(job):
     """``job.spirv`` without the backend's debug noise and with its known
     mistakes fixed, and the storage buffers it never writes decorated
-    NonWritable (:mod:`numba_vulkan.codegen.readonly`)."""
-    job.spirv = readonly.decorate(half.storage_capabilities(
-        fixups.repair(strip.strip(groupops.lower(job.spirv))), job.target.float16))
+    NonWritable (:mod:`numba_vulkan.codegen.readonly`), and libclc's
+    constant tables placed (:mod:`numba_vulkan.codegen.tables`)."""
+    job.spirv = tables.place(readonly.decorate(half.storage_capabilities(
+        fixups.repair(strip.strip(groupops.lower(job.spirv))), job.target.float16)))
     return job.spirv
 
 
