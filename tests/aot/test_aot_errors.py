@@ -26,6 +26,7 @@ from numba_vulkan.store import entry as store_entry
 from numba_vulkan.store import lookup as store_lookup
 from numba_vulkan.aot.build import builder as build
 from numba_vulkan.aot.build import manifest as manifests
+from numba_vulkan.aot.build import remote
 from numba_vulkan.aot.loader import index, lookup
 from numba_vulkan.spirv.compiled import check_errors
 from numba_vulkan.api.dispatcher import VulkanDispatcher
@@ -299,7 +300,7 @@ def test_a_module_from_the_remote_tier_keeps_its_tables_and_they_are_checked(
         data = (project / "aot" / entry["spirv"]).read_bytes()
         served[name] = {"spirv": data, "meta": meta}
         done = {}
-        assert build._from_remote([(task, name)], done) == []
+        assert remote._from_remote([(task, name)], done) == []
         assert done[task][1] == meta
         lie = json.loads(json.dumps(meta))
         if "exceptions" in lie:
@@ -307,7 +308,7 @@ def test_a_module_from_the_remote_tier_keeps_its_tables_and_they_are_checked(
         else:
             lie["loop_limit"] = 7
         served[name] = {"spirv": data, "meta": lie}
-        assert build._from_remote([(task, name)], {}) == [(task, name)]
+        assert remote._from_remote([(task, name)], {}) == [(task, name)]
 
 
 def test_an_exception_class_defined_in_a_function_passes_the_check(jit):

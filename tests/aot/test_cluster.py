@@ -103,8 +103,8 @@ def _build(project, address, timeout=None, limit=120):
     """``aot build --scheduler`` in a child process; with ``timeout`` the
     cluster's timeout is that many seconds instead of 30."""
     code = ("import sys\n"
-            "from numba_vulkan.aot.build import builder\n"
-            f"builder.CLUSTER_TIMEOUT = {timeout or 'builder.CLUSTER_TIMEOUT'}\n"
+            "from numba_vulkan.aot.build import cluster\n"
+            f"cluster.CLUSTER_TIMEOUT = {timeout or 'cluster.CLUSTER_TIMEOUT'}\n"
             "from numba_vulkan.aot.__main__ import main\n"
             f"sys.exit(main(['build', 'kernels.yaml', '--scheduler', {address!r}]))\n")
     start = time.monotonic()

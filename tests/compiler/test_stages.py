@@ -102,7 +102,7 @@ def test_design_doc_lists_exactly_the_stages():
 
 
 def test_jit_and_aot_build_run_the_same_table(uncached, record, rng):
-    from numba_vulkan.aot.build import builder as build
+    from numba_vulkan.aot.build import worker as build
     x = rng.random(100).astype(np.float32)
     out = np.zeros_like(x)
     nv.jit(scale.py_func).forall(x.size)(x, out)
@@ -120,7 +120,7 @@ def test_jit_and_aot_build_run_the_same_table(uncached, record, rng):
 def test_jit_and_aot_build_make_the_same_bytes(uncached):
     # Numba's per-process names (debug instructions) differ between two
     # compiles in one process: the table drops them for both.
-    from numba_vulkan.aot.build import builder as build
+    from numba_vulkan.aot.build import worker as build
     target = nv.TargetDescription()
     jit = nv.jit(scale.py_func).compile(SIG, target=target)
     binary, meta = build._compile(__name__, "scale", jit.signature, jit.local_size,

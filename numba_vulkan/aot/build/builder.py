@@ -29,16 +29,8 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
 import time
-import uuid
-import warnings
 from dataclasses import dataclass, field
-
-try:
-    import resource
-except ImportError:  # not on Windows: no CPU times in a build's timings
-    resource = None
 
 try:
     import fcntl
@@ -49,18 +41,18 @@ from numba_vulkan.base import abi
 from numba_vulkan.base import config
 from numba_vulkan.base import files
 from numba_vulkan.base import jitoptions
-from numba_vulkan.spirv import modulecheck
-from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.aot.build import signing as signing_keys
 from numba_vulkan.aot.build import manifest as manifests
+from numba_vulkan.aot.build.cluster import _run_on_cluster, check_scheduler_address
+from numba_vulkan.aot.build.remote import _REMOTE, _from_remote, _to_remote
+from numba_vulkan.aot.build.worker import (_TYPED, _cpu, _timed_compile, _timed_compiles,
+                                          _worker_init)
 from numba_vulkan.aot.loader import index, signing
 from numba_vulkan.store import keys as store_keys
-from numba_vulkan.store import lookup as store_lookup
 from numba_vulkan.store import remote as remote_tier
 from numba_vulkan.store import trust
 from numba_vulkan.store import toolchain
-from numba_vulkan.spirv.compiled import check_errors, check_print
-from numba_vulkan.base.errors import AOTError, ManifestError, NarrowingWarning, VulkanError
+from numba_vulkan.base.errors import AOTError, ManifestError, VulkanError
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -149,119 +141,6 @@ def _previous(output):
         if "build_key" in entry:
             out[entry["build_key"]] = (entry, data)
     return out
-
-
-def _compile(module_name, qualname, sig, threads, target_key, options, profile,
-             shared_bytes=0):
-    """Compile one module; runs in the build process or in a worker.
-
-    Returns:
-        ``(spirv, metadata)`` or ``(None, message)``.
-    """
-    from numba_vulkan.api import service
-    from numba_vulkan.base.request import KernelRequest
-    from numba_vulkan.base.target import TargetDescription
-    target = TargetDescription.from_key(target_key)
-    try:
-        kernel = _import_kernel(module_name, qualname)
-        request = KernelRequest(kernel.py_func, sig, threads, target, dict(options),
-                                shared_bytes)
-        # A shipped module is validated whatever the build's setting.
-        with warnings.catch_warnings(), config.overriding(NUMBA_VULKAN_VALIDATE="1"):
-            # A narrow profile asks for narrowing: no need to warn about it.
-            warnings.simplefilter("ignore", NarrowingWarning)
-            compiled = service.kernel(kernel, request, typed=_TYPED, shipped=False)
-        binary = compiled.spirv
-        meta = {"capabilities": compiled.capabilities,
-                "params": [p.to_json() for p in compiled.params],
-                "push_size": compiled.push_size, "abi_version": compiled.abi_version}
-        if "print" in compiled.metadata:
-            meta["print"] = compiled.metadata["print"]
-        if "exceptions" in compiled.metadata:
-            root = index.source_root(module_name, kernel.py_func.__code__.co_filename)
-            meta["exceptions"] = index.portable_exceptions(compiled.metadata["exceptions"],
-                                                           root)
-        if "loop_limit" in compiled.metadata:
-            meta["loop_limit"] = compiled.metadata["loop_limit"]
-        if shared_bytes:
-            meta["shared_bytes"] = shared_bytes
-        _check_interface(binary, meta, sig, threads, target)
-    except Exception as exc:  # any failure is this module's, reported with the others
-        return None, f"{type(exc).__name__}: {exc}"
-    capabilities = meta["capabilities"]
-    lacking = [c for c, feature in (("Float64", "float64"), ("Int64", "int64"))
-               if c in capabilities and not getattr(target, feature)]
-    if lacking:
-        return None, (f"the module uses {' and '.join(lacking)}, which profile {profile} "
-                      "leaves out: the compiler did not narrow this kernel")
-    return binary, meta
-
-
-#: Numba's results of this process's compiles of one build (``stages.lower``'s
-#: ``typed``): another workgroup size of a kernel and signature takes its IR.
-_TYPED = {}
-
-
-def _cpu():
-    """CPU seconds of this process, and of the children it waited for."""
-    if resource is None:
-        return time.process_time(), 0.0
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    tools = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, tools.ru_utime + tools.ru_stime
-
-
-def _timed_compiles(argument_lists):
-    """:func:`_timed_compile` of each arguments in turn: a worker's share of
-    one kernel and signature (:func:`_chunks`)."""
-    return [_timed_compile(*arguments) for arguments in argument_lists]
-
-
-def _timed_compile(*arguments):
-    """:func:`_compile`, and ``(pid, start, wall seconds, own and tools' CPU
-    seconds)`` of it."""
-    start, (own, tools) = time.perf_counter(), _cpu()
-    value = _compile(*arguments)
-    own_after, tools_after = _cpu()
-    return value, (os.getpid(), start, time.perf_counter() - start, own_after - own,
-                   tools_after - tools)
-
-
-def _check_built(binary, meta, sig, threads, target, target_env):
-    """Raise unless ``binary`` is a valid module with the interface ``meta``
-    describes, for these argument types, threads and target."""
-    from numba_vulkan.spirv import tools as validate
-    validate.validate(binary, target_env)
-    _check_interface(binary, meta, sig, threads, target)
-
-
-def _check_interface(binary, meta, sig, threads, target):
-    """Raise unless ``binary`` has the interface ``meta`` describes, for these
-    argument types, threads and target: what every reader will check the
-    module against (index.check_module)."""
-    modulecheck.check_params(tuple(sig), meta["params"], meta["push_size"], target.narrowed,
-                             target.max_push_constants)
-    params = abi.params_from_json(meta["params"])
-    modulecheck.check_interface(binary, params, meta["push_size"], threads, target.vulkan)
-    check_print(params, meta.get("print"))
-    check_errors(params, meta, target)
-    if meta["capabilities"] != spirv.capabilities(binary):
-        raise ValueError("capabilities differ from the module's")
-
-
-def _worker_init(paths, settings, backends=(), counter=None):
-    # A spawned worker does not inherit the build's overridden settings.
-    config.override(settings)
-    for path in reversed(paths):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    if backends:
-        # A forked worker takes the next of the backend children started for them.
-        from numba_vulkan.codegen import backend
-        with counter.get_lock():
-            k = counter.value
-            counter.value += 1
-        backend.adopt(backends, k)
 
 
 def _ours(output):
@@ -525,198 +404,6 @@ def _size(dispatcher):
 
 
 _NO_CODE = (lambda: None).__code__
-
-
-#: What a built module's metadata has only for some kernels.
-_OPTIONAL_META = frozenset(("print", "shared_bytes", "exceptions", "loop_limit"))
-
-#: The remote cache's namespace of built modules, keyed by build key.
-REMOTE_TIER = "aot"
-#: How ``done`` marks a module taken from the remote cache.
-_REMOTE = "remote"
-
-
-def _from_remote(pending, done):
-    """Take what the remote cache has of ``pending`` into ``done``; the rest."""
-    if config.remote_cache() is None:
-        return pending
-    rest = []
-    for task, build_key in pending:
-        target = task.profile.target()
-
-        def check(entry, shared, task=task, target=target):
-            meta = entry["meta"]
-            if not isinstance(entry["spirv"], bytes) or not isinstance(meta, dict):
-                raise ValueError("not a built module")
-            if set(meta) - _OPTIONAL_META != {"capabilities", "params", "push_size",
-                                              "abi_version"}:
-                raise ValueError("not a built module's metadata")
-            if meta.get("shared_bytes", 0) != task.shared_bytes:
-                raise ValueError("a module of another dynamic shared memory size")
-            if meta["abi_version"] != abi.ABI_VERSION:
-                raise ValueError("a module of another ABI")
-            try:
-                _check_built(entry["spirv"], meta, task.signature, task.threads, target,
-                             task.profile.target_env)
-            except VulkanError as exc:
-                raise ValueError(str(exc)) from None
-
-        entry = store_lookup.lookup(REMOTE_TIER, build_key, check=check,
-                                    tiers=(store_lookup.REMOTE,))
-        if entry is None:
-            rest.append((task, build_key))
-        else:
-            done[task] = (entry["spirv"], entry["meta"], _REMOTE)
-    return rest
-
-
-def _to_remote(build_key, data, meta):
-    store_lookup.put(REMOTE_TIER, build_key, {"spirv": data, "meta": meta},
-                     tiers=(store_lookup.REMOTE,))
-
-
-#: Seconds a cluster build waits for the scheduler to accept it, for any one
-#: answer of the scheduler, and for a cluster without workers to get one.
-CLUSTER_TIMEOUT = 30.0
-#: Seconds between looks at the cluster while no module is done.
-_CLUSTER_POLL = 2.0
-_ADDRESS = re.compile(r"^(?:(tcp|tls|ucx|inproc|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[\w.-]+)"
-                      r":(\d{1,5})$")
-
-
-def _cluster_compile(paths, *arguments):
-    """:func:`_timed_compile` on a cluster's worker, with the manifest's paths
-    importable, and the content key of the kernel the worker compiled: a
-    long-lived worker keeps the module it imported first, which may be
-    older than the build's."""
-    _worker_init(paths, {})
-    # Whatever the worker's own setting: its module goes into a release directory.
-    with config.overriding(NUMBA_VULKAN_REMOTE_TRUST="signed"):
-        value = _timed_compile(*arguments)
-    try:
-        key = store_keys.content_key_parts(_import_kernel(*arguments[:2]))[0]
-    except Exception:  # the compile's own failure says why
-        key = None
-    return value, key
-
-
-def _import_kernel(module_name, qualname):
-    import importlib
-    kernel = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        kernel = getattr(kernel, part)
-    return kernel
-
-
-def _bounded(seconds, what, function, *args):
-    """``function(*args)``, or AOTError saying ``what`` did not answer within
-    ``seconds`` (the call is left running in a daemon thread)."""
-    outcome = []
-
-    def run():
-        try:
-            outcome.append((True, function(*args)))
-        except BaseException as exc:  # handed to the caller
-            outcome.append((False, exc))
-
-    worker = threading.Thread(target=run, name="numba_vulkan cluster call", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if not outcome:
-        raise AOTError(f"{what} did not answer within {seconds:.0f} s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
-
-
-def check_scheduler_address(address):
-    """ManifestError unless ``address`` is a scheduler address:
-    ``[tcp://]host:port`` (or ``tls://``, ``ucx://``, ``ws://``, ``wss://``)."""
-    match = _ADDRESS.match(address) if isinstance(address, str) else None
-    if match is None or not 0 < int(match.group(3)) < 65536:
-        raise ManifestError(f"--scheduler {address!r} is not a Dask scheduler address: "
-                            "expected tcp://HOST:PORT (such as tcp://scheduler.example:8786)")
-
-
-def _run_on_cluster(pending, m, scheduler, arguments, outcome, content_keys):
-    try:
-        import distributed
-    except ImportError:
-        raise AOTError("--scheduler needs the distributed package (pip install "
-                       "distributed)") from None
-    paths = [m.directory] + [p for p in sys.path if p]
-    where = f"the Dask scheduler {scheduler}"
-    try:
-        # Distributed's own timeout bounds each step of connecting, not all of
-        # them: a scheduler that accepts and never answers would hang it.
-        client = _bounded(CLUSTER_TIMEOUT, where, lambda: distributed.Client(
-            scheduler, timeout=0.8 * CLUSTER_TIMEOUT, set_as_default=False))
-    except AOTError:
-        raise AOTError(f"cannot reach {where}: no answer within {CLUSTER_TIMEOUT:.0f} s") \
-            from None
-    except Exception as exc:  # whatever connecting raises: refused, timed out, garbage
-        raise AOTError(f"cannot reach {where}: {type(exc).__name__}: {exc}") from None
-    try:
-        futures = {client.submit(_cluster_compile, paths, *arguments(task), pure=False,
-                                 key=f"numba_vulkan-aot-{build_key}-{uuid.uuid4().hex}"): task
-                   for task, build_key in pending}
-        yield from _collect(client, futures, where, outcome, content_keys)
-    except AOTError:
-        raise
-    except Exception as exc:  # the scheduler went away, or answered what it should not
-        raise AOTError(f"the cluster build failed: {where}: {type(exc).__name__}: {exc}") \
-            from None
-    finally:
-        try:
-            _bounded(10, where, client.close, 5)
-        except Exception:  # closing a lost client: nothing left to do
-            pass
-
-
-def _collect(client, futures, where, outcome, content_keys):
-    """Yield each module of ``futures`` as it is done; AOTError if the
-    scheduler stops answering or has no worker for :data:`CLUSTER_TIMEOUT`."""
-    remaining, workerless, looked = set(futures), None, time.monotonic()
-    while remaining:
-        # A future's state is this process's: asking it waits on nothing.
-        done = [future for future in remaining if future.done()]
-        for future in done:
-            remaining.discard(future)
-            task = futures[future]
-            try:
-                value, key = _bounded(CLUSTER_TIMEOUT, where, future.result)
-            except AOTError:
-                raise
-            except Exception as exc:  # a worker died or raised outside the compile
-                yield task, f"the cluster worker failed: {type(exc).__name__}: {exc}", None
-                continue
-            if key != content_keys[task]:
-                yield task, (f"kernel {task.kernel}: the cluster worker compiled other code "
-                             f"than this build has (its content key {str(key)[:16]}, the "
-                             f"build's {content_keys[task][:16]}): a long-lived worker keeps "
-                             "the module it imported first; restart the workers, and give "
-                             "them the build's files"), None
-                continue
-            yield (task, *outcome(value))
-        if done:
-            workerless = None
-            continue
-        time.sleep(0.05)
-        if time.monotonic() - looked < _CLUSTER_POLL:
-            continue
-        looked = time.monotonic()
-        if client.status not in ("running", "connecting", "newly-created"):
-            raise AOTError(f"lost the connection to {where} (client {client.status}) with "
-                           f"{len(remaining)} module(s) left")
-        workers = _bounded(CLUSTER_TIMEOUT, where, client.nthreads)
-        if workers:
-            workerless = None
-        elif workerless is None:
-            workerless = looked
-        elif looked - workerless > CLUSTER_TIMEOUT:
-            raise AOTError(f"{where} has had no workers for {CLUSTER_TIMEOUT:.0f} s with "
-                           f"{len(remaining)} module(s) left to compile")
 
 
 def _run(pending, m, jobs, scheduler=None, content_keys=None):
