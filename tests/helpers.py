@@ -75,7 +75,7 @@ def compiled_kernels(dispatcher):
 def device_info(name, vendor, device_type):
     """A :class:`DeviceInfo` of a made-up device with float64 and int64, for
     tests of what a target description makes of a device."""
-    from numba_vulkan.runtime.device import DeviceInfo
+    from numba_vulkan.runtime.instance import DeviceInfo
     return DeviceInfo(index=0, name=name, vendor_id=vendor, device_id=1, driver_version=1,
                       api_version=(1, 3, 0), device_type=device_type,
                       features=frozenset({"float64", "int64"}), subgroup_size=32,

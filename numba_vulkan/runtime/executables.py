@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from numba_vulkan.base.errors import NotReportedError
 from numba_vulkan.runtime import pipeline, vk
-from numba_vulkan.runtime.device import EXECUTABLE_PROPERTIES_EXTENSION
+from numba_vulkan.runtime.instance import EXECUTABLE_PROPERTIES_EXTENSION
 
 _STAGES = (("vertex", 0x1), ("tessellation_control", 0x2), ("tessellation_evaluation", 0x4),
            ("geometry", 0x8), ("fragment", 0x10), ("compute", 0x20))

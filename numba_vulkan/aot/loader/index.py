@@ -55,7 +55,7 @@ MODULE_LIMIT = 64 << 20
 #: launches use on any device that allows it.
 DEFAULT_THREADS = (abi.FORALL_THREADS, 1, 1)
 
-#: The device feature (as in :class:`numba_vulkan.runtime.device.DeviceInfo`)
+#: The device feature (as in :class:`numba_vulkan.runtime.instance.DeviceInfo`)
 #: each SPIR-V capability needs.
 CAPABILITY_FEATURES = {
     "Float64": "float64", "Int64": "int64", "Float16": "float16", "Int16": "int16", "Int8": "int8",
