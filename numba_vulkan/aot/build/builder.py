@@ -43,7 +43,7 @@ from numba_vulkan.base import files
 from numba_vulkan.base import jitoptions
 from numba_vulkan.aot.build import signing as signing_keys
 from numba_vulkan.aot.build import manifest as manifests
-from numba_vulkan.aot.build.cluster import _run_on_cluster, check_scheduler_address
+from numba_vulkan.aot.build.cluster import _run_on_cluster, check_scheduler_address, code_identity
 from numba_vulkan.aot.build.remote import _REMOTE, _from_remote, _to_remote
 from numba_vulkan.aot.build.worker import (_TYPED, _cpu, _timed_compile, _timed_compiles,
                                           _worker_init)
@@ -325,7 +325,8 @@ def _build(manifest_path, output, jobs, progress, sign, scheduler):
     if progress:
         progress(count, total, "reused")
     timed = []
-    content_keys = {task: keys[task.kernel][0] for task, _ in pending}
+    content_keys = {task: code_identity(keys[task.kernel][0], dispatchers[task.kernel])
+                    for task, _ in pending}
     for task, outcome, timing in _run(pending, m, jobs, scheduler, content_keys):
         count += 1
         if timing is not None:

@@ -14,6 +14,7 @@ import uuid
 from numba_vulkan.base import config
 from numba_vulkan.aot.build.worker import _import_kernel, _timed_compile, _worker_init
 from numba_vulkan.store import keys as store_keys
+from numba_vulkan.store import codehash
 from numba_vulkan.base.errors import AOTError, ManifestError
 
 
@@ -40,10 +41,29 @@ def _cluster_compile(paths, *arguments):
     with config.overriding(NUMBA_VULKAN_REMOTE_TRUST="signed"):
         value = _timed_compile(*arguments)
     try:
-        key = store_keys.content_key_parts(_import_kernel(*arguments[:2]))[0]
+        dispatcher = _import_kernel(*arguments[:2])
+        key = code_identity(store_keys.content_key_parts(dispatcher)[0], dispatcher)
     except Exception:  # the compile's own failure says why
         key = None
     return value, key
+
+
+def code_identity(content_key, dispatcher):
+    """What tells the code a process compiles from another's: the content
+    key, which reads the kernel's source file (so a worker that imported an
+    older file, and has its text cached, differs), and the bytecode of the
+    kernel itself, which tells a worker that read the new file but runs the
+    module it imported before, where both run one Python (bytecode differs
+    between versions)."""
+    return (content_key, sys.implementation.cache_tag,
+            codehash.code_digest(dispatcher.py_func.__code__))
+
+
+def _same_code(worker, build):
+    """Whether a worker's :func:`code_identity` is the build's."""
+    if worker is None or worker[0] != build[0]:
+        return False
+    return worker[1] != build[1] or worker[2] == build[2]
 
 
 def _bounded(seconds, what, function, *args):
@@ -129,10 +149,11 @@ def _collect(client, futures, where, outcome, content_keys):
             except Exception as exc:  # a worker died or raised outside the compile
                 yield task, f"the cluster worker failed: {type(exc).__name__}: {exc}", None
                 continue
-            if key != content_keys[task]:
+            if not _same_code(key, content_keys[task]):
                 yield task, (f"kernel {task.kernel}: the cluster worker compiled other code "
-                             f"than this build has (its content key {str(key)[:16]}, the "
-                             f"build's {content_keys[task][:16]}): a long-lived worker keeps "
+                             f"than this build has (its content key "
+                             f"{str(key and key[0])[:16]}, the build's "
+                             f"{content_keys[task][0][:16]}): a long-lived worker keeps "
                              "the module it imported first; restart the workers, and give "
                              "them the build's files"), None
                 continue
