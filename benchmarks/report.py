@@ -224,7 +224,7 @@ def chart(results, path):
         return f"matplotlib is missing ({exc}); pip install -r requirements-bench.txt"
     names = list(results["benchmarks"])
     backends = [b for b in BACKEND_ORDER if b in results["backends"]]
-    if not any(_chart_seconds(results["benchmarks"][n]["results"].get(b), b)
+    if not any(_chart_seconds(results["benchmarks"][n]["results"].get(b), b, False)
                for n in names for b in backends):
         return "nothing was measured: no chart"
     height = 0.8 / max(1, len(backends))
@@ -232,8 +232,9 @@ def chart(results, path):
     for k, backend in enumerate(backends):
         values, ys = [], []
         for i, name in enumerate(names):
-            seconds = _chart_seconds(results["benchmarks"][name]["results"].get(backend),
-                                     backend)
+            bench = results["benchmarks"][name]
+            seconds = _chart_seconds(bench["results"].get(backend), backend,
+                                     bench["kind"] == "latency")
             if seconds:
                 values.append(seconds * 1e3)
                 ys.append(i + (k - (len(backends) - 1) / 2) * height)
@@ -242,7 +243,8 @@ def chart(results, path):
     ax.set_yticklabels([f"{n}\n{results['benchmarks'][n]['size']}" for n in names], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("milliseconds (median; device time where measured, else launch + wait)")
+    ax.set_xlabel("milliseconds (median; device time where measured, launch + wait for "
+                  "latency benchmarks and where it is not)")
     device = results["environment"].get("numba_vulkan", {}).get("device", "?")
     ax.set_title(f"Kernel time per backend: {device} ({results['sizes']} sizes)", fontsize=9)
     ax.legend(fontsize=7)
@@ -253,7 +255,10 @@ def chart(results, path):
     return None
 
 
-def _chart_seconds(result, backend):
+def _chart_seconds(result, backend, wall):
+    """The seconds the chart shows: as the tables do, launch and wait for a
+    latency benchmark (a Vulkan timestamp and a CUDA event do not measure
+    the same span of a tiny launch), device time elsewhere where measured."""
     if backend == "ceiling":
         return (result or {}).get("time")
-    return time_of(result, "kernel") or time_of(result)
+    return (not wall and time_of(result, "kernel")) or time_of(result)
