@@ -34,6 +34,7 @@ import urllib.parse
 import warnings
 
 from numba_vulkan.base import config
+from numba_vulkan.base.bounded import call_within
 from numba_vulkan.base.errors import CacheWarning
 from numba_vulkan.store import counters, keys, trust
 from numba_vulkan.store.counters import REMOTE
@@ -178,29 +179,10 @@ class _Late(TimeoutError):
 
 
 def _within(seconds, function, *args):
-    """``function(*args)`` if it returns within ``seconds``; else raise.
-
-    The socket's timeout bounds each read, not a reply that trickles in
-    a little at a time: the request runs in a thread of its own, which is
-    abandoned (the tier is off then, nothing waits for it) if late.
-    """
-    outcome = []
-
-    def run():
-        try:
-            outcome.append((True, function(*args)))
-        except BaseException as exc:  # handed to the caller
-            outcome.append((False, exc))
-
-    worker = threading.Thread(target=run, name="numba_vulkan remote lookup", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if not outcome:
-        raise _Late(f"no complete answer within {seconds:.1f} s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+    """``function(*args)`` if it returns within ``seconds``; else raise
+    :class:`_Late` (the tier is off then, nothing waits for the request)."""
+    return call_within(seconds, lambda: _Late(f"no complete answer within {seconds:.1f} s"),
+                       "numba_vulkan remote lookup", function, *args)
 
 
 def put(key, data):

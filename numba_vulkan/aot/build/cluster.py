@@ -7,11 +7,11 @@ imported first) fails the build naming the kernel.
 
 import re
 import sys
-import threading
 import time
 import uuid
 
 from numba_vulkan.base import config
+from numba_vulkan.base.bounded import call_within
 from numba_vulkan.aot.build.worker import _import_kernel, _timed_compile, _worker_init
 from numba_vulkan.store import keys as store_keys
 from numba_vulkan.store import codehash
@@ -69,23 +69,8 @@ def _same_code(worker, build):
 def _bounded(seconds, what, function, *args):
     """``function(*args)``, or AOTError saying ``what`` did not answer within
     ``seconds`` (the call is left running in a daemon thread)."""
-    outcome = []
-
-    def run():
-        try:
-            outcome.append((True, function(*args)))
-        except BaseException as exc:  # handed to the caller
-            outcome.append((False, exc))
-
-    worker = threading.Thread(target=run, name="numba_vulkan cluster call", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if not outcome:
-        raise AOTError(f"{what} did not answer within {seconds:.0f} s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+    return call_within(seconds, lambda: AOTError(f"{what} did not answer within {seconds:.0f} s"),
+                       "numba_vulkan cluster call", function, *args)
 
 
 def check_scheduler_address(address):
