@@ -26,7 +26,6 @@ words: no Numba, no external tool; ``spirv-val`` runs separately.
 import dataclasses
 import hashlib
 import os
-import shutil
 import struct
 import subprocess
 
@@ -39,6 +38,7 @@ from numba_vulkan.base import records
 from numba_vulkan.base import signature
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.spirv import opcodes as spv
+from numba_vulkan.spirv import tools
 from numba_vulkan.spirv.binary import MAGIC
 
 #: Vulkan version -> newest SPIR-V version (major, minor) it consumes.
@@ -383,13 +383,16 @@ VALIDATED_DIR = "validated"
 _SPIRV_VAL_SECONDS = 120
 
 
-def _tool_identity(tool):
-    """Where a tool is and which build it is, or None if it is not installed."""
-    path = shutil.which(tool)
+def _tool(name):
+    """``(path, identity)`` of a tool: the program the code generator runs
+    for it too (:func:`numba_vulkan.spirv.tools.find`), and where it is and
+    which build it is; ``(None, "")`` if it is not installed."""
+    path = tools.find(name)
     if path is None:
-        return None
-    st = os.stat(os.path.realpath(path))
-    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
+        return None, ""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return path, f"{real}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def validate_once(binary, target_env):
@@ -411,11 +414,11 @@ def validate_once(binary, target_env):
     """
     if not config.validate():
         return False
-    tool = config.spirv_val()
-    identity = _tools.get(tool)
-    if identity is None:
-        identity = _tools[tool] = _tool_identity(tool) or ""
-    if not identity:
+    setting = config.spirv_val()
+    if setting not in _tools:
+        _tools[setting] = _tool(setting)
+    tool, identity = _tools[setting]
+    if tool is None:
         return False
     name = hashlib.sha256("\0".join([hashlib.sha256(binary).hexdigest(), target_env,
                                      identity]).encode()).hexdigest()
