@@ -372,6 +372,25 @@ def check_params(sig, params, push_size, narrowed=(), max_push=None):
     return tuple(out)
 
 
+def check_kernel(kernel, capabilities, shared):
+    """Check a stored module against the kernel that will run it: its
+    interface (bindings, push constants, workgroup size) and the
+    capabilities its entry declares; and, for a module from a shared tier,
+    spirv-val on this machine (:func:`validate_once`): another machine's
+    word that it passed is not taken.
+
+    Raises:
+        ValueError: What does not match.
+    """
+    target = kernel.target
+    found = check_interface(kernel.spirv, kernel.params, kernel.push_size, kernel.local_size,
+                            target.vulkan)
+    if found.capabilities != capabilities:
+        raise ValueError("capabilities differ from the module's")
+    if shared:
+        validate_once(kernel.spirv, target.target_env)
+
+
 # spirv-val, once per module and machine ----------------------------------------
 
 _validated = set()

@@ -91,14 +91,8 @@ def load_compiled(key, sig, local_size, target, label):
         modulecheck.check_params(kernel.signature, entry["kernel"]["params"],
                                  kernel.push_size, target.narrowed,
                                  target.max_push_constants)
-        found = modulecheck.check_interface(kernel.spirv, kernel.params, kernel.push_size,
-                                            kernel.local_size, target.vulkan)
-        if found.capabilities != kernel.capabilities:
-            raise ValueError("capabilities differ from the module's")
-        if shared:
-            # Another machine's word that it passed spirv-val is not taken.
-            modulecheck.validate_once(kernel.spirv, target.target_env)
-        elif config.validate() and entry.get("validated") is not True:
+        modulecheck.check_kernel(kernel, kernel.capabilities, shared)
+        if not shared and config.validate() and entry.get("validated") is not True:
             raise ValueError("not validated")
         entry["compiled"] = kernel
 

@@ -63,14 +63,7 @@ def _check_module(entry, make, shared):
                           entry.get("loop_check") is True)
     kernel = make(module) if make is not None else module
     if make is not None:
-        target = kernel.target
-        found = modulecheck.check_interface(kernel.spirv, kernel.params, kernel.push_size,
-                                            kernel.local_size, target.vulkan)
-        if found.capabilities != capabilities:
-            raise ValueError("capabilities differ from the module's")
-        if shared:
-            # Another machine's word that it passed spirv-val is not taken.
-            modulecheck.validate_once(kernel.spirv, target.target_env)
+        modulecheck.check_kernel(kernel, capabilities, shared)
     elif shared and config.validate():
         raise ValueError("a module from a shared tier, with no kernel to check it against")
     if not shared and config.validate() and entry.get("validated") is not True:
