@@ -20,7 +20,7 @@ stay exact. Numba's C helpers for complex powers are defined here in IR.
 
 import re
 
-from numba_vulkan.codegen import libclc
+from numba_vulkan.codegen import libclc, mathlib
 from numba_vulkan.llvmir import ir
 
 _CODES = {"float": "f", "double": "d"}
@@ -172,7 +172,7 @@ def link(module):
         Module texts: Numba's C helpers and the libclc functions the kernel
         uses (if any), then the kernel's, rewritten.
     """
-    renames, used, helpers = {}, set(), set()
+    renames, used, helpers, own = {}, set(), set(), set()
     declared = {f.name[1:].strip('"') for f in module.functions}
     for function in module.functions:
         if function.blocks is not None:
@@ -183,15 +183,19 @@ def link(module):
         target = _target(name, ret, params)
         if target is None:
             continue
-        renames[function.name] = f"@{target}"
-        if not target.startswith("llvm."):
+        if mathlib.provides(target):
+            own.add(target)
+            target = mathlib.symbol(target)
+        elif not target.startswith("llvm."):
             used.add(target)
+        renames[function.name] = f'@"{target}"' if "." in target and \
+            not target.startswith("llvm.") else f"@{target}"
         if target in declared:
             # Numba declares an intrinsic that a renamed C call already
             # declared (``x // 3.0`` and ``np.floor(x)``): once is enough.
             module.items.remove(function)
         else:
-            function.header = f"declare {ret} @{target}({', '.join(params)})"
+            function.header = f"declare {ret} {renames[function.name]}({', '.join(params)})"
             declared.add(target)
     for function in module.functions:
         for block in function.blocks or ():
@@ -207,6 +211,10 @@ def link(module):
         declarations = [f"declare {_signature(library_name)}" for library_name in sorted(names)]
         out.insert(-1, helper + "\n".join(declarations) + "\n")
         used |= names
+    if own:
+        text, calls = mathlib.module(frozenset(own))
+        out.insert(-1, text)
+        used |= calls
     if not used:
         return out
     return out[:-1] + [mark_own_divisions(libclc.library().module(sorted(used)))] + out[-1:]

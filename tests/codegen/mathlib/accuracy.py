@@ -1,0 +1,216 @@
+"""Measure the library's functions on the device against exact references.
+
+Errors are in ULPs of the exact result: for float32 against NumPy's (or
+``math``'s) float64 value, for float64 against mpmath at 40 digits. Each
+function is run as a kernel over random inputs spread across its domain
+(log-uniform magnitudes, both signs) and over edge inputs.
+
+By hand, on any device (lavapipe, or the H200 with ``benchmarks/README.md``'s
+setup)::
+
+    python -m tests.codegen.mathlib.accuracy [NAME ...] [--n 4194304] [--seed 1]
+
+prints one line a function: the worst error, where, and the count of
+inputs. A NAME is ``exp_f32`` or ``atan2_f64``; without names, all.
+"""
+
+import argparse
+import math
+import re
+import sys
+
+import numpy as np
+
+import numba_vulkan as nv
+
+try:
+    import mpmath as mp
+except ImportError:  # only float64 references need it
+    mp = None
+
+#: name: (kernel expression of x (and y), float64 NumPy reference or None,
+#: mpmath reference, arity, sampled domain as (least, greatest) magnitude
+#: exponents of 2 and whether negatives are sampled)
+FUNCTIONS = {
+    "exp": ("math.exp(x)", np.exp, lambda x: mp.exp(x), 1, (-30, 7.5), True),
+    "log": ("math.log(x)", np.log, lambda x: mp.log(x), 1, (-1100, 1024), True),
+    "log2": ("math.log2(x)", np.log2, lambda x: mp.log(x, 2), 1, (-1100, 1024), True),
+    "log10": ("math.log10(x)", np.log10, lambda x: mp.log10(x), 1, (-1100, 1024), True),
+    "log1p": ("math.log1p(x)", np.log1p, lambda x: mp.log1p(x), 1, (-60, 1024), True),
+    "exp2": ("2.0 ** x", np.exp2, lambda x: mp.power(2, x), 1, (-30, 10.1), True),
+    "expm1": ("math.expm1(x)", np.expm1, lambda x: mp.expm1(x), 1, (-60, 10), True),
+    "pow": ("math.pow(x, y)", np.power, lambda x, y: mp.power(x, y), 2, (-10, 10), False),
+    "sin": ("math.sin(x)", np.sin, lambda x: mp.sin(x), 1, (-30, 30), True),
+    "cos": ("math.cos(x)", np.cos, lambda x: mp.cos(x), 1, (-30, 30), True),
+    "tan": ("math.tan(x)", np.tan, lambda x: mp.tan(x), 1, (-30, 30), True),
+    "atan": ("math.atan(x)", np.arctan, lambda x: mp.atan(x), 1, (-40, 40), True),
+    "atan2": ("math.atan2(x, y)", np.arctan2, lambda x, y: mp.atan2(x, y), 2, (-40, 40), True),
+    "erf": ("math.erf(x)", None, lambda x: mp.erf(x), 1, (-40, 3), True),
+    "erfc": ("math.erfc(x)", None, lambda x: mp.erfc(x), 1, (-40, 5), True),
+    "tanh": ("math.tanh(x)", np.tanh, lambda x: mp.tanh(x), 1, (-40, 5), True),
+    "sinh": ("math.sinh(x)", np.sinh, lambda x: mp.sinh(x), 1, (-40, 7), True),
+    "cosh": ("math.cosh(x)", np.cosh, lambda x: mp.cosh(x), 1, (-40, 7), True),
+}
+
+_EDGES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 2.0, 3.0, 10.0, 0.1,
+          1e-30, 1e-300, 5e-324, 1.4e-45, 1e-40, 1.1754943508222875e-38,
+          2.2250738585072014e-308, 3.4028234663852886e38, 1.7976931348623157e308,
+          88.72283, 88.72284, -87.33655, -103.97, -103.98, 709.78, 709.79, -745.1, -745.2,
+          math.pi, math.pi / 2, math.pi / 4, 1e5, 1e10, 1e22, 0.99999994, 1.0000001]
+
+
+def kernel(name, dtype):
+    """The kernel computing ``name`` of each input element (or pair)."""
+    expression = re.sub(r"\b([xy])\b", r"\1[i]", FUNCTIONS[name][0])
+    source = (f"def k_{name}(x, y, out):\n"
+              f"    i = nv.global_id(0)\n"
+              f"    if i < out.shape[0]:\n"
+              f"        out[i] = {expression}\n")
+    namespace = {"math": math, "nv": nv}
+    exec(compile(source, f"<mathlib {name}>", "exec"), namespace)
+    return nv.jit(namespace[f"k_{name}"])
+
+
+def inputs(name, dtype, n, seed):
+    """``n`` random inputs (tuples for two arguments) and the edge inputs."""
+    _, _, _, arity, (lo, hi), negative = FUNCTIONS[name]
+    rng = np.random.default_rng(seed)
+    info = np.finfo(dtype)
+    lo = max(lo, np.log2(float(info.smallest_subnormal)))
+    hi = min(hi, np.log2(float(info.max)))
+    columns = []
+    for _ in range(arity):
+        x = 2.0 ** rng.uniform(lo, hi, n)
+        if negative:
+            x *= rng.choice([-1.0, 1.0], n)
+        edges = np.array(_EDGES, np.float64)
+        with np.errstate(over="ignore"):
+            edges = np.concatenate([edges, -edges]).astype(dtype)
+        columns.append(np.concatenate([edges, x.astype(dtype)]))
+    if arity == 2:
+        # Every edge against every edge, then the random pairs.
+        k = len(_EDGES) * 2
+        a, b = np.meshgrid(columns[0][:k], columns[1][:k])
+        columns = [np.concatenate([a.ravel(), columns[0][k:]]),
+                   np.concatenate([b.ravel(), columns[1][k:]])]
+    return columns
+
+
+def run(name, dtype, columns):
+    """The device's results for ``columns``."""
+    x = columns[0]
+    y = columns[1] if len(columns) > 1 else x
+    out = np.zeros_like(x)
+    kernel(name, dtype)[(x.size + 255) // 256, 256](x, y, out)
+    return out
+
+
+def errors(name, dtype, columns, got):
+    """Error of each result in ULPs of the exact value; 0 where both are
+    the same NaN class, infinity or zero sign; inf where the classes differ."""
+    numpy_ref, mp_ref = FUNCTIONS[name][1], FUNCTIONS[name][2]
+    if dtype == np.float32:
+        wide = [c.astype(np.float64) for c in columns]
+        with np.errstate(all="ignore"):
+            if numpy_ref is not None:
+                want = numpy_ref(*wide)
+            else:
+                want = np.vectorize(getattr(math, name), otypes=[np.float64])(*wide)
+        return _ulps(got.astype(np.float64), want, np.float32)
+    mp.mp.dps = 40
+    out = np.empty(got.size)
+    for k in range(got.size):
+        args = [float(c[k]) for c in columns]
+        out[k] = _mp_ulps(float(got[k]), args, mp_ref)
+    return out
+
+
+def _ulps(got, want, dtype):
+    info = np.finfo(dtype)
+    with np.errstate(all="ignore"):
+        rounded = want.astype(dtype).astype(np.float64)
+        ulp = np.maximum(np.spacing(np.abs(rounded.astype(dtype))).astype(np.float64),
+                         float(info.smallest_subnormal))
+        err = np.abs(got - want) / ulp
+    finite = np.isfinite(got) & np.isfinite(rounded)
+    same = (np.isnan(got) & np.isnan(rounded)) | (got == rounded)
+    err[~finite] = np.where(same[~finite], 0.0, np.inf)
+    zeros = (got == 0) & (rounded == 0)
+    err[zeros] = np.where(np.signbit(got[zeros]) == np.signbit(rounded[zeros]), 0.0, np.inf)
+    return err
+
+
+def _mp_ulps(got, args, reference):
+    if any(math.isnan(a) for a in args) or any(math.isinf(a) for a in args):
+        want = _float_reference(args, reference)
+    else:
+        try:
+            exact = reference(*[mp.mpf(a) for a in args])
+        except (ValueError, ZeroDivisionError):
+            exact = None
+        if exact is None or isinstance(exact, mp.mpc):
+            want = math.nan
+        else:
+            want = exact
+    if isinstance(want, float):
+        if math.isnan(want):
+            return 0.0 if math.isnan(got) else math.inf
+        if math.isinf(want) or want == 0:
+            return 0.0 if got == want and math.copysign(1, got) == math.copysign(1, want) \
+                else math.inf
+        want = mp.mpf(want)
+    if math.isnan(got):
+        return math.inf
+    rounded = float(want)
+    if math.isinf(rounded):
+        return 0.0 if got == rounded else math.inf
+    if math.isinf(got):
+        return math.inf
+    ulp = max(math.ulp(abs(rounded)), 5e-324)
+    if rounded == 0 and got == 0 and math.copysign(1, got) != math.copysign(1, rounded):
+        return math.inf
+    return float(abs(mp.mpf(got) - want) / ulp)
+
+
+def _float_reference(args, reference):
+    """The reference at NaN or infinite arguments, from NumPy's float64."""
+    with np.errstate(all="ignore"):
+        for name, (_, numpy_ref, mp_ref, *_rest) in FUNCTIONS.items():
+            if mp_ref is reference:
+                if numpy_ref is not None:
+                    return float(numpy_ref(*[np.float64(a) for a in args]))
+                return getattr(math, name)(*args)
+    raise KeyError(reference)
+
+
+def worst(name, dtype, n, seed=1):
+    """``(error, inputs, result, count)``: the worst error in ULPs over ``n``
+    random inputs and the edges."""
+    columns = inputs(name, dtype, n, seed)
+    got = run(name, dtype, columns)
+    e = errors(name, dtype, columns, got)
+    k = int(np.argmax(e))
+    return float(e[k]), tuple(float(c[k]) for c in columns), float(got[k]), got.size
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--n", type=int, default=1 << 20)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    names = args.names or [f"{f}_{w}" for f in FUNCTIONS for w in ("f32", "f64")]
+    failed = False
+    for full in names:
+        name, width = full.rsplit("_", 1)
+        dtype = np.float32 if width == "f32" else np.float64
+        n = args.n if dtype == np.float32 else max(args.n // 64, 1000)
+        e, where, got, count = worst(name, dtype, n, args.seed)
+        print(f"{full:12s} worst {e:8.3f} ULP at {where} -> {got!r} ({count} inputs)",
+              flush=True)
+        failed |= e > (4 if dtype == np.float32 else 2)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
