@@ -138,6 +138,13 @@ def keeps_special_values(flags):
     return not {"nnan", "ninf", "nsz"} <= flags
 
 
+def uses_driver_functions(flags):
+    """Whether a kernel with fast-math ``flags`` takes the driver's float32
+    ``sin``, ``exp``, ``log``, ``pow``, ... (GLSL.std.450's, with the
+    driver's accuracy): where it allows approximate functions."""
+    return "afn" in flags
+
+
 def rounds_correctly(flags):
     """Whether a kernel with fast-math ``flags`` divides and takes square
     roots correctly rounded: unless it allows reciprocals or approximate

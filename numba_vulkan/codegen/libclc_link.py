@@ -161,16 +161,28 @@ def _target(name, ret, params):
     return libclc.mangled(opencl, *[code] * len(params))
 
 
-def link(module):
-    """Point the math calls of a kernel's module at libclc.
+#: float32 functions a kernel allowing approximate functions (``fastmath``)
+#: takes from the driver (GLSL.std.450's, as numba.cuda's fastmath takes
+#: CUDA's fast intrinsics): mangled name -> the LLVM intrinsic the backend
+#: lowers to the driver's instruction. GLSL has them for float32 only.
+DRIVER_FUNCTIONS = {libclc.mangled(name, *"f" * arity): f"llvm.{name}.f32"
+                    for name, arity in (("sin", 1), ("cos", 1), ("exp", 1), ("exp2", 1),
+                                        ("log", 1), ("log2", 1), ("pow", 2))}
+
+
+def link(module, approximate=False):
+    """Point the math calls of a kernel's module at our math library
+    (:mod:`numba_vulkan.codegen.mathlib`) and, for what it lacks, libclc.
 
     Args:
         module: The kernel's modules linked into one, as the IR model
             (:mod:`numba_vulkan.llvmir.ir`); rewritten in place.
+        approximate: Whether the kernel allows approximate functions: then
+            the float32 functions of :data:`DRIVER_FUNCTIONS` are the driver's.
 
     Returns:
-        Module texts: Numba's C helpers and the libclc functions the kernel
-        uses (if any), then the kernel's, rewritten.
+        Module texts: Numba's C helpers, the library's and libclc's
+        functions the kernel uses (if any), then the kernel's, rewritten.
     """
     renames, used, helpers, own = {}, set(), set(), set()
     declared = {f.name[1:].strip('"') for f in module.functions}
@@ -183,7 +195,9 @@ def link(module):
         target = _target(name, ret, params)
         if target is None:
             continue
-        if mathlib.provides(target):
+        if approximate and target in DRIVER_FUNCTIONS:
+            target = DRIVER_FUNCTIONS[target]
+        elif mathlib.provides(target):
             own.add(target)
             target = mathlib.symbol(target)
         elif not target.startswith("llvm."):

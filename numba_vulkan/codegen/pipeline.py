@@ -44,7 +44,7 @@ def link(job):
     if job.fastmath is None:
         job.fastmath = exact.fast_math_flags(kernel)
     entrypoint.constant_local_size(kernel, job.threads)
-    texts = libclc_link.link(kernel)
+    texts = libclc_link.link(kernel, approximate=exact.uses_driver_functions(job.fastmath))
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
