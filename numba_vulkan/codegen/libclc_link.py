@@ -170,7 +170,46 @@ DRIVER_FUNCTIONS = {libclc.mangled(name, *"f" * arity): f"llvm.{name}.f32"
                                         ("log", 1), ("log2", 1), ("pow", 2))}
 
 
-def link(module, approximate=False):
+#: Fast-math flags that let a float32 division or square root be inexact.
+_INEXACT = frozenset(("arcp", "afn", "fast"))
+
+
+def _exact_operations(module):
+    """Replace the kernel's float32 divisions and square roots with the
+    library's correctly rounded ones (:mod:`numba_vulkan.codegen.mathlib.exact32`),
+    in place; return the library names called."""
+    from numba_vulkan.codegen.mathlib import exact32
+    called = set()
+
+    def replaced(inst):
+        if inst.name is None or _INEXACT & set(inst.flags):
+            return inst
+        if inst.opcode == "fdiv" and inst.type is None and inst.operands[0].type == "float" \
+                and not _is_constant(inst.operands[1].value):
+            name, args = exact32.DIVIDE, inst.operands
+        elif inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32":
+            name, args = exact32.SQRT, inst.operands
+        else:
+            return inst
+        called.add(name)
+        values = ", ".join(f"float {a.value}" for a in args)
+        return ir.instruction(f'{inst.name} = call float @"{mathlib.symbol(name)}"({values})')
+
+    for function in module.functions:
+        for block in function.blocks or ():
+            block.instructions = [replaced(inst) for inst in block.instructions]
+    for name in sorted(called):
+        params = ", ".join(["float"] * (2 if name == exact32.DIVIDE else 1))
+        module.items.append(ir.parse(
+            f'declare float @"{mathlib.symbol(name)}"({params})').items[0])
+    return called
+
+
+def _is_constant(value):
+    return not str(value).startswith("%")
+
+
+def link(module, approximate=False, exact_float32=False):
     """Point the math calls of a kernel's module at our math library
     (:mod:`numba_vulkan.codegen.mathlib`) and, for what it lacks, libclc.
 
@@ -179,6 +218,8 @@ def link(module, approximate=False):
             (:mod:`numba_vulkan.llvmir.ir`); rewritten in place.
         approximate: Whether the kernel allows approximate functions: then
             the float32 functions of :data:`DRIVER_FUNCTIONS` are the driver's.
+        exact_float32: Whether the kernel's float32 divisions and square
+            roots are to be correctly rounded (the library's, in float32).
 
     Returns:
         Module texts: Numba's C helpers, the library's and libclc's
@@ -219,6 +260,8 @@ def link(module, approximate=False):
         if fn.startswith("_Z4fmod"):
             ty = "float" if fn.endswith("f") else "double"
             module.items.append(ir.parse(f"declare {ty} @{fn}({ty}, {ty})").items[0])
+    if exact_float32:
+        own |= _exact_operations(module)
     out = [str(module)]
     for name in sorted(helpers):
         helper, names = _HELPERS[name]

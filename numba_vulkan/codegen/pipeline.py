@@ -27,6 +27,22 @@ DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-"
 ENTRY_POINT = "main"
 
 
+def _exact_float32(job):
+    """Whether the kernel's float32 divisions and square roots are made
+    correctly rounded: on targets with float64 (the rare operands' path),
+    unless its fast-math flags let them be inexact."""
+    return "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath)
+
+
+def _float32_operations(job):
+    """Whether the kernel's float32 divisions and square roots are the math
+    library's, correctly rounded in float32: where the target's ``Fma``
+    rounds once (:mod:`numba_vulkan.codegen.mathlib.exact32`); elsewhere
+    :func:`~numba_vulkan.codegen.legalize.exact_float32` computes them in
+    float64."""
+    return _exact_float32(job) and job.target.fused_fma
+
+
 def _machine(job):
     if job.machine is None:
         job.machine = optimize.target_machine(job.target.triple)
@@ -44,7 +60,8 @@ def link(job):
     if job.fastmath is None:
         job.fastmath = exact.fast_math_flags(kernel)
     entrypoint.constant_local_size(kernel, job.threads)
-    texts = libclc_link.link(kernel, approximate=exact.uses_driver_functions(job.fastmath))
+    texts = libclc_link.link(kernel, approximate=exact.uses_driver_functions(job.fastmath),
+                             exact_float32=_float32_operations(job))
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)
@@ -170,7 +187,7 @@ def legalise(job):
     legalize.legalize(job.model, fused_fma=job.target.fused_fma)
     if "int64" not in job.target.narrowed:
         rounding.exact_rounding(job.model)
-    if "float64" not in job.target.narrowed and exact.rounds_correctly(job.fastmath):
+    if _exact_float32(job):
         legalize.exact_float32(job.model)
     legalize.unmark(job.model)
     legalize.fold_constants(job.model)

@@ -23,8 +23,8 @@ I64 = ir.IntType(64)
 #: The integer type of each float type's bits.
 BITS = {F32: I32, F64: I64}
 
-#: Metadata that lets a float32 division stay the driver's (within 2.5 ULP)
-#: instead of becoming a correctly rounded one
+#: Metadata that lets a float32 division or square root stay the driver's
+#: (within 2.5 and 3 ULP) instead of becoming a correctly rounded one
 #: (:func:`numba_vulkan.codegen.legalize.exact_float32`).
 APPROXIMATE = "nv.libclc.own"
 
@@ -151,6 +151,7 @@ class Function:
     def __init__(self, module, name, ty, arity):
         self.ty = ty
         self.calls = set()
+        self.branches = 0
         fnty = ir.FunctionType(ty, [ty] * arity)
         self.fn = ir.Function(module, fnty, name)
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -223,6 +224,14 @@ class Function:
     def sqrt(self, x):
         """The square root, correctly rounded (an exact operation of the target)."""
         return self._float_intrinsic("sqrt", x)
+
+    def approximate_sqrt(self, x):
+        """The square root as the driver takes it (float32: within 3 ULP)."""
+        x = self.value(x)
+        root = self._float_intrinsic("sqrt", x)
+        if x.type == F32:
+            root.v.set_metadata(APPROXIMATE, self.module.add_metadata([]))
+        return root
 
     def divide(self, a, b):
         """``a / b`` correctly rounded."""
@@ -299,13 +308,21 @@ class Function:
         """``then()`` where ``condition`` holds, else ``otherwise()``; each is
         a function of no arguments returning a :class:`Value` of one type,
         and only the one taken runs (for a slow path on rare inputs)."""
-        with self.b.if_else(condition.v) as (on_true, on_false):
-            with on_true:
-                a = self.value(then())
-                a_block = self.b.block
-            with on_false:
-                b = self.value(otherwise())
-                b_block = self.b.block
+        # Labels without dots: llvmlite would quote them, and the passes
+        # that read the linked module's text take labels as plain names.
+        self.branches += 1
+        on_true, on_false, joined = (self.fn.append_basic_block(f"{part}{self.branches}")
+                                     for part in ("then", "otherwise", "joined"))
+        self.b.cbranch(condition.v, on_true, on_false)
+        self.b.position_at_end(on_true)
+        a = self.value(then())
+        a_block = self.b.block
+        self.b.branch(joined)
+        self.b.position_at_end(on_false)
+        b = self.value(otherwise())
+        b_block = self.b.block
+        self.b.branch(joined)
+        self.b.position_at_end(joined)
         phi = self.b.phi(a.type)
         phi.add_incoming(a.v, a_block)
         phi.add_incoming(b.v, b_block)

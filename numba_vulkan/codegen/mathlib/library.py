@@ -7,6 +7,7 @@ never meets a libclc definition of the same name.
 """
 
 import functools
+import re
 
 from llvmlite import ir
 
@@ -26,6 +27,15 @@ def define(name, ty, arity=1):
 
     def register(writer):
         _DEFINITIONS[f"_Z{len(name)}{name}{_CODES[llty] * arity}"] = (writer, llty, arity)
+        return writer
+    return register
+
+
+def operation(name, ty, arity):
+    """Register the decorated writer as the library's ``name``: an operation
+    the linker substitutes for an LLVM instruction, not a libclc function."""
+    def register(writer):
+        _DEFINITIONS[name] = (writer, _TYPES[ty], arity)
         return writer
     return register
 
@@ -52,9 +62,14 @@ def module(names):
         m = dsl.Function(mod, symbol(name), ty, arity)
         m.ret(writer(m, *m.args))
         calls |= m.calls
-    text = str(mod)
-    # The module's own header lines (target triple and data layout, empty
-    # here) would clash with the kernel's.
+    # llvmlite quotes every name; the passes that read the linked texts
+    # before LLVM does take labels as LLVM prints them, unquoted. The
+    # module's own header lines (target triple and data layout, empty here)
+    # would clash with the kernel's.
+    text = _QUOTED.sub(r"\1\2", str(mod))
     body = "\n".join(line for line in text.splitlines()
                      if not line.startswith(("target ", "; ModuleID", "source_filename")))
     return body + "\n", frozenset(calls)
+
+
+_QUOTED = re.compile(r'([%@])"([-a-zA-Z$._][-a-zA-Z$._0-9]*)"')

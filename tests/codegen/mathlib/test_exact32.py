@@ -1,0 +1,107 @@
+"""The library's correctly rounded float32 division and square root
+(``codegen/mathlib/exact32.py``), which targets with a fused ``Fma`` use.
+
+lavapipe's ``Fma`` rounds twice, so its kernels keep the float64 path; here
+the float32 path is forced onto it to check the algorithm (lavapipe's
+emulated fma is exact where the square root needs it; the quotient's last
+correction may be an ULP off there, as the H200 run is not:
+``benchmarks/results/mathlib_h200.log``).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import numba_vulkan as nv
+from numba_vulkan.base import config
+from numba_vulkan.base.target import TargetDescription
+from numba_vulkan.codegen import pipeline
+from tests.helpers import assert_valid_spirv
+
+
+def _divide(a, b, out):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        out[i] = a[i] / b[i]
+
+
+def _root(a, b, out):
+    i = nv.global_id(0)
+    if i < out.shape[0]:
+        out[i] = math.sqrt(a[i])
+
+
+SIG = "void(float32[::1], float32[::1], float32[::1])"
+
+
+@pytest.fixture
+def float32_path(cache_dir, monkeypatch):
+    """Kernels compiled from here on take the float32 path on lavapipe."""
+    monkeypatch.setattr(pipeline, "_float32_operations", pipeline._exact_float32)
+
+
+def _bits_equal(got, want):
+    return (got.view(np.int32) == want.view(np.int32)) | (np.isnan(got) & np.isnan(want))
+
+
+def _run(function, a, b):
+    out = np.zeros_like(a)
+    kernel = nv.jit(function)
+    kernel[(a.size + 1023) // 1024, 1024](a, b, out)
+    # The float32 path ran, not lavapipe's own float64 one.
+    assert "@llvm.fma.f32" in kernel.compile(SIG).llvm_ir
+    return out
+
+
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 3.0, 2.0 ** -100, 2.0 ** 100,
+                    2.0 ** -101, 2.0 ** 101, 2.0 ** -60, 2.0 ** 60, 2.0 ** -61, 2.0 ** 61,
+                    1e-30, 3e30, 3.4028235e38, 1.1754944e-38], np.float32)
+
+
+def test_sqrt_is_correctly_rounded_over_two_binades(float32_path):
+    # Every float32 in [1, 4): both parities of the exponent, every significand.
+    x = np.arange(0x3F800000, 0x40800000, dtype=np.int32).view(np.float32)
+    out = _run(_root, x, x)
+    want = np.sqrt(x.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(out, want)
+
+
+def test_sqrt_special_and_scaled_inputs(float32_path):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([SPECIAL, -SPECIAL, (2.0 ** rng.uniform(-120, 127, 1 << 16)).astype(np.float32)])
+    out = _run(_root, x, x)
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(x.astype(np.float64)).astype(np.float32)
+    assert _bits_equal(out, want).all(), x[~_bits_equal(out, want)]
+
+
+def test_division_special_values_and_signs(float32_path):
+    a, b = (v.ravel() for v in np.meshgrid(np.concatenate([SPECIAL, -SPECIAL]),
+                                           np.concatenate([SPECIAL, -SPECIAL])))
+    out = _run(_divide, a, b)
+    with np.errstate(all="ignore"):
+        want = (a.astype(np.float64) / b.astype(np.float64)).astype(np.float32)
+    ok = _bits_equal(out, want)
+    assert ok.all(), list(zip(a[~ok][:5], b[~ok][:5], out[~ok][:5], want[~ok][:5]))
+
+
+def test_division_of_ordinary_operands(float32_path):
+    rng = np.random.default_rng(11)
+    n = 1 << 18
+    a = (rng.uniform(-8, 8, n) * 2.0 ** rng.integers(-20, 20, n)).astype(np.float32)
+    b = (rng.uniform(0.5, 8, n) * 2.0 ** rng.integers(-20, 20, n)).astype(np.float32)
+    out = _run(_divide, a, b)
+    want = (a.astype(np.float64) / b.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(out, want)
+
+
+def test_a_fused_target_divides_in_float32_and_others_in_float64(cache_dir):
+    kernel = nv.jit(_divide)
+    with config.overriding(NUMBA_VULKAN_CACHE="0"):
+        fused = kernel.compile(SIG, target=TargetDescription(fused_fma=True))
+        plain = kernel.compile(SIG, target=TargetDescription())
+    assert_valid_spirv(fused)
+    # The float32 path, and float64 only on its branch for rare operands.
+    assert "@llvm.fma.f32" in fused.llvm_ir and "br i1" in fused.llvm_ir
+    assert "@llvm.fma.f32" not in plain.llvm_ir and "fdiv double" in plain.llvm_ir
