@@ -115,19 +115,30 @@ def errors(name, dtype, columns, got):
     the same NaN class, infinity or zero sign; inf where the classes differ."""
     numpy_ref, mp_ref = FUNCTIONS[name][1], FUNCTIONS[name][2]
     if dtype == np.float32:
-        wide = [c.astype(np.float64) for c in columns]
-        with np.errstate(all="ignore"):
-            if numpy_ref is not None:
-                want = numpy_ref(*wide)
-            else:
-                want = np.vectorize(getattr(math, name), otypes=[np.float64])(*wide)
-        return _ulps(got.astype(np.float64), want, np.float32)
+        error = _float32_errors(name, columns, got)
+        # A device may flush subnormal inputs and results to zero (NVIDIA's
+        # Vulkan driver does for float32; docs/limitations.md): what it gives
+        # for the flushed inputs is as right.
+        flushed = [np.where(np.abs(c) < np.finfo(np.float32).tiny, np.copysign(0, c), c)
+                   .astype(np.float32) for c in columns]
+        return np.minimum(error, _float32_errors(name, flushed, got))
     mp.mp.dps = 40
     out = np.empty(got.size)
     for k in range(got.size):
         args = [float(c[k]) for c in columns]
         out[k] = _mp_ulps(float(got[k]), args, mp_ref)
     return out
+
+
+def _float32_errors(name, columns, got):
+    numpy_ref = FUNCTIONS[name][1]
+    wide = [c.astype(np.float64) for c in columns]
+    with np.errstate(all="ignore"):
+        if numpy_ref is not None:
+            want = numpy_ref(*wide)
+        else:
+            want = np.vectorize(getattr(math, name), otypes=[np.float64])(*wide)
+    return _ulps(got.astype(np.float64), want, np.float32)
 
 
 def _ulps(got, want, dtype):
@@ -142,6 +153,9 @@ def _ulps(got, want, dtype):
     err[~finite] = np.where(same[~finite], 0.0, np.inf)
     zeros = (got == 0) & (rounded == 0)
     err[zeros] = np.where(np.signbit(got[zeros]) == np.signbit(rounded[zeros]), 0.0, np.inf)
+    # A subnormal result flushed to a zero of its sign.
+    flushed = (got == 0) & (np.abs(want) < float(info.tiny)) & (np.signbit(got) == np.signbit(want))
+    err[flushed] = 0.0
     return err
 
 
@@ -194,7 +208,7 @@ def bound(name, dtype):
 
 def exhaustive_sqrt(chunk=1 << 26):
     """Mismatches of float32 ``math.sqrt`` against the correctly rounded root
-    over every float32 bit pattern (``--exhaustive-sqrt``)."""
+    over every float32 bit pattern but the subnormal ones (``--exhaustive-sqrt``)."""
     kernel_ = kernel("sqrt", np.float32)
     mismatches = 0
     for start in range(0, 1 << 32, chunk):
@@ -204,8 +218,9 @@ def exhaustive_sqrt(chunk=1 << 26):
         with np.errstate(all="ignore"):
             want = np.sqrt(x.astype(np.float64)).astype(np.float32)
         same = (out.view(np.uint32) == want.view(np.uint32)) | (np.isnan(out) & np.isnan(want))
-        flushed = (np.abs(want) < np.finfo(np.float32).tiny) & (out == 0)
-        mismatches += int((~(same | flushed)).sum())
+        # Subnormal inputs, which a device may flush (their roots are normal).
+        subnormal = (np.abs(x) < np.finfo(np.float32).tiny) & (x != 0)
+        mismatches += int((~same & ~subnormal).sum())
     return mismatches
 
 
@@ -229,7 +244,8 @@ def main(argv=None):
         failed |= e > bound(name, dtype)
     if args.exhaustive_sqrt:
         wrong = exhaustive_sqrt()
-        print(f"sqrt_f32 exhaustive: {wrong} of 2**32 inputs not correctly rounded", flush=True)
+        print(f"sqrt_f32 exhaustive: {wrong} of the 2**32 - 2**24 + 2 inputs that are not "
+              "subnormal not correctly rounded", flush=True)
         failed |= wrong > 0
     return 1 if failed else 0
 
