@@ -59,10 +59,10 @@ def sqrt(m, x):
     def corrected():
         # Zeros (common in user data) stay on this path: their root is
         # themselves, whatever the steps make of them. A device that flushes
-        # subnormals takes those for zeros too: times 0 returns them flushed.
+        # subnormals takes those for zeros too: they come back as zeros.
         s = m.approximate_sqrt(x)
         half = 0.5 * m.approximate_divide(1.0, s)
         s = m.fma(m.fma(-s, s, x), half, s)
-        return m.select(zero, x * 0.0, m.fma(m.fma(-s, s, x), half, s))
+        return m.select(zero, m.copysign(0.0, x), m.fma(m.fma(-s, s, x), half, s))
 
     return m.branch(fast, corrected, lambda: _in_float64(m, m.sqrt, x))
