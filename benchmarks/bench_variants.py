@@ -151,6 +151,38 @@ def libclc_exact():
         yield
 
 
+@contextlib.contextmanager
+def conversions():
+    """The math library rounds to integers and converts between integers and
+    floats with conversion instructions (rint, fptosi, sitofp), not by the
+    shifter constant (``codegen/mathlib/common.py``)."""
+    from numba_vulkan.codegen.mathlib import library
+
+    def round_multiple(m, x, c, offset=0.0):
+        kf = m.rint(m.fma(x, c, offset) if offset else x * c)
+        return kf, m.to_int(kf)
+
+    def integer_to_float(m, k, ty):
+        return m.to_float(k, ty)
+
+    # Every library module that imported the two by name, and common itself.
+    import sys
+    modules = [module for name, module in sys.modules.items()
+               if name.startswith("numba_vulkan.codegen.mathlib.")]
+    saved = [(module, name, getattr(module, name)) for module in modules
+             for name in ("round_multiple", "integer_to_float") if hasattr(module, name)]
+    for module, name, _ in saved:
+        setattr(module, name, {"round_multiple": round_multiple,
+                               "integer_to_float": integer_to_float}[name])
+    library.module.cache_clear()
+    try:
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+        library.module.cache_clear()
+
+
 def _tables(placement):
     @contextlib.contextmanager
     def variant():
@@ -173,6 +205,7 @@ VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "full_barriers": full_barriers, "no_carried": no_carried,
             "no_divconst": no_divconst, "no_divconst32": no_divconst32,
             "libclc_exact": libclc_exact, "tables_function": tables_function,
+            "conversions": conversions,
             "tables_function_store": tables_function_store}
 
 
