@@ -208,6 +208,16 @@ class Function:
         """The larger of ``a`` and ``b``, either where one is NaN."""
         return self._float_intrinsic("maxnum", a, b)
 
+    def maximum_int(self, a, b):
+        """The larger of the signed integers ``a`` and ``b``."""
+        b = a._other(b)
+        return self.select(a > b, a, b)
+
+    def minimum_int(self, a, b):
+        """The smaller of the signed integers ``a`` and ``b``."""
+        b = a._other(b)
+        return self.select(a < b, a, b)
+
     def rint(self, x):
         """``x`` rounded to an integral value, ties to even."""
         return self._float_intrinsic("rint", x)

@@ -5,7 +5,7 @@ gives each is beside it); the worst errors measured are in
 ``tests/codegen/test_mathlib.py``.
 """
 
-from numba_vulkan.codegen.mathlib.common import integer_to_float, round_multiple, scale
+from numba_vulkan.codegen.mathlib.common import integer_to_float, power_of_two, round_multiple, scale
 from numba_vulkan.codegen.mathlib.dsl import F32
 from numba_vulkan.codegen.mathlib.library import define
 
@@ -42,6 +42,26 @@ def exp(m, x):
     r, k = exp_reduced(m, clamped)
     p = m.fma(r * r, m.poly(r, EXP_Q), r) + 1.0
     return m.select(m.isnan(x), x, scale(m, p, k))
+
+
+def expm1_bounded(m, x):
+    """``exp(x) - 1`` for ``-104 <= x <= 60`` (no NaN): ``2**k (expm1(r) + 1) - 1``
+    as one fma, which keeps the relative accuracy of ``expm1(r)`` when
+    ``k`` is 0 and loses nothing to cancellation otherwise."""
+    r, k = exp_reduced(m, x)
+    small = m.fma(r * r, m.poly(r, EXP_Q), r)
+    t = power_of_two(m, m.maximum_int(k, -30), F32)
+    return m.fma(t, small, t - 1.0)
+
+
+@define("expm1", "float")
+def expm1(m, x):
+    near = expm1_bounded(m, m.minimum(m.maximum(x, -104.0), 60.0))
+    # Beyond 60 the 1 is below half an ULP: exp(x) rounded once.
+    far = exp(m, x)
+    y = m.select(x > 60.0, far, near)
+    # The sign of expm1 is x's, zeros' included.
+    return m.select(m.isnan(x), x, m.copysign(y, x))
 
 
 @define("log", "float")
