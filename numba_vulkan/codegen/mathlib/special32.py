@@ -1,6 +1,6 @@
-"""float32 error function and hyperbolic tangent, computed in float32."""
+"""float32 error function, computed in float32."""
 
-from numba_vulkan.codegen.mathlib.exp32 import exp, expm1_bounded
+from numba_vulkan.codegen.mathlib.exp32 import expm1_bounded
 from numba_vulkan.codegen.mathlib.library import define
 
 #: log(erfc(x)) / x on [0, 4]: fit_poly.py --function "log(erfc(x))/x"
@@ -34,27 +34,3 @@ def erf(m, x):
     y = m.select(a < 0.75, small, large)
     return m.select(m.isnan(x), x, m.copysign(y, x))
 
-
-#: (tanh(x)/x - 1) / x**2 as a polynomial in x**2, |x| <= 0.55:
-#: fit_poly.py --function "(tanh(sqrt(x))/sqrt(x) - 1)/x" --interval 0 0.3025
-#: --degree 4
-TANH_SMALL = (-0.3333333134651184, 0.13333037495613098, -0.05389508977532387,
-              0.021222170442342758, -0.006446138024330139)
-
-
-@define("tanh", "float")
-def tanh(m, x):
-    # Beyond 0.55, tanh(a) = 1 - 2 / (exp(2a) + 1), whose second term is
-    # at most half the result: its error shrinks in the difference. The
-    # reciprocal is the driver's refined by one Newton step (a correctly
-    # rounded division would buy nothing). tanh is 1 in float32 from 9.01;
-    # the clamp keeps exp finite.
-    a = m.fabs(x)
-    t = a * a
-    small = m.fma(a * t, m.poly(t, TANH_SMALL), a)
-    d = exp(m, 2.0 * m.minimum(a, 10.0)) + 1.0
-    y = m.approximate_divide(1.0, d)
-    y = m.fma(m.fma(-d, y, 1.0), y, y)
-    large = m.fma(-2.0, y, 1.0)
-    y = m.select(a < 0.55, small, large)
-    return m.select(m.isnan(x), x, m.copysign(y, x))
