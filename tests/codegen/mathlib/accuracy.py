@@ -163,6 +163,13 @@ def _mp_ulps(got, args, reference):
     # Special results (NaN, infinities, zeros and their signs) are IEEE's,
     # which NumPy's float64 functions give and mpmath's numbers lack.
     special = _float_reference(args, reference)
+    if any(a == 0 or math.isinf(a) or math.isnan(a) for a in args) and \
+            not (math.isnan(special) or math.isinf(special) or special == 0):
+        # mpmath has no signed zeros; IEEE's answers at zeros and infinities
+        # (atan2(0, -0) = pi) are NumPy's, correctly rounded.
+        if math.isnan(got) or math.isinf(got):
+            return math.inf
+        return abs(got - special) / max(math.ulp(abs(special)), 5e-324)
     if math.isnan(special) or math.isinf(special) or special == 0:
         if math.isnan(special):
             return 0.0 if math.isnan(got) else math.inf
