@@ -81,3 +81,90 @@ def log(m, x):
     y = m.select(x.eq(INF), INF, y)
     y = m.select(x.eq(0.0), -INF, y)
     return m.select(m.either(x < 0.0, m.isnan(x)), NAN, y)
+
+
+#: ln 2 with trailing zeros (15 significant bits: times an exponent of at most
+#: 9 bits it is exact) and the float32 nearest the rest, for pow's logarithm.
+LN2_SHORT = (0.693145751953125, 1.428606765330187e-06)
+#: 2/3 as a float32 and the float32 nearest the rest.
+TWO_THIRDS = (0.6666666865348816, -1.9868215517249155e-08)
+
+#: (2 atanh(s) - 2s - 2s**3/3) / s**5 as a polynomial in z = s**2:
+#: fit_poly.py --function "(2*atanh(sqrt(x)) - 2*sqrt(x) - 2*x*sqrt(x)/3)/(x*x*sqrt(x))"
+#: --interval 0 0.02944 --degree 3
+LOG_TAIL = (0.4000000059604645, 0.2857113182544708, 0.22240766882896423, 0.18306949734687805)
+
+
+def _fast_two_sum(m, a, b):
+    """``(s, e)`` with ``s + e = a + b`` exactly, for ``|a| >= |b|`` (or a = 0)."""
+    total = a + b
+    return total, b - (total - a)
+
+
+def log_pair(m, x):
+    """``(hi, lo)``: ln(x) as an unevaluated sum of two float32 values, to
+    about 2**-40 of the result, for a finite positive ``x``.
+
+    As :func:`log`, with each step's rounding error carried: ``s = f/(2+f)``
+    as a sum of two (the divisor's and the quotient's errors recovered with
+    fma), ``2s + 2s**3/3`` in pairs, and only the small tail ``s**5 R(s**2)``
+    in plain float32.
+    """
+    tiny = x < 1.1754943508222875e-38
+    scaled = m.select(tiny, x * 8388608.0, x)
+    bits = m.bits(scaled) - 0x3F3504F3
+    e = (bits >> 23) - m.select(tiny, m.int(23), m.int(0))
+    f = m.from_bits((bits & 0x7FFFFF) + 0x3F3504F3) - 1.0
+    d_hi, d_lo = _fast_two_sum(m, m.value(2.0), f)
+    inverse = m.approximate_divide(1.0, d_hi)
+    inverse = m.fma(m.fma(-d_hi, inverse, 1.0), inverse, inverse)
+    s_hi = f * inverse
+    s_lo = (m.fma(-s_hi, d_hi, f) - s_hi * d_lo) * inverse
+    z_hi = s_hi * s_hi
+    z_lo = m.fma(s_hi, s_hi, -z_hi)
+    cube = s_hi * z_hi
+    cube_lo = m.fma(s_hi, z_hi, -cube) + (s_hi * z_lo + 3.0 * z_hi * s_lo)
+    third = cube * TWO_THIRDS[0]
+    third_lo = m.fma(cube, TWO_THIRDS[0], -third) + (cube * TWO_THIRDS[1] + cube_lo * TWO_THIRDS[0])
+    tail = cube * z_hi * m.poly(z_hi, LOG_TAIL)
+    a_hi, a_lo = _fast_two_sum(m, 2.0 * s_hi, third)
+    low = a_lo + (2.0 * s_lo + third_lo + tail)
+    ef = integer_to_float(m, e, F32)
+    hi, lo = _fast_two_sum(m, ef * LN2_SHORT[0], a_hi)
+    lo = lo + (low + ef * LN2_SHORT[1])
+    return _fast_two_sum(m, hi, lo)
+
+
+def _odd_integer(m, y):
+    half = 0.5 * y
+    return m.trunc(y).eq(y) & m.trunc(half).ne(half)
+
+
+@define("pow", "float", 2)
+def pow(m, x, y):
+    ax = m.fabs(x)
+    finite = (ax > 0.0) & (ax < INF) & (m.fabs(y) < INF)
+    # The magnitude for finite nonzero x and finite y: exp(y ln|x|) with the
+    # product in two parts, its low part added to the reduced argument.
+    safe = m.select(finite, ax, 1.0)
+    l_hi, l_lo = log_pair(m, safe)
+    w = y * l_hi
+    w_lo = m.fma(y, l_hi, -w) + y * l_lo
+    clamped = m.minimum(m.maximum(w, -104.0), 89.0)
+    r, k = exp_reduced(m, clamped)
+    r = r + m.select(clamped.eq(w), w_lo, 0.0)
+    magnitude = scale(m, m.fma(r * r, m.poly(r, EXP_Q), r) + 1.0, k)
+    # Zero or infinite x, or infinite y: 0 or inf, by whether |x| > 1 and
+    # y > 0 agree (|x| = 1 with y infinite is 1).
+    limit = m.select((ax > 1.0).eq(y > 0.0), INF, 0.0)
+    limit = m.select(ax.eq(1.0), 1.0, limit)
+    magnitude = m.select(finite, magnitude, limit)
+    negative = m.bits(x) < 0
+    odd = _odd_integer(m, y)
+    z = m.select(negative & odd, -magnitude, magnitude)
+    # A finite negative x to a finite power that is not an integer.
+    z = m.select(negative & (ax > 0.0) & (ax < INF) & m.trunc(y).ne(y) & (m.fabs(y) < INF),
+                 NAN, z)
+    z = m.select(m.either(m.isnan(x), m.isnan(y)), NAN, z)
+    # pow(x, 0) is 1 for every x, pow(1, y) for every y, NaNs included.
+    return m.select(m.either(y.eq(0.0), x.eq(1.0)), 1.0, z)

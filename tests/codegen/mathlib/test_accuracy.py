@@ -11,7 +11,7 @@ from numba_vulkan.codegen.libclc import mangled
 from tests.codegen.mathlib import accuracy
 
 #: Every function the library defines, by accuracy.py's name.
-LIBRARY = ["exp", "expm1", "log", "erf", "tanh", "sin", "cos", "atan", "atan2"]
+LIBRARY = ["exp", "expm1", "log", "pow", "erf", "tanh", "sin", "cos", "atan", "atan2"]
 FLOAT64 = ["exp", "log", "tanh", "sin", "cos", "atan", "atan2"]
 
 
