@@ -3,12 +3,13 @@
 ``atan2(y, x)`` divides the smaller magnitude by the larger, and above
 tan(pi/8) first maps the quotient to ``(t - 1) / (t + 1)`` by dividing
 ``num - den`` by ``num + den`` instead, adding pi/4; the quotient is kept as
-a sum of two (one reciprocal, correctly rounded, and the division's exact
+a sum of two (a reciprocal within half an ULP, and the division's exact
 residual); then an odd minimax polynomial on ``[-tan(pi/8), tan(pi/8)]``
 and the octant's fix-ups, with pi/4, pi/2 and pi in two parts.
 ``atan(x)`` is ``atan2(x, 1)``.
 """
 
+from numba_vulkan.codegen.mathlib.common import reciprocal
 from numba_vulkan.codegen.mathlib.library import define
 
 NAN = float("nan")
@@ -56,11 +57,12 @@ def atan2(m, y, x, ty):
     n_lo = m.select(big, num - (difference + den), 0.0)
     d_hi = m.select(big, total, den)
     d_lo = m.select(big, num - (total - den), 0.0)
-    inverse = m.divide(1.0, d_hi)
+    finite = d_hi < float("inf")
+    # Over an infinite denominator the quotient is an exact 0.
+    inverse = m.select(finite, reciprocal(m, m.select(finite, d_hi, 1.0)), 0.0)
     t = n_hi * inverse
     t_lo = (m.fma(-t, d_hi, n_hi) + (n_lo - t * d_lo)) * inverse
-    # Over an infinite denominator the quotient is an exact 0.
-    t_lo = m.select(d_hi < float("inf"), t_lo, 0.0)
+    t_lo = m.select(finite, t_lo, 0.0)
     z = t * t
     a = m.fma(t * z, m.poly(z, POLY[ty]), t_lo) + t
     a = m.select(big, (a + QUARTER_PI[ty][1]) + QUARTER_PI[ty][0], a)

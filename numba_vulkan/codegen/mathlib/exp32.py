@@ -36,12 +36,16 @@ def exp_reduced(m, x):
     return m.fma(-kf, LN2_LO, r), k
 
 
+def exp_finite(m, x):
+    """exp(x) for ``|x| <= 104`` (no NaN)."""
+    r, k = exp_reduced(m, x)
+    return scale(m, m.fma(r * r, m.poly(r, EXP_Q), r) + 1.0, k)
+
+
 @define("exp", "float")
 def exp(m, x):
-    clamped = m.minimum(m.maximum(x, -104.0), 104.0)
-    r, k = exp_reduced(m, clamped)
-    p = m.fma(r * r, m.poly(r, EXP_Q), r) + 1.0
-    return m.select(m.isnan(x), x, scale(m, p, k))
+    y = exp_finite(m, m.minimum(m.maximum(x, -104.0), 104.0))
+    return m.select(m.isnan(x), x, y)
 
 
 def expm1_bounded(m, x):

@@ -34,14 +34,18 @@ _ROOT_HALF_BITS = 0x3FE6A09E667F3BCD
 _MANTISSA = (1 << 52) - 1
 
 
+def exp_finite(m, x):
+    """exp(x) for ``-746 <= x <= 710`` (no NaN)."""
+    kf, k = round_multiple(m, x, LOG2E)
+    r = m.fma(-kf, LN2_HI, x)
+    r = m.fma(-kf, LN2_LO, r)
+    return scale(m, m.fma(r * r, m.poly(r, EXP_Q), r) + 1.0, k)
+
+
 @define("exp", "double")
 def exp(m, x):
-    clamped = m.minimum(m.maximum(x, -746.0), 710.0)
-    kf, k = round_multiple(m, clamped, LOG2E)
-    r = m.fma(-kf, LN2_HI, clamped)
-    r = m.fma(-kf, LN2_LO, r)
-    p = m.fma(r * r, m.poly(r, EXP_Q), r) + 1.0
-    return m.select(m.isnan(x), x, scale(m, p, k))
+    y = exp_finite(m, m.minimum(m.maximum(x, -746.0), 710.0))
+    return m.select(m.isnan(x), x, y)
 
 
 @define("log", "double")

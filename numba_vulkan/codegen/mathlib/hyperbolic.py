@@ -2,12 +2,13 @@
 
 Below 0.55 an odd polynomial; above, ``tanh(a) = 1 - 2 / (exp(2a) + 1)``,
 whose second term is at most half the result, so that its error shrinks in
-the difference. tanh is 1 from 9.01 (float32) and 19.06 (float64); the clamp
+the difference (and so a reciprocal within half an ULP serves: in float32
+the driver's refined by a Newton step). tanh is 1 from 9.01 (float32) and 19.06 (float64); the clamp
 at 20 keeps exp finite.
 """
 
 from numba_vulkan.codegen.mathlib import exp32, exp64
-from numba_vulkan.codegen.mathlib.dsl import F32
+from numba_vulkan.codegen.mathlib.common import reciprocal
 from numba_vulkan.codegen.mathlib.library import define
 
 #: (tanh(x)/x - 1) / x**2 as a polynomial in x**2, |x| <= 0.55: fit_poly.py
@@ -21,24 +22,15 @@ SMALL = {
                -0.0014541282822517416, 0.0005818045155840352, -0.00021459682741829716,
                5.3945378887606164e-05),
 }
-EXP = {"float": exp32.exp, "double": exp64.exp}
-
-
-def _reciprocal(m, d):
-    """``1/d``: in float32 the driver's refined by one Newton step (a
-    correctly rounded float32 division costs more and buys nothing here);
-    in float64 a division, which is the driver's own."""
-    if d.type == F32:
-        y = m.approximate_divide(1.0, d)
-        return m.fma(m.fma(-d, y, 1.0), y, y)
-    return m.divide(1.0, d)
+#: exp for arguments known finite and at most 104: no clamp, no NaN check.
+EXP = {"float": exp32.exp_finite, "double": exp64.exp_finite}
 
 
 def tanh(m, x, ty):
     a = m.fabs(x)
     t = a * a
     small = m.fma(a * t, m.poly(t, SMALL[ty]), a)
-    large = m.fma(-2.0, _reciprocal(m, EXP[ty](m, 2.0 * m.minimum(a, 20.0)) + 1.0), 1.0)
+    large = m.fma(-2.0, reciprocal(m, EXP[ty](m, 2.0 * m.minimum(a, 20.0)) + 1.0), 1.0)
     y = m.select(a < 0.55, small, large)
     return m.select(m.isnan(x), x, m.copysign(y, x))
 
