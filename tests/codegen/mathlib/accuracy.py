@@ -191,7 +191,9 @@ def _float_reference(args, reference):
         for name, (_, numpy_ref, mp_ref, *_rest) in FUNCTIONS.items():
             if mp_ref is reference:
                 if numpy_ref is not None:
-                    return float(numpy_ref(*[np.float64(a) for a in args]))
+                    # Arrays: NumPy's scalar power takes sqrt for y = 0.5,
+                    # which keeps -0's sign where C's pow does not.
+                    return float(numpy_ref(*[np.array([a], np.float64) for a in args])[0])
                 return getattr(math, name)(*args)
     raise KeyError(reference)
 
