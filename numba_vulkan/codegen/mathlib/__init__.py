@@ -15,7 +15,8 @@ registered by libclc's mangled name (:mod:`.library`); the linker
 libclc's place.
 """
 
-from numba_vulkan.codegen.mathlib import exact32, atan, exp32, exp64, hyperbolic, special32, trig  # noqa: F401  (they register)
+from numba_vulkan.codegen.mathlib import (  # noqa: F401  (they register)
+    atan, exact32, exp32, exp64, hyperbolic, special32, special64, trig)
 from numba_vulkan.codegen.mathlib.library import module, provides, symbol
 
 __all__ = ["module", "provides", "symbol"]

@@ -90,13 +90,21 @@ def _exp2_tail(m, rh, rl, k):
     return _exp_tail(m, th, tl, k)
 
 
-def _exp_reduced(m, x):
-    """``(exp(r), kf, k)`` with ``x = k ln2 + r``, ``|r| <= ln2/2``."""
+def exp_parts(m, x):
+    """``(s, kf, k)`` with ``exp(x) = (1 + s) * 2**k``, ``|s| <= 0.42``, ``k``
+    an int64 (``kf`` as a float), for ``|x| <= 746``: ``1 + s`` and the
+    scaling are left to callers that can add them with less rounding."""
     kf, k = round_multiple(m, x, LOG2E)
     # Exact: x and k ln2 agree to within ln2/2, on a grid of 2**-54.
     r = m.fma(-kf, LN2, x)
     r = m.fma(-kf, LN2_LO, r)
-    return m.fma(r * r, m.poly(r, EXP_Q), r) + 1.0, kf, k
+    return m.fma(r * r, m.poly(r, EXP_Q), r), kf, k
+
+
+def _exp_reduced(m, x):
+    """``(exp(r), kf, k)`` with ``x = k ln2 + r``, ``|r| <= ln2/2``."""
+    s, kf, k = exp_parts(m, x)
+    return s + 1.0, kf, k
 
 
 def _power_of_two_fast(m, k):
