@@ -1,4 +1,4 @@
-"""float64 exponentials, logarithms and powers, computed in float64.
+"""float64 exponentials and logarithms, computed in float64.
 
 No tables and no float64 division: the one quotient the logarithms need,
 ``u = 2f / (2 + f)``, is a reciprocal seeded by a quadratic and refined by
@@ -6,10 +6,10 @@ Newton steps (fma only), with the rounding error of ``u`` recovered exactly
 from ``u * (2 + f) = 2f``. Drivers divide float64 with a correctly rounded
 sequence and a slow path, which costs more than the whole seed.
 
-``pow``, ``log2`` and ``log10`` take the logarithm in double-double
-(``hi + lo``, relative error near 2**-64): ``pow`` needs it because
-``y * log2(x)`` may reach 1075, where an error of 2**-53 in the logarithm
-would be 2**-43 in the exponent.
+``log2`` and ``log10`` take the logarithm in double-double (``hi + lo``).
+float64 ``pow`` stays libclc's: a pow built on that logarithm was 178 ULP
+off for large ``y`` (``0.709 ** 1953``), the pair's low part not carrying
+enough.
 
 Polynomial coefficients come from ``scripts/fit_poly.py`` (the command that
 gives each is beside it); the worst errors measured are in
@@ -267,38 +267,3 @@ def log1p(m, x):
     y = m.select(x.eq(-1.0), -INF, y)
     y = m.select(m.either(x < -1.0, m.isnan(x)), NAN, y)
     return m.select(x.eq(0.0), x, y)
-
-
-def _is_odd_integer(m, y):
-    half = y * 0.5
-    return m.trunc(y).eq(y) & m.trunc(half).ne(half)
-
-
-@define("pow", "double", 2)
-def pow_(m, x, y):
-    ax = m.fabs(x)
-    # Beyond 2**1000, y log2(x) overflows the exponent range for every x != 1.
-    yc = _clamp(m, y, -2.0 ** 1000, 2.0 ** 1000)
-    f, _, kf = _reduce(m, ax)
-    lh, ll = _log2_parts(m, f, kf)
-    ph = yc * lh
-    pl = m.fma(yc, ll, m.fma(yc, lh, -ph))
-    phc = _clamp(m, ph, -2000.0, 2000.0)
-    kf, k = round_multiple(m, phc, 1.0)
-    rh, rl = _two_sum_fast(m, phc - kf, pl)
-    # Where ph was clamped, pl means nothing: 2**(+-1) keeps 2**k's verdict.
-    y_core = _exp2_tail(m, _clamp(m, rh, -1.0, 1.0), rl, k)
-
-    ax_zero, ax_inf = ax.eq(0.0), ax.eq(INF)
-    y_inf = m.fabs(y).eq(INF)
-    # |x| = 0 or inf: 0 or inf by the sign of y (and which one x is).
-    edge = m.select((y < 0.0) ^ ax_inf, INF, 0.0)
-    out = m.select(ax_zero | ax_inf, edge, y_core)
-    # y = +-inf: 1 at |x| = 1, else inf where |x| > 1 matches y > 0.
-    y_edge = m.select((ax > 1.0) ^ (y < 0.0), INF, 0.0)
-    out = m.select(y_inf, m.select(ax.eq(1.0), 1.0, y_edge), out)
-    # The sign bit, so that -0 counts as negative.
-    out = m.select((m.bits(x) < 0) & _is_odd_integer(m, y), -out, out)
-    negative_base = (x < 0.0) & ~ax_inf & m.trunc(y).ne(y)
-    out = m.select(m.either(negative_base, m.isnan(x), m.isnan(y)), NAN, out)
-    return m.select(y.eq(0.0) | x.eq(1.0), 1.0, out)

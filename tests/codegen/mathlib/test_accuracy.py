@@ -12,7 +12,7 @@ from tests.codegen.mathlib import accuracy
 
 #: Every function the library defines, by accuracy.py's name.
 LIBRARY = ["exp", "expm1", "log", "pow", "erf", "tanh", "sin", "cos", "atan", "atan2"]
-FLOAT64 = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "erf", "tanh", "sin", "cos",
+FLOAT64 = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "erf", "tanh", "sin", "cos",
            "atan", "atan2"]
 
 
