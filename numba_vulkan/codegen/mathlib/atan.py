@@ -1,4 +1,4 @@
-"""Arctangents, float32 and float64, each computed in its own width.
+"""float64 arctangents (float32's are in ``trig32.py``).
 
 ``atan2(y, x)`` divides the smaller magnitude by the larger, and above
 tan(pi/8) first maps the quotient to ``(t - 1) / (t + 1)`` by dividing
@@ -16,25 +16,20 @@ NAN = float("nan")
 
 #: (atan(t) - t) / t**3 as a polynomial in t**2, |t| <= tan(pi/8): fit_poly.py
 #: --function "(atan(sqrt(x)) - sqrt(x))/(x*sqrt(x))" --interval 0 0.171573
-#: --degree 4 (--degree 10 --type float64).
+#: --degree 10 --type float64.
 POLY = {
-    "float": (-0.3333333134651184, 0.1999945491552353, -0.14261101186275482,
-              0.10713917762041092, -0.06356008350849152),
     "double": (-0.3333333333333333, 0.19999999999996212, -0.14285714284765294,
                0.11111111021482112, -0.09090904789162972, 0.07692187429855293,
                -0.06664564288345992, 0.05858561830361941, -0.050874173038365035,
                0.03928390975696225, -0.0192361580153895),
 }
 #: Powers of two (2**k, 2**-k) num and den are scaled by when den is beyond them.
-SCALE = {"float": 60, "double": 500}
+SCALE = {"double": 500}
 #: tan(pi/8), then pi/4, pi/2 and pi as (value of the width, the rest).
-TAN_PI_8 = {"float": 0.4142135679721832, "double": 0.41421356237309503}
-QUARTER_PI = {"float": (0.7853981852531433, -2.1855694143368964e-08),
-              "double": (0.7853981633974483, 3.061616997868383e-17)}
-HALF_PI = {"float": (1.5707963705062866, -4.371138828673793e-08),
-           "double": (1.5707963267948966, 6.123233995736766e-17)}
-PI = {"float": (3.1415927410125732, -8.742277657347586e-08),
-      "double": (3.141592653589793, 1.2246467991473532e-16)}
+TAN_PI_8 = {"double": 0.41421356237309503}
+QUARTER_PI = {"double": (0.7853981633974483, 3.061616997868383e-17)}
+HALF_PI = {"double": (1.5707963267948966, 6.123233995736766e-17)}
+PI = {"double": (3.141592653589793, 1.2246467991473532e-16)}
 
 
 def atan2(m, y, x, ty):
@@ -79,6 +74,11 @@ def atan2(m, y, x, ty):
     return m.select(m.either(m.isnan(x), m.isnan(y)), NAN, m.copysign(a, y))
 
 
-for _ty in ("float", "double"):
-    define("atan2", _ty, 2)(lambda m, y, x, ty=_ty: atan2(m, y, x, ty))
-    define("atan", _ty)(lambda m, x, ty=_ty: atan2(m, x, m.value(1.0), ty))
+@define("atan2", "double", 2)
+def atan2_double(m, y, x):
+    return atan2(m, y, x, "double")
+
+
+@define("atan", "double")
+def atan_double(m, x):
+    return atan2(m, x, m.value(1.0), "double")

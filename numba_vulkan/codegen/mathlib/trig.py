@@ -1,8 +1,8 @@
-"""Sine and cosine, float32 and float64, each computed in its own width.
+"""float64 sine and cosine (float32's are in ``trig32.py``).
 
 The quadrant ``q = round(x * 2/pi)`` comes from the shifter constant, the
 reduced argument ``r = x - q pi/2`` from a three-part Cody-Waite reduction
-with fma (pi/2 as three floats of the width), then minimax kernels for sin
+with fma (pi/2 as three float64 values), then minimax kernels for sin
 and cos on ``[-pi/4, pi/4]`` (both computed: straight-line code), picked and
 signed by q's low bits. Arguments too large for the three-part reduction
 take a branch to libclc's own function, which does a full Payne-Hanek
@@ -19,7 +19,7 @@ NAN = float("nan")
 
 @dataclass(frozen=True)
 class Constants:
-    """One width's constants."""
+    """The constants of a width."""
 
     two_over_pi: float
     #: pi/2 in three parts of the width.
@@ -33,18 +33,8 @@ class Constants:
 
 
 #: sin: fit_poly.py --function "(sin(sqrt(x)) - sqrt(x))/(x*sqrt(x))"
-#: --interval 0 0.61685 --degree 3; cos: --function "(cos(sqrt(x)) - 1 + x/2)/(x*x)"
-#: --interval 0 0.61685 --degree 3.
-FLOAT32 = Constants(
-    two_over_pi=0.6366197466850281,
-    half_pi=(1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15),
-    limit=65536.0,
-    sin=(-0.1666666716337204, 0.008333489298820496, -0.00019911771232727915,
-         3.523951818351634e-06),
-    cos=(0.0416666679084301, -0.0013889281544834375, 2.498045978427399e-05,
-         -4.73810644052719e-07))
-
-#: The same fits with --degree 6 --type float64.
+#: --interval 0 0.61685 --degree 6 --type float64; cos: --function
+#: "(cos(sqrt(x)) - 1 + x/2)/(x*x)", the same interval and degree.
 FLOAT64 = Constants(
     two_over_pi=0.6366197723675814,
     half_pi=(1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33),
@@ -92,7 +82,11 @@ def sine_or_cosine(m, x, quarter_turns, libclc, c):
                     lambda: m.call(libclc, x))
 
 
-for _ty, _code, _constants in (("float", "f", FLOAT32), ("double", "d", FLOAT64)):
-    for _name, _turns in (("sin", 0), ("cos", 1)):
-        define(_name, _ty)(lambda m, x, t=_turns, n=f"_Z3{_name}{_code}", c=_constants:
-                           sine_or_cosine(m, x, t, n, c))
+@define("sin", "double")
+def sin(m, x):
+    return sine_or_cosine(m, x, 0, "_Z3sind", FLOAT64)
+
+
+@define("cos", "double")
+def cos(m, x):
+    return sine_or_cosine(m, x, 1, "_Z3cosd", FLOAT64)

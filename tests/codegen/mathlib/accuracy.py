@@ -8,7 +8,7 @@ function is run as a kernel over random inputs spread across its domain
 By hand, on any device (lavapipe, or the H200 with ``benchmarks/README.md``'s
 setup)::
 
-    python -m tests.codegen.mathlib.accuracy [NAME ...] [--n 4194304] [--seed 1]
+    python -m tests.codegen.mathlib.accuracy [NAME ...] [--n 4194304] [--seed 1] [--domain LO HI]
 
 prints one line a function: the worst error, where, and the count of
 inputs. A NAME is ``exp_f32`` or ``atan2_f64``; without names, all.
@@ -39,7 +39,7 @@ FUNCTIONS = {
     "log2": ("math.log2(x)", np.log2, lambda x: mp.log(x, 2), 1, (-1100, 1024), True),
     "log10": ("math.log10(x)", np.log10, lambda x: mp.log10(x), 1, (-1100, 1024), True),
     "log1p": ("math.log1p(x)", np.log1p, lambda x: mp.log1p(x), 1, (-60, 1024), True),
-    "exp2": ("2.0 ** x", np.exp2, lambda x: mp.power(2, x), 1, (-30, 10.1), True),
+    "exp2": ("np.exp2(x)", np.exp2, lambda x: mp.power(2, x), 1, (-30, 10.1), True),
     "expm1": ("math.expm1(x)", np.expm1, lambda x: mp.expm1(x), 1, (-60, 10), True),
     "pow": ("math.pow(x, y)", np.power, lambda x, y: mp.power(x, y), 2, (-10, 10), False),
     "sin": ("math.sin(x)", np.sin, lambda x: mp.sin(x), 1, (-30, 30), True),
@@ -71,14 +71,16 @@ def kernel(name, dtype):
               f"    i = nv.global_id(0)\n"
               f"    if i < out.shape[0]:\n"
               f"        out[i] = {expression}\n")
-    namespace = {"math": math, "nv": nv}
+    namespace = {"math": math, "nv": nv, "np": np}
     exec(compile(source, f"<mathlib {name}>", "exec"), namespace)
     return nv.jit(namespace[f"k_{name}"])
 
 
-def inputs(name, dtype, n, seed):
-    """``n`` random inputs (tuples for two arguments) and the edge inputs."""
+def inputs(name, dtype, n, seed, domain=None):
+    """``n`` random inputs (tuples for two arguments) and the edge inputs;
+    ``domain`` (least, greatest exponent of 2) narrows the sampled one."""
     _, _, _, arity, (lo, hi), negative = FUNCTIONS[name]
+    lo, hi = domain or (lo, hi)
     rng = np.random.default_rng(seed)
     info = np.finfo(dtype)
     lo = max(lo, np.log2(float(info.smallest_subnormal)))
@@ -92,6 +94,10 @@ def inputs(name, dtype, n, seed):
         with np.errstate(over="ignore"):
             edges = np.concatenate([edges, -edges]).astype(dtype)
         columns.append(np.concatenate([edges, x.astype(dtype)]))
+    if name == "pow":
+        k = len(_EDGES) * 2
+        x, y = _pow_pairs(rng, n, dtype)
+        columns = [np.concatenate([c[:k], d]) for c, d in zip(columns, (x, y))]
     if arity == 2:
         # Every edge against every edge, then the random pairs.
         k = len(_EDGES) * 2
@@ -99,6 +105,27 @@ def inputs(name, dtype, n, seed):
         columns = [np.concatenate([a.ravel(), columns[0][k:]]),
                    np.concatenate([b.ravel(), columns[1][k:]])]
     return columns
+
+
+def _pow_pairs(rng, n, dtype):
+    """``n`` random ``(x, y)`` whose ``x ** y`` spans the whole range, from
+    below the least subnormal to beyond the largest float: ``|x|``
+    log-uniform over the whole range (a quarter of them within 2**-8 of
+    1), ``y = e / log2|x|`` for an exponent ``e`` uniform over the result's
+    range; an eighth of them with ``x`` negative and ``y`` integral."""
+    info = np.finfo(dtype)
+    least, most = np.log2(float(info.smallest_subnormal)), np.log2(float(info.max))
+    x = 2.0 ** rng.uniform(least, most, n)
+    near = rng.random(n) < 0.25
+    x[near] = 1.0 + rng.choice([-1.0, 1.0], near.sum()) * 2.0 ** rng.uniform(
+        -info.nmant - 1, -8, near.sum())
+    x = x.astype(dtype).astype(np.float64)
+    x[x == 1.0] = 2.0
+    y = rng.uniform(least - 2, most + 1, n) / np.log2(x)
+    negative = rng.random(n) < 0.125
+    x[negative] = -x[negative]
+    y[negative] = np.round(y[negative])
+    return x.astype(dtype), y.astype(dtype)
 
 
 def run(name, dtype, columns):
@@ -198,10 +225,11 @@ def _float_reference(args, reference):
     raise KeyError(reference)
 
 
-def worst(name, dtype, n, seed=1):
+def worst(name, dtype, n, seed=1, domain=None):
     """``(error, inputs, result, count)``: the worst error in ULPs over ``n``
-    random inputs and the edges."""
-    columns = inputs(name, dtype, n, seed)
+    random inputs (magnitudes within ``domain``'s exponents of 2 if given)
+    and the edges."""
+    columns = inputs(name, dtype, n, seed, domain)
     got = run(name, dtype, columns)
     e = errors(name, dtype, columns, got)
     k = int(np.argmax(e))
@@ -238,6 +266,8 @@ def main(argv=None):
     parser.add_argument("names", nargs="*")
     parser.add_argument("--n", type=int, default=1 << 20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--domain", type=float, nargs=2, metavar=("LO", "HI"),
+                        help="sample magnitudes 2**LO to 2**HI only")
     parser.add_argument("--exhaustive-sqrt", action="store_true",
                         help="also check float32 sqrt on every input")
     args = parser.parse_args(argv)
@@ -247,7 +277,7 @@ def main(argv=None):
         name, width = full.rsplit("_", 1)
         dtype = np.float32 if width == "f32" else np.float64
         n = args.n if dtype == np.float32 else max(args.n // 64, 1000)
-        e, where, got, count = worst(name, dtype, n, args.seed)
+        e, where, got, count = worst(name, dtype, n, args.seed, args.domain)
         print(f"{full:12s} worst {e:8.3f} ULP at {where} -> {got!r} ({count} inputs)",
               flush=True)
         failed |= e > bound(name, dtype)
