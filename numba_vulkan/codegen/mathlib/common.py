@@ -59,4 +59,20 @@ def reciprocal(m, d):
     return m.divide(1.0, d)
 
 
-__all__ = ["BITS", "SHIFTER", "integer_to_float", "power_of_two", "reciprocal", "round_multiple", "scale"]
+def fast_two_sum(m, a, b):
+    """``(s, e)`` with ``s + e = a + b`` exactly and ``s = a + b`` rounded,
+    for ``|a| >= |b|`` (or ``a`` zero)."""
+    s = a + b
+    return s, (a - s) + b
+
+
+def log_specials(m, x, y):
+    """``y`` (a logarithm of finite positive ``x``) with the logarithm's
+    results at zero, infinity, negative and NaN ``x``."""
+    inf = float("inf")
+    y = m.select(x.eq(inf), inf, y)
+    y = m.select(x.eq(0.0), -inf, y)
+    return m.select(m.either(x < 0.0, m.isnan(x)), float("nan"), y)
+
+
+__all__ = ["BITS", "SHIFTER", "fast_two_sum", "integer_to_float", "log_specials", "power_of_two", "reciprocal", "round_multiple", "scale"]

@@ -14,8 +14,9 @@ until then (0.92 ULP worst on lavapipe, against 1.31 for a factor
 ``1 + lo ln2`` on the result, which rounds twice).
 """
 
-from numba_vulkan.codegen.mathlib.common import (SHIFTER, integer_to_float, power_of_two,
-                                                 round_multiple, scale)
+from numba_vulkan.codegen.mathlib.common import (SHIFTER, fast_two_sum, integer_to_float,
+                                                 log_specials, power_of_two, round_multiple,
+                                                 scale)
 from numba_vulkan.codegen.mathlib.dsl import F32
 from numba_vulkan.codegen.mathlib.library import define
 
@@ -107,10 +108,9 @@ def expm1(m, x):
     return m.select(m.either(m.fabs(x) < 5.9604644775390625e-08, m.isnan(x)), x, y)
 
 
-def log_parts(m, x, subnormal=True):
-    """``(kf, f, w)`` with ``log(x) = kf ln2 + f + w`` for finite ``x > 0``:
-    ``kf`` an integral float, ``f`` exact, ``|w|`` below ``f``'s magnitude
-    (``subnormal``: also for subnormal ``x``)."""
+def _reduce(m, x, subnormal):
+    """``(k, mant)``: ``x = 2**k mant`` with ``sqrt(1/2) <= mant < sqrt(2)``,
+    ``k`` an int32, for finite ``x > 0`` (normal unless ``subnormal``)."""
     if subnormal:
         tiny = x < TINY
         x = m.select(tiny, x * 8388608.0, x)
@@ -118,7 +118,15 @@ def log_parts(m, x, subnormal=True):
     k = bits >> 23
     if subnormal:
         k = k - m.select(tiny, m.int(23), m.int(0))
-    f = m.from_bits((bits & 0x7FFFFF) + 0x3F3504F3) - 1.0
+    return k, m.from_bits((bits & 0x7FFFFF) + 0x3F3504F3)
+
+
+def log_parts(m, x, subnormal=True):
+    """``(kf, f, w)`` with ``log(x) = kf ln2 + f + w`` for finite ``x > 0``:
+    ``kf`` an integral float, ``f`` exact, ``|w|`` below ``f``'s magnitude
+    (``subnormal``: also for subnormal ``x``)."""
+    k, mant = _reduce(m, x, subnormal)
+    f = mant - 1.0
     s = m.approximate_divide(f, f + 2.0)
     z = s * s
     r = z * m.poly(z, LOG_R)
@@ -127,25 +135,11 @@ def log_parts(m, x, subnormal=True):
     return kf, f, m.fma(s, half_f2 + r, -half_f2)
 
 
-def log_specials(m, x, y):
-    """``y`` with the logarithm's results at 0, infinity, negatives and NaN."""
-    y = m.select(x.eq(INF), INF, y)
-    y = m.select(x.eq(0.0), -INF, y)
-    return m.select(m.either(x < 0.0, m.isnan(x)), NAN, y)
-
-
 @define("log", "float")
 def log(m, x):
     kf, f, w = log_parts(m, x)
     y = m.fma(kf, LN2_HI, m.fma(kf, LN2_LO, w + f))
     return log_specials(m, x, y)
-
-
-def fast_two_sum(m, a, b):
-    """``(s, e)`` with ``s + e = a + b`` exactly and ``s = a + b`` rounded,
-    for ``|a| >= |b|`` (or ``a`` zero)."""
-    s = a + b
-    return s, (a - s) + b
 
 
 @define("log2", "float")
@@ -193,14 +187,7 @@ def log2_pair(m, x, subnormal=True):
     remainder), and the series ``q (C1 + z (C3 + z P(z)))`` in ``z = q**2``
     carries the rounding errors of its last two steps and of ``z``; what
     is left is ``P``'s (about 2**-36.5 each)."""
-    if subnormal:
-        tiny = x < TINY
-        x = m.select(tiny, x * 8388608.0, x)
-    bits = m.bits(x) - 0x3F3504F3
-    k = bits >> 23
-    if subnormal:
-        k = k - m.select(tiny, m.int(23), m.int(0))
-    mant = m.from_bits((bits & 0x7FFFFF) + 0x3F3504F3)
+    k, mant = _reduce(m, x, subnormal)
     num = mant - 1.0
     den, den_lo = fast_two_sum(m, m.value(1.0), mant)
     reciprocal = m.approximate_divide(1.0, den)

@@ -16,8 +16,8 @@ gives each is beside it); the worst errors measured are in
 ``tests/codegen/mathlib/test_exp64.py``.
 """
 
-from numba_vulkan.codegen.mathlib.common import (integer_to_float, power_of_two,
-                                                 round_multiple, scale)
+from numba_vulkan.codegen.mathlib.common import (fast_two_sum, integer_to_float, log_specials,
+                                                 power_of_two, round_multiple, scale)
 from numba_vulkan.codegen.mathlib.dsl import F64, I32, I64
 from numba_vulkan.codegen.mathlib.library import define
 
@@ -66,12 +66,6 @@ LOG2_Q = (0.018033688011112055, 0.0032203014305455307, 0.0006261697239897517,
 
 def _clamp(m, x, lo, hi):
     return m.minimum(m.maximum(x, lo), hi)
-
-
-def _two_sum_fast(m, a, b):
-    """``(s, e)``: ``s = a + b`` rounded and its error, for ``|a| >= |b|`` (or ``a = 0``)."""
-    s = a + b
-    return s, (a - s) + b
 
 
 def _exp_tail(m, rh, rl, k):
@@ -149,7 +143,7 @@ def expm1(m, x):
     r = hi + lo
     rl = (hi - r) + lo
     s = m.fma(r * r, m.poly(r, EXP_Q), rl)
-    ph, pl = _two_sum_fast(m, r, s)
+    ph, pl = fast_two_sum(m, r, s)
     # 2**k (1 + p) - 1 with 2**k normal: k = 1024 (and near it) as
     # 2 * (2**(k-1) (1 + p) - 1), where the -1 is lost anyway.
     big = k > 960
@@ -189,14 +183,6 @@ def _ratio(m, f, fl=None):
     return uh, e * r
 
 
-def _log_specials(m, x, y):
-    """``y`` (a logarithm of positive finite ``x``), with log's values at
-    zero, infinity, negative and NaN ``x``."""
-    y = m.select(x.eq(INF), INF, y)
-    y = m.select(x.eq(0.0), -INF, y)
-    return m.select(m.either(x < 0.0, m.isnan(x)), NAN, y)
-
-
 @define("log", "double")
 def log(m, x):
     f, _, kf = _reduce(m, x)
@@ -205,9 +191,9 @@ def log(m, x):
     c = m.fma(uh * w, m.poly(w, LOG_P), ul)
     # k ln2 + uh summed exactly (k LN2_SHORT is exact), the rest added once.
     a = kf * LN2_SHORT
-    s, e = _two_sum_fast(m, a, uh)
+    s, e = fast_two_sum(m, a, uh)
     y = s + (e + m.fma(kf, LN2_SHORT_LO, c))
-    return _log_specials(m, x, y)
+    return log_specials(m, x, y)
 
 
 def _log2_parts(m, f, kf, fl=None):
@@ -220,11 +206,11 @@ def _log2_parts(m, f, kf, fl=None):
     th = LOG2_Q0 * wh
     tl = m.fma(wh * wh, m.poly(wh, LOG2_Q),
                m.fma(LOG2_Q0, wl, m.fma(LOG2_Q0_LO, wh, m.fma(LOG2_Q0, wh, -th))))
-    sh, se = _two_sum_fast(m, LOG2E, th)
+    sh, se = fast_two_sum(m, LOG2E, th)
     sl = se + (tl + LOG2E_LO)
     lh = uh * sh
     ll = m.fma(uh, sl, m.fma(ul, sh, m.fma(uh, sh, -lh)))
-    hi, e = _two_sum_fast(m, kf, lh)
+    hi, e = fast_two_sum(m, kf, lh)
     return hi, e + ll
 
 
@@ -232,7 +218,7 @@ def _log2_parts(m, f, kf, fl=None):
 def log2(m, x):
     f, _, kf = _reduce(m, x)
     hi, lo = _log2_parts(m, f, kf)
-    return _log_specials(m, x, hi + lo)
+    return log_specials(m, x, hi + lo)
 
 
 @define("log10", "double")
@@ -240,7 +226,7 @@ def log10(m, x):
     f, _, kf = _reduce(m, x)
     hi, lo = _log2_parts(m, f, kf)
     y = m.fma(hi, LOG10_2, m.fma(hi, LOG10_2_LO, lo * LOG10_2))
-    return _log_specials(m, x, y)
+    return log_specials(m, x, y)
 
 
 @define("log1p", "double")
@@ -261,7 +247,7 @@ def log1p(m, x):
     w = uh * uh
     c = m.fma(uh * w, m.poly(w, LOG_P), ul)
     a = kf * LN2_SHORT
-    s, e = _two_sum_fast(m, a, uh)
+    s, e = fast_two_sum(m, a, uh)
     y = s + (e + m.fma(kf, LN2_SHORT_LO, c))
     y = m.select(u.eq(INF), INF, y)
     y = m.select(x.eq(-1.0), -INF, y)
