@@ -28,7 +28,6 @@ BITS = {F32: I32, F64: I64}
 #: (:func:`numba_vulkan.codegen.legalize.exact_float32`).
 APPROXIMATE = "nv.libclc.own"
 
-_TYPE_NAMES = {F32: "float", F64: "double", I32: "i32", I64: "i64", I1: "i1"}
 _SUFFIX = {F32: "f32", F64: "f64"}
 
 
@@ -36,8 +35,7 @@ class Value:
     """An SSA value of a :class:`Function`: Python operators emit instructions.
 
     Comparisons of floats are ordered (false when either side is NaN), of
-    integers signed. ``>>`` of integers is arithmetic; :meth:`Function.lshr`
-    is the logical shift.
+    integers signed. ``>>`` of integers is arithmetic.
     """
 
     __slots__ = ("m", "v")
@@ -208,22 +206,9 @@ class Function:
         """The larger of ``a`` and ``b``, either where one is NaN."""
         return self._float_intrinsic("maxnum", a, b)
 
-    def maximum_int(self, a, b):
-        """The larger of the signed integers ``a`` and ``b``."""
-        b = a._other(b)
-        return self.select(a > b, a, b)
-
-    def minimum_int(self, a, b):
-        """The smaller of the signed integers ``a`` and ``b``."""
-        b = a._other(b)
-        return self.select(a < b, a, b)
-
     def rint(self, x):
         """``x`` rounded to an integral value, ties to even."""
         return self._float_intrinsic("rint", x)
-
-    def floor(self, x):
-        return self._float_intrinsic("floor", x)
 
     def trunc(self, x):
         return self._float_intrinsic("trunc", x)
@@ -282,9 +267,6 @@ class Function:
         ty = ty or self.ty
         return Value(self, self.b.bitcast(self.value(i, BITS[ty]).v, ty))
 
-    def lshr(self, i, n):
-        return Value(self, self.b.lshr(i.v, i._other(n).v))
-
     def to_float(self, i, ty=None):
         """The signed integer ``i`` converted to a float (exact while it fits)."""
         return Value(self, self.b.sitofp(i.v, ty or self.ty))
@@ -340,8 +322,3 @@ class Function:
 
     def ret(self, x):
         self.b.ret(self.value(x).v)
-
-
-def type_name(ty):
-    """LLVM's spelling of ``ty``."""
-    return _TYPE_NAMES[ty]
