@@ -307,6 +307,17 @@ def _expand_funnel_shift(emit, op, bits, args, result):
     # The concatenation hi:lo shifted by s = c mod bits; shifting by one and
     # then by bits - 1 - s keeps every shift amount below the width.
     ity, (hi, lo, amount) = f"i{bits}", args
+    if amount.lstrip("-").isdigit():
+        # Rotations by constants (random number generators are full of
+        # them): two shifts, which drivers fuse into funnel shifts.
+        s = int(amount) % bits
+        if s == 0:
+            emit(f"or {ity} {hi if op == 'fshl' else lo}, 0", result)
+            return emit.lines
+        left, right = (s, bits - s) if op == "fshl" else (bits - s, s)
+        emit(f"or {ity} {emit(f'shl {ity} {hi}, {left}')}, {emit(f'lshr {ity} {lo}, {right}')}",
+             result)
+        return emit.lines
     s = emit(f"and {ity} {amount}, {bits - 1}")
     rest = emit(f"sub {ity} {bits - 1}, {s}")
     if op == "fshl":

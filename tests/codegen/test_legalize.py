@@ -380,3 +380,38 @@ def test_private_arrays_filled_copied_and_shifted(dtype, fill):
     np.testing.assert_array_equal(out, expected)
     for compiled in compiled_kernels(kernel):
         assert "llvm.mem" not in compiled.llvm_ir
+
+
+def _rotations(x, k, out):
+    i = nv.global_id(0)
+    if i < x.shape[0]:
+        v = x[i]
+        # Constant amounts (0, 1, 13, 63: LLVM makes funnel shifts of these)
+        # and one read from memory.
+        out[i, 0] = (v << np.uint64(13)) | (v >> np.uint64(51))
+        out[i, 1] = (v << np.uint64(63)) | (v >> np.uint64(1))
+        out[i, 2] = (v >> np.uint64(13)) | (v << np.uint64(51))
+        s = k[i] & np.uint64(63)
+        out[i, 3] = (v << s) | (v >> ((np.uint64(64) - s) & np.uint64(63)))
+
+
+def test_rotations_by_constant_and_variable_amounts():
+    rng = np.random.default_rng(23)
+    x = rng.integers(0, 2 ** 64, 4096, dtype=np.uint64)
+    k = rng.integers(0, 2 ** 64, 4096, dtype=np.uint64)
+    k[:64] = np.arange(64)
+    out = np.zeros((4096, 4), np.uint64)
+    kernel = nv.jit(_rotations)
+    kernel[4, 1024](x, k, out)
+    want = np.zeros_like(out)
+    want[:, 0] = (x << np.uint64(13)) | (x >> np.uint64(51))
+    want[:, 1] = (x << np.uint64(63)) | (x >> np.uint64(1))
+    want[:, 2] = (x >> np.uint64(13)) | (x << np.uint64(51))
+    s = k & np.uint64(63)
+    want[:, 3] = (x << s) | (x >> ((np.uint64(64) - s) & np.uint64(63)))
+    np.testing.assert_array_equal(out, want)
+    compiled = kernel.compile("void(uint64[::1], uint64[::1], uint64[:, ::1])")
+    # The constant rotations became two shifts each, not the general
+    # expansion's three.
+    assert compiled.llvm_ir.count("lshr i64") == 3 + 2, compiled.llvm_ir
+    assert_valid_spirv(compiled)
