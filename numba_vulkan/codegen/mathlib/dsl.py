@@ -122,6 +122,10 @@ class Value:
     def __ge__(self, other):
         return self._compare(">=", other)
 
+    def below(self, other):
+        """``self < other`` for integers taken as unsigned."""
+        return Value(self.m, self.m.b.icmp_unsigned("<", self.v, self._other(other).v))
+
     def eq(self, other):
         """``self == other`` (ordered for floats)."""
         return self._compare("==", other)
@@ -227,6 +231,12 @@ class Function:
         if x.type == F32:
             root.v.set_metadata(APPROXIMATE, self.module.add_metadata([]))
         return root
+
+    def approximate_rsqrt(self, x):
+        """``1 / sqrt(x)`` of a float32 as the driver takes it (GLSL's
+        ``InverseSqrt``, within 2 ULP: one instruction on GPUs)."""
+        x = self.value(x)
+        return self._intrinsic("llvm.spv.rsqrt.f32", x.type, [x])
 
     def divide(self, a, b):
         """``a / b`` correctly rounded."""

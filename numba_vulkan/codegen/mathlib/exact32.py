@@ -5,15 +5,17 @@ so the code generator used to compute both in float64 and round once
 (:func:`numba_vulkan.codegen.legalize.exact_float32`): correct, but two
 conversions and a float64 operation each. Here the driver's approximation
 is corrected in float32 with fused multiply-adds, as GPU libraries compute
-their correctly rounded operations: a reciprocal refined by one Newton step,
-then two corrections of the quotient (or root) by its exact residual
-(``a - b q`` and ``x - s s``, exact through fma), each of which shrinks the
-error to a small fraction of the previous one before the last rounding.
+their correctly rounded operations. The quotient: the driver's reciprocal
+refined by one Newton step, then two corrections by the exact residual
+``a - b q`` (exact through fma), each of which shrinks the error to a small
+fraction of the previous one before the last rounding. The root: the
+driver's reciprocal root, one coupled Newton step for the root and half its
+reciprocal, and one correction by the exact residual ``x - s s``.
 
 The corrections need the residuals exact and every intermediate normal:
 operands beyond ``2**-60 .. 2**60`` (division) or ``2**-100 .. 2**100``
-(square root), infinities and NaNs (and zero divisors) take a branch to
-the float64 computation, which user data almost never takes.
+(square root), infinities and NaNs (zero divisors, and zero roots) take a
+branch to the float64 computation, which user data seldom takes.
 
 Only for targets whose ``Fma`` rounds once (``Target.fused_fma``): an
 emulated fma is neither exact enough nor cheap.
@@ -51,18 +53,30 @@ def divide(m, a, b):
     return m.branch(fast, corrected, lambda: _in_float64(m, m.divide, a, b))
 
 
+#: The bits of 2**-100 and the count of floats from there to 2**100: the square root's
+#: ordinary range, tested by one unsigned comparison of the bits, which
+#: zeros, negatives, infinities and NaNs fail too.
+_ROOT_LOW, _ROOT_SPAN = 0x0D800000, 0x71800000 - 0x0D800000 + 1
+
+
 @operation(SQRT, "float", 1)
 def sqrt(m, x):
-    zero = x.eq(0.0)
-    fast = m.either((x >= 2.0 ** -100) & (x <= 2.0 ** 100), zero)
+    fast = (m.bits(x) - _ROOT_LOW).below(_ROOT_SPAN)
 
     def corrected():
-        # Zeros (common in user data) stay on this path: their root is
-        # themselves, whatever the steps make of them. A device that flushes
-        # subnormals takes those for zeros too: they come back as zeros.
-        s = m.approximate_sqrt(x)
-        half = 0.5 * m.approximate_divide(1.0, s)
-        s = m.fma(m.fma(-s, s, x), half, s)
-        return m.select(zero, m.copysign(0.0, x), m.fma(m.fma(-s, s, x), half, s))
+        # The driver's reciprocal root r (one instruction) gives the root
+        # x r and half its reciprocal r / 2; one coupled Newton step
+        # (Goldschmidt's) refines both, and a last correction by the exact
+        # residual x - s s rounds. Simulated exactly for every float32
+        # mantissa of both exponent parities, it is correctly rounded for
+        # every r within 64 ULP of 1 / sqrt(x) (tests/codegen/mathlib/
+        # test_exact32.py), where CUDA's shorter sequence needs r exact.
+        r = m.approximate_rsqrt(x)
+        s = x * r
+        h = 0.5 * r
+        e = m.fma(-s, h, 0.5)
+        s = m.fma(s, e, s)
+        h = m.fma(h, e, h)
+        return m.fma(m.fma(-s, s, x), h, s)
 
     return m.branch(fast, corrected, lambda: _in_float64(m, m.sqrt, x))

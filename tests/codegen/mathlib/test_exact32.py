@@ -67,6 +67,44 @@ def test_sqrt_is_correctly_rounded_over_two_binades(float32_path):
     assert np.array_equal(out, want)
 
 
+def _fma32(a, b, c):
+    """float32 ``a * b + c`` rounded once, exactly: the float64 sum of the
+    exact product and ``c``, its rounding error (two-sum), and the error's
+    sign where the float64 sum fell on a float32 midpoint."""
+    product, c = a.astype(np.float64) * b.astype(np.float64), c.astype(np.float64)
+    total = product + c
+    back = total - product
+    error = (product - (total - back)) + (c - back)
+    near = total.astype(np.float32)
+    other = np.nextafter(near, np.where(total > near, np.float32(np.inf), np.float32(-np.inf)))
+    tie = (total == (near.astype(np.float64) + other) / 2) & (error != 0)
+    return np.where(tie, np.where(error > 0, np.maximum(near, other), np.minimum(near, other)),
+                    near)
+
+
+def _root_from(x, r):
+    """The library's float32 root sequence (``exact32.sqrt``) on the
+    reciprocal root ``r``, in exact float32 arithmetic."""
+    s = (x.astype(np.float64) * r).astype(np.float32)
+    h = np.float32(0.5) * r
+    e = _fma32(-s, h, np.full_like(x, 0.5))
+    s, h = _fma32(s, e, s), _fma32(h, e, h)
+    return _fma32(_fma32(-s, s, x), h, s)
+
+
+@pytest.mark.parametrize("ulps", [0, 1, -1, 2, -2, 3, -3, 8, -8, 64, -64])
+def test_sqrt_sequence_rounds_correctly_whatever_the_drivers_reciprocal_root(ulps):
+    # Vulkan bounds InverseSqrt to 2 ULP; the sequence is checked with r
+    # that far off and beyond, on every 7th float32 of [1, 4) (the pattern
+    # repeats every two binades).
+    x = np.arange(0x3F800000, 0x40800000, 7, dtype=np.int32).view(np.float32)
+    nearest = (1.0 / np.sqrt(x.astype(np.float64))).astype(np.float32)
+    r = (nearest.view(np.int32) + ulps).view(np.float32)
+    want = np.sqrt(x.astype(np.float64)).astype(np.float32)
+    got = _root_from(x, r)
+    assert np.array_equal(got, want), x[got != want][:5]
+
+
 def test_sqrt_special_and_scaled_inputs(float32_path):
     rng = np.random.default_rng(7)
     x = np.concatenate([SPECIAL, -SPECIAL, (2.0 ** rng.uniform(-120, 127, 1 << 16)).astype(np.float32)])
@@ -105,3 +143,8 @@ def test_a_fused_target_divides_in_float32_and_others_in_float64(cache_dir):
     # The float32 path, and float64 only on its branch for rare operands.
     assert "@llvm.fma.f32" in fused.llvm_ir and "br i1" in fused.llvm_ir
     assert "@llvm.fma.f32" not in plain.llvm_ir and "fdiv double" in plain.llvm_ir
+    with config.overriding(NUMBA_VULKAN_CACHE="0"):
+        root = nv.jit(_root).compile(SIG, target=TargetDescription(fused_fma=True))
+    assert_valid_spirv(root)
+    # One driver operation: its reciprocal root.
+    assert "@llvm.spv.rsqrt.f32" in root.llvm_ir and "@llvm.sqrt.f32" not in root.llvm_ir
