@@ -48,6 +48,48 @@ def unroll_runtime():
 
 
 @contextlib.contextmanager
+def no_unroll_runtime():
+    """LLVM unrolls no loop whose trip count is known only at run time."""
+    from numba_vulkan.codegen import optimize
+
+    def wrap(original):
+        return lambda *args, **kwargs: original(*args, **{**kwargs, "unroll_runtime": False})
+    with _patched(optimize, "optimise", wrap):
+        yield
+
+
+@contextlib.contextmanager
+def unit_float32():
+    """``float32(uint64 >> 11 * 2**-53)`` (numba.cuda.random's uniform
+    float32) as one conversion of the integer to float32 and a float32
+    multiply: the same value, without the float64 multiply and conversion."""
+    import re
+    from numba_vulkan.codegen import backend
+
+    converted = re.compile(r"^\s*(%\S+) = uitofp (?:nneg )?i64 (%\S+) to double$", re.M)
+    scaled = re.compile(r"^\s*(%\S+) = fmul double (%\S+), (0x[0-9A-F]{16})$", re.M)
+    narrowed = re.compile(r"^(\s*)(%\S+) = fptrunc double (%\S+) to float$", re.M)
+
+    def rewrite(text):
+        sources = {m.group(1): m.group(2) for m in converted.finditer(text)}
+        products = {m.group(1): (m.group(2), m.group(3)) for m in scaled.finditer(text)
+                    if m.group(2) in sources and m.group(3) == "0x3CA0000000000000"}
+
+        def replace(m):
+            indent, name, value = m.groups()
+            if value not in products:
+                return m.group(0)
+            integer = sources[products[value][0]]
+            return (f"{indent}{name}.u = uitofp i64 {integer} to float\n"
+                    f"{indent}{name} = fmul float {name}.u, 0x3CA0000000000000")
+        return narrowed.sub(replace, text)
+
+    with _patched(backend, "emit", lambda original: (
+            lambda text, *args, **kwargs: original(rewrite(text), *args, **kwargs))):
+        yield
+
+
+@contextlib.contextmanager
 def or_to_add():
     """``or disjoint`` (LLVM's form of an add of disjoint bits) emitted as an add."""
     from numba_vulkan.codegen import legalize
@@ -183,6 +225,51 @@ def conversions():
         library.module.cache_clear()
 
 
+def _exact32(shape):
+    """A variant whose float32 root and quotient (``mathlib/exact32.py``)
+    take their slow path another way."""
+    @contextlib.contextmanager
+    def variant():
+        from numba_vulkan.codegen.mathlib import exact32, library
+        originals = {name: library._DEFINITIONS[name] for name in (exact32.SQRT, exact32.DIVIDE)}
+
+        def rewritten(writer):
+            def write(m, *args):
+                branch = m.branch
+                if shape == "unguarded":
+                    m.branch = lambda condition, then, otherwise: then()
+                else:
+                    # The ordinary path computed first, outside any branch;
+                    # only the slow one is conditional.
+                    def after(condition, then, otherwise):
+                        value = then()
+                        return branch(condition, lambda: value, otherwise)
+                    m.branch = after
+                try:
+                    return writer(m, *args)
+                finally:
+                    m.branch = branch
+            return write
+
+        for name, (writer, ty, arity) in originals.items():
+            library._DEFINITIONS[name] = (rewritten(writer), ty, arity)
+        library.module.cache_clear()
+        try:
+            yield
+        finally:
+            library._DEFINITIONS.update(originals)
+            library.module.cache_clear()
+    variant.__doc__ = {"unguarded": "float32 roots and quotients without their range check and "
+                                    "slow path (wrong for extreme operands: timing only).",
+                       "after": "float32 roots and quotients computed before the range check, "
+                                "which guards only the slow path."}[shape]
+    return variant
+
+
+exact32_unguarded = _exact32("unguarded")
+exact32_after = _exact32("after")
+
+
 def _tables(placement):
     @contextlib.contextmanager
     def variant():
@@ -201,11 +288,13 @@ tables_function_store = _tables("function_store")
 
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "unroll_runtime": unroll_runtime,
+            "no_unroll_runtime": no_unroll_runtime, "unit_float32": unit_float32,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
             "full_barriers": full_barriers, "no_carried": no_carried,
             "no_divconst": no_divconst, "no_divconst32": no_divconst32,
             "libclc_exact": libclc_exact, "tables_function": tables_function,
-            "conversions": conversions,
+            "conversions": conversions, "exact32_unguarded": exact32_unguarded,
+            "exact32_after": exact32_after,
             "tables_function_store": tables_function_store}
 
 
