@@ -15,7 +15,7 @@ process.
 from numba_vulkan.base import config
 from numba_vulkan.spirv import binary as spirv
 from numba_vulkan.base.errors import UnsupportedError
-from numba_vulkan.codegen import backend, barriers, carried, contract, divconst, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, tables, versioning, workarounds
+from numba_vulkan.codegen import backend, barriers, carried, contract, divconst, entrypoint, exact, fixups, half, indices, int32, legalize, libclc_link, logical, looplimit, narrow, optimize, readonly, rounding, strip, structurize, tables, unitfloat, versioning, workarounds
 from numba_vulkan.llvmir import groupops
 from numba_vulkan.llvmir import ir
 from numba_vulkan.spirv import tools as validate
@@ -145,9 +145,12 @@ def structure(job):
 
 
 def integers(job):
-    """``job.model`` computing in 32 bits what provably gives the same result."""
+    """``job.model`` computing in 32 bits what provably gives the same
+    result: integers (:mod:`~numba_vulkan.codegen.int32`) and float32s
+    drawn from integers through float64 (:mod:`~numba_vulkan.codegen.unitfloat`)."""
     int32.counters(job.model)
     int32.low_bits(job.model)
+    unitfloat.narrow(job.model)
     return job.model
 
 
