@@ -59,37 +59,6 @@ def no_unroll_runtime():
 
 
 @contextlib.contextmanager
-def unit_float32():
-    """``float32(uint64 >> 11 * 2**-53)`` (numba.cuda.random's uniform
-    float32) as one conversion of the integer to float32 and a float32
-    multiply: the same value, without the float64 multiply and conversion."""
-    import re
-    from numba_vulkan.codegen import backend
-
-    converted = re.compile(r"^\s*(%\S+) = uitofp (?:nneg )?i64 (%\S+) to double$", re.M)
-    scaled = re.compile(r"^\s*(%\S+) = fmul double (%\S+), (0x[0-9A-F]{16})$", re.M)
-    narrowed = re.compile(r"^(\s*)(%\S+) = fptrunc double (%\S+) to float$", re.M)
-
-    def rewrite(text):
-        sources = {m.group(1): m.group(2) for m in converted.finditer(text)}
-        products = {m.group(1): (m.group(2), m.group(3)) for m in scaled.finditer(text)
-                    if m.group(2) in sources and m.group(3) == "0x3CA0000000000000"}
-
-        def replace(m):
-            indent, name, value = m.groups()
-            if value not in products:
-                return m.group(0)
-            integer = sources[products[value][0]]
-            return (f"{indent}{name}.u = uitofp i64 {integer} to float\n"
-                    f"{indent}{name} = fmul float {name}.u, 0x3CA0000000000000")
-        return narrowed.sub(replace, text)
-
-    with _patched(backend, "emit", lambda original: (
-            lambda text, *args, **kwargs: original(rewrite(text), *args, **kwargs))):
-        yield
-
-
-@contextlib.contextmanager
 def or_to_add():
     """``or disjoint`` (LLVM's form of an add of disjoint bits) emitted as an add."""
     from numba_vulkan.codegen import legalize
@@ -238,6 +207,20 @@ def _exact32(shape):
                 branch = m.branch
                 if shape == "unguarded":
                     m.branch = lambda condition, then, otherwise: then()
+                elif shape == "vote":
+                    # A branch on whether every invocation of the subgroup
+                    # is in range (uniform: no reconvergence to prepare),
+                    # each invocation choosing its own result otherwise.
+                    from llvmlite import ir
+                    from numba_vulkan.llvmir import groupops
+                    from numba_vulkan.spirv import opcodes as spv
+
+                    def vote(condition, then, otherwise):
+                        every = type(condition)(m, groupops.call(
+                            m.b, spv.OpGroupNonUniformAll, ir.IntType(1), [condition.v]))
+                        return branch(every, then,
+                                      lambda: m.select(condition, then(), otherwise()))
+                    m.branch = vote
                 else:
                     # The ordinary path computed first, outside any branch;
                     # only the slow one is conditional.
@@ -262,12 +245,15 @@ def _exact32(shape):
     variant.__doc__ = {"unguarded": "float32 roots and quotients without their range check and "
                                     "slow path (wrong for extreme operands: timing only).",
                        "after": "float32 roots and quotients computed before the range check, "
-                                "which guards only the slow path."}[shape]
+                                "which guards only the slow path.",
+                       "vote": "float32 roots and quotients branch on whether every invocation "
+                               "of the subgroup is in range (subgroup vote)."}[shape]
     return variant
 
 
 exact32_unguarded = _exact32("unguarded")
 exact32_after = _exact32("after")
+exact32_vote = _exact32("vote")
 
 
 def _tables(placement):
@@ -288,13 +274,13 @@ tables_function_store = _tables("function_store")
 
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "unroll_runtime": unroll_runtime,
-            "no_unroll_runtime": no_unroll_runtime, "unit_float32": unit_float32,
+            "no_unroll_runtime": no_unroll_runtime,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
             "full_barriers": full_barriers, "no_carried": no_carried,
             "no_divconst": no_divconst, "no_divconst32": no_divconst32,
             "libclc_exact": libclc_exact, "tables_function": tables_function,
             "conversions": conversions, "exact32_unguarded": exact32_unguarded,
-            "exact32_after": exact32_after,
+            "exact32_after": exact32_after, "exact32_vote": exact32_vote,
             "tables_function_store": tables_function_store}
 
 
