@@ -174,42 +174,46 @@ DRIVER_FUNCTIONS = {libclc.mangled(name, *"f" * arity): f"llvm.{name}.f32"
 _INEXACT = frozenset(("arcp", "afn", "fast"))
 
 
-def _exact_operations(module):
-    """Replace the kernel's float32 divisions and square roots with the
-    library's correctly rounded ones (:mod:`numba_vulkan.codegen.mathlib.exact32`),
-    in place; return the library names called."""
-    from numba_vulkan.codegen.mathlib import exact32
-    called = set()
+def _exact_operations(module, float32=True, float64=False):
+    """Replace the kernel's float32 divisions and square roots (with
+    ``float32``) and float64 square roots (with ``float64``) with the
+    library's correctly rounded ones (:mod:`numba_vulkan.codegen.mathlib.exact32`,
+    :mod:`~numba_vulkan.codegen.mathlib.exact64`), in place; return the
+    library names called."""
+    from numba_vulkan.codegen.mathlib import exact32, exact64
+    called = {}
 
     def replaced(inst):
         if inst.name is None or _INEXACT & set(inst.flags):
             return inst
-        if inst.opcode == "fdiv" and inst.type is None and inst.operands[0].type == "float" \
-                and not _is_constant(inst.operands[1].value):
-            name, args = exact32.DIVIDE, inst.operands
-        elif inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32":
-            name, args = exact32.SQRT, inst.operands
+        if float32 and inst.opcode == "fdiv" and inst.type is None \
+                and inst.operands[0].type == "float" and not _is_constant(inst.operands[1].value):
+            name, ty, args = exact32.DIVIDE, "float", inst.operands
+        elif float32 and inst.opcode == "call" and inst.callee == "@llvm.sqrt.f32":
+            name, ty, args = exact32.SQRT, "float", inst.operands
+        elif float64 and inst.opcode == "call" and inst.callee == "@llvm.sqrt.f64":
+            name, ty, args = exact64.SQRT, "double", inst.operands
         else:
             return inst
-        called.add(name)
-        values = ", ".join(f"float {a.value}" for a in args)
-        return ir.instruction(f'{inst.name} = call float @"{mathlib.symbol(name)}"({values})')
+        called[name] = (ty, len(args))
+        values = ", ".join(f"{ty} {a.value}" for a in args)
+        return ir.instruction(f'{inst.name} = call {ty} @"{mathlib.symbol(name)}"({values})')
 
     for function in module.functions:
         for block in function.blocks or ():
             block.instructions = [replaced(inst) for inst in block.instructions]
-    for name in sorted(called):
-        params = ", ".join(["float"] * (2 if name == exact32.DIVIDE else 1))
+    for name, (ty, arity) in sorted(called.items()):
+        params = ", ".join([ty] * arity)
         module.items.append(ir.parse(
-            f'declare float @"{mathlib.symbol(name)}"({params})').items[0])
-    return called
+            f'declare {ty} @"{mathlib.symbol(name)}"({params})').items[0])
+    return set(called)
 
 
 def _is_constant(value):
     return not str(value).startswith("%")
 
 
-def link(module, approximate=False, exact_float32=False):
+def link(module, approximate=False, exact_float32=False, exact_float64=False):
     """Point the math calls of a kernel's module at our math library
     (:mod:`numba_vulkan.codegen.mathlib`) and, for what it lacks, libclc.
 
@@ -220,6 +224,8 @@ def link(module, approximate=False, exact_float32=False):
             the float32 functions of :data:`DRIVER_FUNCTIONS` are the driver's.
         exact_float32: Whether the kernel's float32 divisions and square
             roots are to be correctly rounded (the library's, in float32).
+        exact_float64: Whether the kernel's float64 square roots are the
+            library's (correctly rounded, as the driver's, but faster).
 
     Returns:
         Module texts: Numba's C helpers, the library's and libclc's
@@ -260,8 +266,8 @@ def link(module, approximate=False, exact_float32=False):
         if fn.startswith("_Z4fmod"):
             ty = "float" if fn.endswith("f") else "double"
             module.items.append(ir.parse(f"declare {ty} @{fn}({ty}, {ty})").items[0])
-    if exact_float32:
-        own |= _exact_operations(module)
+    if exact_float32 or exact_float64:
+        own |= _exact_operations(module, float32=exact_float32, float64=exact_float64)
     out = [str(module)]
     for name in sorted(helpers):
         helper, names = _HELPERS[name]

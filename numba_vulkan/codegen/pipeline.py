@@ -43,6 +43,15 @@ def _float32_operations(job):
     return _exact_float32(job) and job.target.fused_fma
 
 
+def _float64_operations(job):
+    """Whether the kernel's float64 square roots are the math library's
+    (:mod:`numba_vulkan.codegen.mathlib.exact64`): where the target has
+    float64 and its ``Fma`` rounds once, unless the kernel's fast-math flags
+    let them be inexact; elsewhere they are the driver's."""
+    return ("float64" not in job.target.narrowed and job.target.fused_fma
+            and exact.rounds_correctly(job.fastmath))
+
+
 def _machine(job):
     if job.machine is None:
         job.machine = optimize.target_machine(job.target.triple)
@@ -61,7 +70,8 @@ def link(job):
         job.fastmath = exact.fast_math_flags(kernel)
     entrypoint.constant_local_size(kernel, job.threads)
     texts = libclc_link.link(kernel, approximate=exact.uses_driver_functions(job.fastmath),
-                             exact_float32=_float32_operations(job))
+                             exact_float32=_float32_operations(job),
+                             exact_float64=_float64_operations(job))
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)

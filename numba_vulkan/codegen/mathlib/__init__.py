@@ -16,7 +16,7 @@ libclc's place.
 """
 
 from numba_vulkan.codegen.mathlib import (  # noqa: F401  (they register)
-    atan, exact32, exp32, exp64, hyperbolic, special32, special64, trig, trig32)
+    atan, exact32, exact64, exp32, exp64, hyperbolic, special32, special64, trig, trig32)
 from numba_vulkan.codegen.mathlib.library import module, provides, symbol
 
 __all__ = ["module", "provides", "symbol"]
