@@ -254,6 +254,47 @@ def _exact32(shape):
 exact32_unguarded = _exact32("unguarded")
 exact32_after = _exact32("after")
 exact32_vote = _exact32("vote")
+@contextlib.contextmanager
+def _library_writer(name, writer, **globals_):
+    """The math library's function ``name`` written by ``writer``, and the
+    module globals of its writer's module ``globals_`` replaced, while
+    kernels compile."""
+    import sys
+    from numba_vulkan.codegen.mathlib import library
+    original = library._DEFINITIONS[name]
+    module = sys.modules[original[0].__module__]
+    saved = {key: getattr(module, key) for key in globals_}
+    library._DEFINITIONS[name] = (writer or original[0],) + original[1:]
+    for key, value in globals_.items():
+        setattr(module, key, value)
+    library.module.cache_clear()
+    try:
+        yield
+    finally:
+        library._DEFINITIONS[name] = original
+        for key, value in saved.items():
+            setattr(module, key, value)
+        library.module.cache_clear()
+
+
+def driver_sqrt64():
+    """float64 ``math.sqrt`` as the driver's ``Sqrt``, not the library's
+    (``codegen/mathlib/exact64.py``; what was shipped before it)."""
+    from numba_vulkan.codegen.mathlib import exact64
+    return _library_writer(exact64.SQRT, lambda m, x: m.sqrt(x))
+
+
+def sqrt64_convert():
+    """The library's float64 square root seeded by conversions (float64 to
+    float32, ``InverseSqrt``, back to float64) instead of integer operations
+    on the high word; for ``x`` within ``2**-120 .. 2**120``."""
+    from numba_vulkan.codegen.mathlib import exact64
+    from numba_vulkan.codegen.mathlib.dsl import F32, F64
+
+    def rsqrt_seed(m, x, hi):
+        return m.convert(m.approximate_rsqrt(m.convert(x, F32)), F64)
+    return _library_writer(exact64.SQRT, None, rsqrt_seed=rsqrt_seed,
+                           _LOW=(1023 - 120) << 20, _HIGH=(1023 + 120) << 20)
 
 
 def _tables(placement):
@@ -281,6 +322,7 @@ VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "libclc_exact": libclc_exact, "tables_function": tables_function,
             "conversions": conversions, "exact32_unguarded": exact32_unguarded,
             "exact32_after": exact32_after, "exact32_vote": exact32_vote,
+            "driver_sqrt64": driver_sqrt64, "sqrt64_convert": sqrt64_convert,
             "tables_function_store": tables_function_store}
 
 

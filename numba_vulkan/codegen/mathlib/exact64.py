@@ -12,10 +12,10 @@ fused multiply-adds, and then rounded correctly by an exact test:
    the exponent ``x`` needs, is ``r``, ``1/sqrt(x)`` within ``2**-19.6``.
    Integer operations only: conversions between float32 and float64 run
    at a quarter of the float64 rate on NVIDIA's GPUs.
-2. ``r`` has 21 significant bits, so ``r * r / 2`` is exact, and
-   ``t = 1/2 - x r**2 / 2`` is (one fma) within ``2**-73`` of exact:
-   ``sqrt(x) = x r (1 - 2t)**-1/2 = x r (1 + t + 3/2 t**2 + 5/2 t**3 ...)``.
-   ``s = fma(x, r, x r t (1 + 3/2 t))`` adds the correction to the exact
+2. ``r`` has 21 significant bits, so ``r * r`` is exact, and
+   ``t = 1 - x r**2`` is (one fma) within ``2**-72`` of exact:
+   ``sqrt(x) = x r (1 - t)**-1/2 = x r (1 + t/2 + 3/8 t**2 + 5/16 t**3 ...)``.
+   ``s = fma(x, r, x r t (1/2 + 3/8 t))`` adds the correction to the exact
    product ``x r``: ``s`` is within ``0.5 + 0.04`` ULP of ``sqrt(x)``.
 3. ``s`` is then the correctly rounded root or one of its neighbours;
    which one follows from the signs of ``x - s next(s)`` and
@@ -55,8 +55,8 @@ def _from_high_word(m, hi):
 
 
 def rsqrt_seed(m, x, hi):
-    """``1/sqrt(x)`` within ``2**-19.6`` with 21 significant bits, and half of
-    it, for ``x`` positive and normal (``hi`` its high word)."""
+    """``1/sqrt(x)`` within ``2**-19.6`` with 21 significant bits, for ``x``
+    positive and normal (``hi`` its high word)."""
     # f = x 2**-2j in [0.5, 2): the exponent's low bit and the top 20 bits
     # of the significand, below a float32 exponent of 126.
     f = m.from_bits(((hi << 3) & 0x00FFFFFF) | 0x3F000000, F32)
@@ -65,7 +65,7 @@ def rsqrt_seed(m, x, hi):
     # biased exponent E: the float32 exponent rebiased by 1023 - 127, the
     # significand's top 20 bits.
     top = (rb >> 3) + (((1023 - 127) + 511) << 20) - ((hi >> 1) & 0x3FF00000)
-    return _from_high_word(m, top), _from_high_word(m, top - (1 << 20))
+    return _from_high_word(m, top)
 
 
 @operation(SQRT, "double", 1)
@@ -74,9 +74,9 @@ def sqrt(m, x):
     fast = (hi >= _LOW) & (hi < _HIGH)
 
     def corrected():
-        r, half = rsqrt_seed(m, x, hi)
-        t = m.fma(-x, r * half, 0.5)
-        s = m.fma(x, r, (x * r) * t * m.fma(t, 1.5, 1.0))
+        r = rsqrt_seed(m, x, hi)
+        t = m.fma(-x, r * r, 1.0)
+        s = m.fma(x, r, (x * r) * t * m.fma(t, 0.375, 0.5))
         bits = m.bits(s)
         up, down = m.from_bits(bits + 1), m.from_bits(bits - 1)
         rounded = m.select(m.fma(-s, up, x) > 0.0, up, s)
