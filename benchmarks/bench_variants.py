@@ -254,6 +254,8 @@ def _exact32(shape):
 exact32_unguarded = _exact32("unguarded")
 exact32_after = _exact32("after")
 exact32_vote = _exact32("vote")
+
+
 @contextlib.contextmanager
 def _library_writer(name, writer, **globals_):
     """The math library's function ``name`` written by ``writer``, and the
@@ -284,17 +286,35 @@ def driver_sqrt64():
     return _library_writer(exact64.SQRT, lambda m, x: m.sqrt(x))
 
 
+def _sqrt64_seed(rsqrt_seed):
+    from numba_vulkan.codegen.mathlib import exact64
+    # x within float32's normal range, its root's reciprocal too.
+    return _library_writer(exact64.SQRT, None, rsqrt_seed=rsqrt_seed,
+                           _LOW=(1023 - 120) << 20, _HIGH=(1023 + 120) << 20)
+
+
 def sqrt64_convert():
     """The library's float64 square root seeded by conversions (float64 to
     float32, ``InverseSqrt``, back to float64) instead of integer operations
-    on the high word; for ``x`` within ``2**-120 .. 2**120``."""
-    from numba_vulkan.codegen.mathlib import exact64
+    on the high word; ``x`` beyond ``2**-120 .. 2**120`` the driver's."""
     from numba_vulkan.codegen.mathlib.dsl import F32, F64
 
     def rsqrt_seed(m, x, hi):
         return m.convert(m.approximate_rsqrt(m.convert(x, F32)), F64)
-    return _library_writer(exact64.SQRT, None, rsqrt_seed=rsqrt_seed,
-                           _LOW=(1023 - 120) << 20, _HIGH=(1023 + 120) << 20)
+    return _sqrt64_seed(rsqrt_seed)
+
+
+def sqrt64_narrow():
+    """The library's float64 square root seeded by one conversion (float64
+    to float32, ``InverseSqrt``) and the float64 built from its bits by
+    integer operations; ``x`` beyond ``2**-120 .. 2**120`` the driver's."""
+    from numba_vulkan.codegen.mathlib import exact64
+    from numba_vulkan.codegen.mathlib.dsl import F32
+
+    def rsqrt_seed(m, x, hi):
+        rb = m.bits(m.approximate_rsqrt(m.convert(x, F32)))
+        return exact64._from_high_word(m, (rb >> 3) + ((1023 - 127) << 20))
+    return _sqrt64_seed(rsqrt_seed)
 
 
 def _tables(placement):
@@ -323,6 +343,7 @@ VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "conversions": conversions, "exact32_unguarded": exact32_unguarded,
             "exact32_after": exact32_after, "exact32_vote": exact32_vote,
             "driver_sqrt64": driver_sqrt64, "sqrt64_convert": sqrt64_convert,
+            "sqrt64_narrow": sqrt64_narrow,
             "tables_function_store": tables_function_store}
 
 

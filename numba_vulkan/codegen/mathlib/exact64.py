@@ -4,7 +4,7 @@ reciprocal square root.
 The driver's float64 ``Sqrt`` (which Vulkan lets be inexact) is slow: an
 H200 took 1.75 times numba-cuda's ``sqrt.rn.f64``. Here the root is
 computed as GPU libraries compute it, from a float32 seed refined with
-fused multiply-adds, and then rounded correctly by an exact test:
+fused multiply-adds:
 
 1. The seed: the high word of ``x`` gives a float32 ``f`` in ``[0.5, 2)``
    with the top 20 bits of its significand and the parity of its exponent;
@@ -13,20 +13,27 @@ fused multiply-adds, and then rounded correctly by an exact test:
    Integer operations only: conversions between float32 and float64 run
    at a quarter of the float64 rate on NVIDIA's GPUs.
 2. ``r`` has 21 significant bits, so ``r * r`` is exact, and
-   ``t = 1 - x r**2`` is (one fma) within ``2**-72`` of exact:
-   ``sqrt(x) = x r (1 - t)**-1/2 = x r (1 + t/2 + 3/8 t**2 + 5/16 t**3 ...)``.
-   ``s = fma(x, r, x r t (1/2 + 3/8 t))`` adds the correction to the exact
-   product ``x r``: ``s`` is within ``0.5 + 0.04`` ULP of ``sqrt(x)``.
-3. ``s`` is then the correctly rounded root or one of its neighbours;
-   which one follows from the signs of ``x - s next(s)`` and
-   ``x - s prev(s)``, each one fma whose rounding keeps the sign of the
-   exact value: ``sqrt(x)`` is above ``(s + next(s)) / 2`` exactly when
-   ``x - s next(s) > 0`` (both ``x`` and ``s next(s)`` are multiples of
-   ``ulp(s)**2``, and the midpoint's square is ``s next(s) + ulp(s)**2 / 4``),
-   below ``(prev(s) + s) / 2`` exactly when ``x - s prev(s) <= 0``. Never
-   on a midpoint: its square has 108 significant bits.
+   ``t = 1 - x r**2`` is (one fma) within ``2**-72`` of exact;
+   ``1/sqrt(x) = r (1 - t)**-1/2 = r (1 + t/2 + 3/8 t**2 + 5/16 t**3 ...)``,
+   so ``y = r + r t (1/2 + 3/8 t)`` is ``1/sqrt(x)`` within
+   ``(1 + 2**-4.4) 2**-53`` (relative), and ``s = x y`` the root within
+   2.05 ULP.
+3. ``s + (y/2) (x - s**2)``, the residual exact but for one rounding and
+   the sum rounded once (fma), is within ``2**-50.3`` ULP of ``sqrt(x)``:
+   with ``s = sqrt(x) + e`` and ``y/2 = (1 + c)/(2 sqrt(x))``, the error is
+   ``-e (c + d) - e**2 / (2 sqrt(x))`` (``d`` the residual's rounding).
 
-The steps need ``x r**2`` and those remainders exact or of exact sign:
+So the result is the correctly rounded root except where ``sqrt(x)`` is
+within ``2**-50.3`` ULP of a midpoint between two floats. Those ``x`` are
+few and can be listed: ``x = n**2 / 4 + K/4`` in units of ``ulp(sqrt(x))**2``
+with ``n`` odd and ``|K|`` small, ``n**2 = -K`` modulo a power of two, solved
+by 2-adic square roots. ``tests/codegen/mathlib/test_exact64.py`` lists
+every one within ``2**-43`` ULP (1,458 in ``[1, 4)``; every step scales by
+``4**k`` exactly) and runs this IR on them, on the host, with every seed
+within 2 ULP of the exact ``1/sqrt(f)``: all are correctly rounded (and
+stay so with seeds up to 32 ULP off).
+
+The steps need the residual's rounding relative and the products normal:
 ``x`` outside ``2**-900 .. 2**1020`` (zeros, subnormals, infinities, NaNs,
 negative numbers and the extremes) takes a branch to the driver's
 ``Sqrt``.
@@ -76,10 +83,9 @@ def sqrt(m, x):
     def corrected():
         r = rsqrt_seed(m, x, hi)
         t = m.fma(-x, r * r, 1.0)
-        s = m.fma(x, r, (x * r) * t * m.fma(t, 0.375, 0.5))
-        bits = m.bits(s)
-        up, down = m.from_bits(bits + 1), m.from_bits(bits - 1)
-        rounded = m.select(m.fma(-s, up, x) > 0.0, up, s)
-        return m.select(m.fma(-s, down, x) <= 0.0, down, rounded)
+        y = m.fma(r * t, m.fma(t, 0.375, 0.5), r)
+        s = x * y
+        half_y = m.from_bits(m.bits(y) - (1 << 52))
+        return m.fma(m.fma(-s, s, x), half_y, s)
 
     return m.branch(fast, corrected, lambda: m.sqrt(x))
