@@ -216,3 +216,22 @@ def test_a_fused_target_takes_the_library_root_and_others_the_drivers(cache_dir)
     for other in (plain, approximate):
         assert "@llvm.spv.rsqrt.f32" not in other.llvm_ir
         assert "@llvm.sqrt.f64" in other.llvm_ir
+
+
+@pytest.mark.parametrize("variant", ["sqrt64_convert", "sqrt64_narrow", "driver_sqrt64"])
+def test_the_benchmark_variants(float64_path, variant):
+    # benchmarks/bench_variants.py's other seeds, and the driver's root.
+    from benchmarks import bench_variants
+    rng = np.random.default_rng(5)
+    x = np.concatenate([np.array(hard_cases()) * 4.0 ** rng.integers(-60, 60),
+                        np.ldexp(rng.uniform(1, 2, 4096), rng.integers(-1022, 1024, 4096))])
+    kernel = nv.jit(_root)
+    out = np.zeros_like(x)
+    with bench_variants.active(variant):
+        kernel[(x.size + 1023) // 1024, 1024](x, out)
+        fused = kernel.compile(SIG, target=TargetDescription(fused_fma=True))
+    _check(x, out, np.array([exact_sqrt(float(v)) for v in x]))
+    assert_valid_spirv(fused)
+    seeded = variant.startswith("sqrt64_")
+    assert ("InverseSqrt" in fused.disassemble()) == seeded
+    assert ("OpFConvert" in fused.disassemble()) == seeded
