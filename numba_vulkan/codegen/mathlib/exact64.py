@@ -78,7 +78,8 @@ def rsqrt_seed(m, x, hi):
 @operation(SQRT, "double", 1)
 def sqrt(m, x):
     hi = _high_word(m, x)
-    fast = (hi >= _LOW) & (hi < _HIGH)
+    # One unsigned comparison, which zeros, negatives, infinities and NaNs fail too.
+    fast = (hi - _LOW).below(_HIGH - _LOW)
 
     def corrected():
         r = rsqrt_seed(m, x, hi)
