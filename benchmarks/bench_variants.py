@@ -59,6 +59,25 @@ def no_unroll_runtime():
 
 
 @contextlib.contextmanager
+def unroll4():
+    """Loops of run-time trip counts unrolled 4 times (NVPTX's choice for
+    numba-cuda's kernels), not as many as LLVM's generic target picks."""
+    import llvmlite.binding as llvm
+    from numba_vulkan.codegen import optimize
+
+    def wrap(original):
+        def optimise(*args, **kwargs):
+            llvm.set_option("", "-unroll-count=4")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                llvm.set_option("", "-unroll-count=0")
+        return optimise
+    with _patched(optimize, "optimise", wrap):
+        yield
+
+
+@contextlib.contextmanager
 def or_to_add():
     """``or disjoint`` (LLVM's form of an add of disjoint bits) emitted as an add."""
     from numba_vulkan.codegen import legalize
@@ -335,7 +354,7 @@ tables_function_store = _tables("function_store")
 
 VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "unfused": unfused, "unroll_runtime": unroll_runtime,
-            "no_unroll_runtime": no_unroll_runtime,
+            "no_unroll_runtime": no_unroll_runtime, "unroll4": unroll4,
             "or_to_add": or_to_add, "inexact_float32": inexact_float32, "contract": contract,
             "full_barriers": full_barriers, "no_carried": no_carried,
             "no_divconst": no_divconst, "no_divconst32": no_divconst32,
