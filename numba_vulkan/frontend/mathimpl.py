@@ -185,7 +185,7 @@ def ufunc_info(ufunc):
 # step within a few ULP of the true value: below 10 it is a product of exact
 # factors kept in double-double, times gamma of a value in [1, 2), where
 # exp(lgamma) is accurate because lgamma is small there; from 10 on it is
-# Stirling's formula with the power and the exponential from libclc, which
+# Stirling's formula with the power and the exponential of the math library, which
 # are accurate to an ULP; negative arguments use the reflection formula.
 # float32 gamma and lgamma are the float64 ones, rounded. No loops: lavapipe counts loop
 # trips against one budget per invocation (docs/limitations.md).

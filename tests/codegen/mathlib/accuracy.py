@@ -137,9 +137,10 @@ def run(name, dtype, columns):
     return out
 
 
-def errors(name, dtype, columns, got):
-    """Error of each result in ULPs of the exact value; 0 where both are
-    the same NaN class, infinity or zero sign; inf where the classes differ."""
+def errors(name, dtype, columns, got, digits=40):
+    """Error of each result in ULPs of the exact value (float64: mpmath's at
+    ``digits`` significant digits); 0 where both are the same NaN class,
+    infinity or zero sign; inf where the classes differ."""
     numpy_ref, mp_ref = FUNCTIONS[name][1], FUNCTIONS[name][2]
     if dtype == np.float32:
         error = _float32_errors(name, columns, got)
@@ -149,7 +150,7 @@ def errors(name, dtype, columns, got):
         flushed = [np.where(np.abs(c) < np.finfo(np.float32).tiny, np.copysign(0, c), c)
                    .astype(np.float32) for c in columns]
         return np.minimum(error, _float32_errors(name, flushed, got))
-    mp.mp.dps = 40
+    mp.mp.dps = digits
     out = np.empty(got.size)
     for k in range(got.size):
         args = [float(c[k]) for c in columns]
