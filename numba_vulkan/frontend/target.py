@@ -23,6 +23,7 @@ from numba.core.descriptors import TargetDescriptor
 from numba.core.dispatcher import Dispatcher
 from numba.core.errors import TypingError
 from numba.core.target_extension import CUDA, dispatcher_registry, jit_registry, target_registry
+from numba.core.typing.typeof import typeof_impl
 
 from numba_vulkan.base import jitoptions
 
@@ -53,15 +54,33 @@ def _numba_cuda_own(value):
     return module == "numba.cuda" or module.startswith("numba.cuda.")
 
 
+#: The types of modules and Python functions, of functions written in C
+#: (``len``, ``math.sqrt``), the modules of the latter that the typing
+#: context finds by their templates, and typeof's implementation for
+#: anything it does not know.
+_PLAIN_GLOBALS = (type(functools), type(lambda: None))
+_BUILTIN_FUNCTION = type(len)
+_BUILTIN_MODULES = frozenset(("builtins", "math", "cmath", "operator", "_operator"))
+_TYPEOF_ANY = typeof_impl.dispatch(object)
+
+
 class VulkanTypingContext(typing.Context):
     """Numba's CPU typing plus the kernel API (``global_id``, ``shared``, ...)."""
 
     def load_additional_registries(self):
+        # Numba's CPU typing (typing.Context's registries), less
+        # numba.core.typing.cffi_utils's: typing ``ffi.from_buffer`` of a
+        # cffi module on the host, which a kernel cannot call, and importing
+        # it makes a cffi.FFI, which loads pycparser (15 ms of a process's
+        # first compile).
+        from numba.core.typing import (cmathdecl, dictdecl, enumdecl, listdecl, mathdecl,
+                                       npydecl, setdecl)
         from numba_vulkan.frontend import fp16
         from numba_vulkan.frontend import mathimpl
         from numba_vulkan.frontend import stubs
         from numba_vulkan.frontend import subgroups
-        super().load_additional_registries()
+        for module in (cmathdecl, enumdecl, listdecl, mathdecl, npydecl, setdecl, dictdecl):
+            self.install_registry(module.registry)
         self.install_registry(stubs.typing_registry)
         self.install_registry(fp16.typing_registry)
         self.install_registry(mathimpl.typing_registry)
@@ -83,6 +102,19 @@ class VulkanTypingContext(typing.Context):
             # has no type for a builtin class and Numba falls back to the
             # global's template, but first imports numba.typed to rule out
             # its Dict, List and Set (20 ms of a process's first compile).
+            resolved = self._get_global_type(val)
+            if resolved is not None:
+                return resolved
+        elif (type(val) in _PLAIN_GLOBALS or type(val) is _BUILTIN_FUNCTION
+              and val.__module__ in _BUILTIN_MODULES) \
+                and typeof_impl.dispatch(type(val)) is _TYPEOF_ANY \
+                and not hasattr(val, "_numba_type_"):
+            # Modules (``nv``, ``math``), the kernel API's functions
+            # (``nv.global_id``), ``len``, ``math.sqrt``: typeof has no type
+            # for them either (no buffer, no ``_numba_type_``, not a function
+            # of a cffi module) and Numba falls back to the global's
+            # template or module type, but first imports
+            # numba.core.typing.cffi_utils to ask cffi (15 ms, see above).
             resolved = self._get_global_type(val)
             if resolved is not None:
                 return resolved

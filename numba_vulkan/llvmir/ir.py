@@ -43,6 +43,8 @@ finds that very instruction). Passes build new instructions from text with
 model prints it as LLVM IR.
 """
 
+import functools
+import re
 from dataclasses import dataclass, field
 
 #: Opcodes whose text is ``op FLAGS OPERAND to TYPE``.
@@ -62,6 +64,22 @@ def tokens(text):
     """Split ``text`` into words and commas; a bracketed group (with what
     precedes it up to a space, as in ``addrspace(3)``) or a quoted string
     is one word. A ``;`` outside quotes ends the text."""
+    if '"' not in text and ";" not in text and "\t" not in text and "\n" not in text:
+        # Most lines: one regular expression (in C) finds the words, and
+        # its answer is the loop's below wherever what it left out is
+        # spaces only: then every bracket of the text is in a group it
+        # matched, none deeper than it reads, so that no depth goes below
+        # zero and the words are the text's runs between spaces and
+        # commas outside brackets.
+        found = _WORDS.findall(text)
+        kept = "".join(found)
+        if len(text) - len(kept) == text.count(" ") - kept.count(" "):
+            return found
+    return _tokens(text)
+
+
+def _tokens(text):
+    """:func:`tokens`, a piece at a time."""
     # The text is cut at its spaces (in C) and the pieces are put back
     # together inside brackets and quotes; only pieces with a quote, a
     # comment, a tab or an inner comma are read character by character.
@@ -117,6 +135,21 @@ def tokens(text):
     _flush(parts, out)
     return out
 
+
+def _nested_groups(levels):
+    """A regular expression of a bracketed group (any opening bracket, any
+    closing one, as :func:`_bracket_balance` counts them) with groups
+    inside it ``levels - 1`` deep."""
+    # Unrolled (text, then group and text again), so that an unclosed
+    # bracket fails in time linear in the text, not exponential.
+    group = r"[([{<][^()\[\]{}<>]*[)\]}>]"
+    for _ in range(levels - 1):
+        group = r"[([{<][^()\[\]{}<>]*(?:" + group + r"[^()\[\]{}<>]*)*[)\]}>]"
+    return group
+
+
+#: A word of :func:`tokens` (brackets nested up to 8 deep), or a comma.
+_WORDS = re.compile(r"(?:[^ ,()\[\]{}<>]+|" + _nested_groups(8) + r")+|,")
 
 #: Deleting what only the slow path of tokens() reads, and brackets.
 _PLAIN = str.maketrans("", "", '";\t\n')
@@ -498,7 +531,7 @@ class Function:
 
     @property
     def name(self):
-        return next(w for w in tokens(self.header) if w.startswith("@")).partition("(")[0]
+        return _function_name(self.header)
 
     def instructions(self):
         """Every instruction, in block order."""
@@ -509,6 +542,13 @@ class Function:
         if self.blocks is None:
             return self.header
         return "\n".join([self.header + " {"] + [str(b) for b in self.blocks] + ["}"])
+
+
+@functools.lru_cache(maxsize=4096)
+def _function_name(header):
+    """The ``@name`` a ``define`` or ``declare`` line defines: passes ask for
+    it once per instruction they rewrite."""
+    return next(w for w in tokens(header) if w.startswith("@")).partition("(")[0]
 
 
 @dataclass(eq=False)
