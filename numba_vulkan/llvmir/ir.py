@@ -64,16 +64,21 @@ def tokens(text):
     """Split ``text`` into words and commas; a bracketed group (with what
     precedes it up to a space, as in ``addrspace(3)``) or a quoted string
     is one word. A ``;`` outside quotes ends the text."""
-    if '"' not in text and ";" not in text and "\t" not in text and "\n" not in text:
+    if "\t" not in text and "\n" not in text and (
+            '"' not in text or text.count('"') % 2 == 0 and not _QUOTED_SPECIAL.search(text)):
         # Most lines: one regular expression (in C) finds the words, and
         # its answer is the loop's below wherever what it left out is
         # spaces only: then every bracket of the text is in a group it
         # matched, none deeper than it reads, so that no depth goes below
         # zero and the words are the text's runs between spaces and
-        # commas outside brackets.
-        found = _WORDS.findall(text)
+        # commas outside brackets. Quoted strings without a space, comma,
+        # bracket or ``;`` in them are letters of a word to both; a ``;``
+        # is then outside quotes, and outside brackets where the text
+        # before it passes.
+        head = text.partition(";")[0] if ";" in text else text
+        found = _WORDS.findall(head)
         kept = "".join(found)
-        if len(text) - len(kept) == text.count(" ") - kept.count(" "):
+        if len(head) - len(kept) == head.count(" ") - kept.count(" "):
             return found
     return _tokens(text)
 
@@ -147,6 +152,9 @@ def _nested_groups(levels):
         group = r"[([{<][^()\[\]{}<>]*(?:" + group + r"[^()\[\]{}<>]*)*[)\]}>]"
     return group
 
+
+#: Two quotes with what separates words of :func:`tokens` between them.
+_QUOTED_SPECIAL = re.compile(r'"[^"]*[ ,;()\[\]{}<>\t\n][^"]*"')
 
 #: A word of :func:`tokens` (brackets nested up to 8 deep), or a comma.
 _WORDS = re.compile(r"(?:[^ ,()\[\]{}<>]+|" + _nested_groups(8) + r")+|,")
