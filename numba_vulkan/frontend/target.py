@@ -230,10 +230,12 @@ class VulkanTargetContext(BaseContext):
         refreshes this context before it registers its lowering (Numba's
         ``_get_target_registry``), which refreshes the typing context again,
         which installs the next template there: about 150 refreshes deep the
-        first time, 12 ms of a process's first compile. One that comes while
+        first time (12 ms of a process's first compile). One that comes while
         another runs only asks it to go round once more: templates are
         installed in the same order, each finds the builtin registry already
-        installed here, and their lowerings are installed by the next round.
+        installed here, and their lowerings are installed by the next round
+        (5 ms less). Numba's compiler refreshes both contexts before each
+        compile, under its lock, as ``contexts()`` does.
         """
         if self._refreshing:
             self._refresh_again = True
