@@ -478,17 +478,21 @@ _PARSED_LIMIT = 200_000
 def instruction(text):
     """Parse one instruction: ``[%name = ] opcode ...``."""
     frozen = _parsed.get(text)
-    if frozen is None:
-        if len(_parsed) >= _PARSED_LIMIT:
-            _parsed.clear()
-        frozen = _parsed[text] = _freeze(_parse_instruction(text))
-    return _thaw(frozen)
+    if frozen is not None:
+        return _thaw(frozen)
+    if len(_parsed) >= _PARSED_LIMIT:
+        _parsed.clear()
+    # Nothing else holds what was just parsed: it is the caller's, as a
+    # copy built from its frozen form would be.
+    inst = _parse_instruction(text)
+    _parsed[text] = _freeze(inst)
+    return inst
 
 
 def _freeze(inst):
     """``inst`` as nested tuples; a tuple value is a constant expression."""
-    return (inst.opcode, tuple((o.type, _freeze(o.value) if isinstance(o.value, Instruction)
-                                else o.value, o.attrs) for o in inst.operands),
+    return (inst.opcode, tuple([(o.type, _freeze(o.value) if isinstance(o.value, Instruction)
+                                 else o.value, o.attrs) for o in inst.operands]),
             inst.name, tuple(inst.flags), inst.type, inst.tail, inst.prefix, inst.callee,
             tuple(inst.labels))
 
