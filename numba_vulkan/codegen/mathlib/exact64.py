@@ -1,17 +1,23 @@
 """float64 square root, correctly rounded, from the driver's float32
 reciprocal square root.
 
-The driver's float64 ``Sqrt`` (which Vulkan lets be inexact) is slow: an
-H200 took 1.75 times numba-cuda's ``sqrt.rn.f64``. Here the root is
-computed as GPU libraries compute it, from a float32 seed refined with
-fused multiply-adds:
+The driver's float64 ``Sqrt`` (which Vulkan lets be inexact) is slow. Here
+the root is computed as GPU libraries compute it, from a float32 seed
+refined with fused multiply-adds. On an H200 (device time of the
+``sqrt_f64`` math kernel, ms, one process: ``python
+benchmarks/bench_variants.py --only sqrt_f64 --variants
+driver_sqrt64,sqrt64_convert,sqrt64_integer``): this root 0.286,
+numba-cuda's ``sqrt.rn.f64`` 0.285, the driver's ``Sqrt`` 0.499; seeded by
+two conversions (``sqrt64_convert``) 0.289, by integer operations on the
+high word only (``sqrt64_integer``, which reached ``2**-900 .. 2**1020``)
+0.326: the GPU is issue-bound here, and the conversion saves integer
+operations.
 
-1. The seed: the high word of ``x`` gives a float32 ``f`` in ``[0.5, 2)``
-   with the top 20 bits of its significand and the parity of its exponent;
-   the driver's ``InverseSqrt`` of ``f`` (2 ULP), cut to 20 bits and given
-   the exponent ``x`` needs, is ``r``, ``1/sqrt(x)`` within ``2**-19.6``.
-   Integer operations only: conversions between float32 and float64 run
-   at a quarter of the float64 rate on NVIDIA's GPUs.
+1. The seed: ``x`` converted to float32 (one conversion), the driver's
+   ``InverseSqrt`` of that (2 ULP), and the float64 built from its bits
+   by integer operations (its exponent rebiased, the significand cut to
+   20 bits, the low word zero) is ``r``, ``1/sqrt(x)`` within
+   ``2**-19.6``.
 2. ``r`` has 21 significant bits, so ``r * r`` is exact, and
    ``t = 1 - x r**2`` is (one fma) within ``2**-72`` of exact;
    ``1/sqrt(x) = r (1 - t)**-1/2 = r (1 + t/2 + 3/8 t**2 + 5/16 t**3 ...)``,
@@ -28,13 +34,14 @@ within ``2**-50.3`` ULP of a midpoint between two floats. Those ``x`` are
 few and can be listed: ``x = n**2 / 4 + K/4`` in units of ``ulp(sqrt(x))**2``
 with ``n`` odd and ``|K|`` small, ``n**2 = -K`` modulo a power of two, solved
 by 2-adic square roots. ``tests/codegen/mathlib/test_exact64.py`` lists
-every one within ``2**-43`` ULP (1,458 in ``[1, 4)``; every step scales by
-``4**k`` exactly) and runs this IR on them, on the host, with every seed
-within 2 ULP of the exact ``1/sqrt(f)``: all are correctly rounded (and
+every one within ``2**-43`` ULP (1,458 in ``[1, 4)``; every step, the
+float32 conversion too, scales by ``4**k`` exactly) and runs this IR on
+them, on the host, with every seed within 2 ULP of the exact
+``1/sqrt(f)`` (``f`` the float32 of ``x``): all are correctly rounded (and
 stay so with seeds up to 32 ULP off).
 
-The steps need the residual's rounding relative and the products normal:
-``x`` outside ``2**-900 .. 2**1020`` (zeros, subnormals, infinities, NaNs,
+The seed needs ``x`` and its root's reciprocal normal float32 numbers:
+``x`` outside ``2**-120 .. 2**120`` (zeros, subnormals, infinities, NaNs,
 negative numbers and the extremes) takes a branch to the driver's
 ``Sqrt``.
 
@@ -48,8 +55,8 @@ from numba_vulkan.codegen.mathlib.library import operation
 #: The name the linker calls in place of ``llvm.sqrt.f64``.
 SQRT = "sqrt.f64"
 
-#: The high words of ``2**-900`` and ``2**1020``: the fast path's range.
-_LOW, _HIGH = (1023 - 900) << 20, (1023 + 1020) << 20
+#: The high words of ``2**-120`` and ``2**120``: the fast path's range.
+_LOW, _HIGH = (1023 - 120) << 20, (1023 + 120) << 20
 
 
 def _high_word(m, x):
@@ -61,18 +68,18 @@ def _from_high_word(m, hi):
     return m.from_bits(m.extend(hi, I64) << 32, F64)
 
 
-def rsqrt_seed(m, x, hi):
+def _high_word_of_float32(bits):
+    """The high word of the float64 of the positive float32 whose bits are
+    ``bits``, its significand cut to 20 bits: a shift, and the exponent
+    rebiased from 127 to 1023 by one add."""
+    return (bits >> 3) + ((1023 - 127) << 20)
+
+
+def rsqrt_seed(m, x):
     """``1/sqrt(x)`` within ``2**-19.6`` with 21 significant bits, for ``x``
-    positive and normal (``hi`` its high word)."""
-    # f = x 2**-2j in [0.5, 2): the exponent's low bit and the top 20 bits
-    # of the significand, below a float32 exponent of 126.
-    f = m.from_bits(((hi << 3) & 0x00FFFFFF) | 0x3F000000, F32)
-    rb = m.bits(m.approximate_rsqrt(f))
-    # 1/sqrt(f) in (0.7, 1.42] times 2**-j, j = (E >> 1) - 511 for x's
-    # biased exponent E: the float32 exponent rebiased by 1023 - 127, the
-    # significand's top 20 bits.
-    top = (rb >> 3) + (((1023 - 127) + 511) << 20) - ((hi >> 1) & 0x3FF00000)
-    return _from_high_word(m, top)
+    in ``2**-120 .. 2**120``."""
+    rb = m.bits(m.approximate_rsqrt(m.convert(x, F32)))
+    return _from_high_word(m, _high_word_of_float32(rb))
 
 
 @operation(SQRT, "double", 1)
@@ -82,7 +89,7 @@ def sqrt(m, x):
     fast = (hi - _LOW).below(_HIGH - _LOW)
 
     def corrected():
-        r = rsqrt_seed(m, x, hi)
+        r = rsqrt_seed(m, x)
         t = m.fma(-x, r * r, 1.0)
         y = m.fma(r * t, m.fma(t, 0.375, 0.5), r)
         s = x * y
