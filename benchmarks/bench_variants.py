@@ -305,6 +305,13 @@ def driver_sqrt64():
     return _library_writer(exact64.SQRT, lambda m, x: m.sqrt(x))
 
 
+def driver_div64():
+    """float64 ``/`` as the driver's ``OpFDiv``, not the library's
+    (``codegen/mathlib/exact64.py``; what was shipped before it)."""
+    from numba_vulkan.codegen.mathlib import exact64
+    return _library_writer(exact64.DIVIDE, lambda m, a, b: m.divide(a, b))
+
+
 def _sqrt64_seed(rsqrt_seed, **globals_):
     from numba_vulkan.codegen.mathlib import exact64
     return _library_writer(exact64.SQRT, None, rsqrt_seed=rsqrt_seed, **globals_)
@@ -367,7 +374,7 @@ VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "conversions": conversions, "exact32_unguarded": exact32_unguarded,
             "exact32_after": exact32_after, "exact32_vote": exact32_vote,
             "driver_sqrt64": driver_sqrt64, "sqrt64_convert": sqrt64_convert,
-            "sqrt64_integer": sqrt64_integer,
+            "sqrt64_integer": sqrt64_integer, "driver_div64": driver_div64,
             "tables_function_store": tables_function_store}
 
 
