@@ -305,35 +305,47 @@ def driver_sqrt64():
     return _library_writer(exact64.SQRT, lambda m, x: m.sqrt(x))
 
 
-def _sqrt64_seed(rsqrt_seed):
+def driver_div64():
+    """float64 ``/`` as the driver's ``OpFDiv``, not the library's
+    (``codegen/mathlib/exact64.py``; what was shipped before it)."""
     from numba_vulkan.codegen.mathlib import exact64
-    # x within float32's normal range, its root's reciprocal too.
-    return _library_writer(exact64.SQRT, None, rsqrt_seed=rsqrt_seed,
-                           _LOW=(1023 - 120) << 20, _HIGH=(1023 + 120) << 20)
+    return _library_writer(exact64.DIVIDE, lambda m, a, b: m.divide(a, b))
+
+
+def _sqrt64_seed(rsqrt_seed, **globals_):
+    from numba_vulkan.codegen.mathlib import exact64
+    return _library_writer(exact64.SQRT, None, rsqrt_seed=rsqrt_seed, **globals_)
 
 
 def sqrt64_convert():
-    """The library's float64 square root seeded by conversions (float64 to
-    float32, ``InverseSqrt``, back to float64) instead of integer operations
-    on the high word; ``x`` beyond ``2**-120 .. 2**120`` the driver's."""
+    """The library's float64 square root seeded by two conversions (float64
+    to float32, ``InverseSqrt``, back to float64) instead of one and integer
+    operations on the float32's bits."""
     from numba_vulkan.codegen.mathlib.dsl import F32, F64
 
-    def rsqrt_seed(m, x, hi):
+    def rsqrt_seed(m, x):
         return m.convert(m.approximate_rsqrt(m.convert(x, F32)), F64)
     return _sqrt64_seed(rsqrt_seed)
 
 
-def sqrt64_narrow():
-    """The library's float64 square root seeded by one conversion (float64
-    to float32, ``InverseSqrt``) and the float64 built from its bits by
-    integer operations; ``x`` beyond ``2**-120 .. 2**120`` the driver's."""
+def sqrt64_integer():
+    """The library's float64 square root seeded by integer operations only:
+    a float32 in ``[0.5, 2)`` made of the high word's top 20 significand
+    bits and its exponent's parity, its ``InverseSqrt``, and the float64
+    rebuilt from that with the exponent ``x`` needs (the library's seed
+    before the conversion's, which an H200 ran slower); ``x`` in
+    ``2**-900 .. 2**1020`` takes the fast path."""
     from numba_vulkan.codegen.mathlib import exact64
     from numba_vulkan.codegen.mathlib.dsl import F32
 
-    def rsqrt_seed(m, x, hi):
-        rb = m.bits(m.approximate_rsqrt(m.convert(x, F32)))
-        return exact64._from_high_word(m, (rb >> 3) + ((1023 - 127) << 20))
-    return _sqrt64_seed(rsqrt_seed)
+    def rsqrt_seed(m, x):
+        hi = exact64._high_word(m, x)
+        f = m.from_bits(((hi << 3) & 0x00FFFFFF) | 0x3F000000, F32)
+        rb = m.bits(m.approximate_rsqrt(f))
+        # 1/sqrt(f) times 2**-j, j = (E >> 1) - 511 for x's biased exponent E.
+        top = (rb >> 3) + (((1023 - 127) + 511) << 20) - ((hi >> 1) & 0x3FF00000)
+        return exact64._from_high_word(m, top)
+    return _sqrt64_seed(rsqrt_seed, _LOW=(1023 - 900) << 20, _HIGH=(1023 + 1020) << 20)
 
 
 def _tables(placement):
@@ -362,7 +374,7 @@ VARIANTS = {"base": contextlib.nullcontext, "writable": writable,
             "conversions": conversions, "exact32_unguarded": exact32_unguarded,
             "exact32_after": exact32_after, "exact32_vote": exact32_vote,
             "driver_sqrt64": driver_sqrt64, "sqrt64_convert": sqrt64_convert,
-            "sqrt64_narrow": sqrt64_narrow,
+            "sqrt64_integer": sqrt64_integer, "driver_div64": driver_div64,
             "tables_function_store": tables_function_store}
 
 

@@ -176,8 +176,9 @@ _INEXACT = frozenset(("arcp", "afn", "fast"))
 
 def _exact_operations(module, float32=True, float64=False):
     """Replace the kernel's float32 divisions and square roots (with
-    ``float32``) and float64 square roots (with ``float64``) with the
-    library's correctly rounded ones (:mod:`numba_vulkan.codegen.mathlib.exact32`,
+    ``float32``) and float64 divisions and square roots (with ``float64``;
+    divisions by constants stay the driver's) with the library's correctly
+    rounded ones (:mod:`numba_vulkan.codegen.mathlib.exact32`,
     :mod:`~numba_vulkan.codegen.mathlib.exact64`), in place; return the
     library names called."""
     from numba_vulkan.codegen.mathlib import exact32, exact64
@@ -193,6 +194,9 @@ def _exact_operations(module, float32=True, float64=False):
             name, ty, args = exact32.SQRT, "float", inst.operands
         elif float64 and inst.opcode == "call" and inst.callee == "@llvm.sqrt.f64":
             name, ty, args = exact64.SQRT, "double", inst.operands
+        elif float64 and inst.opcode == "fdiv" and inst.type is None \
+                and inst.operands[0].type == "double" and not _is_constant(inst.operands[1].value):
+            name, ty, args = exact64.DIVIDE, "double", inst.operands
         else:
             return inst
         called[name] = (ty, len(args))
@@ -224,8 +228,9 @@ def link(module, approximate=False, exact_float32=False, exact_float64=False):
             the float32 functions of :data:`DRIVER_FUNCTIONS` are the driver's.
         exact_float32: Whether the kernel's float32 divisions and square
             roots are to be correctly rounded (the library's, in float32).
-        exact_float64: Whether the kernel's float64 square roots are the
-            library's (correctly rounded, as the driver's, but faster).
+        exact_float64: Whether the kernel's float64 divisions and square
+            roots are the library's (correctly rounded, as the driver's, but
+            faster).
 
     Returns:
         Module texts: Numba's C helpers, the library's and libclc's

@@ -44,10 +44,10 @@ def _float32_operations(job):
 
 
 def _float64_operations(job):
-    """Whether the kernel's float64 square roots are the math library's
-    (:mod:`numba_vulkan.codegen.mathlib.exact64`): where the target has
-    float64 and its ``Fma`` rounds once, unless the kernel's fast-math flags
-    let them be inexact; elsewhere they are the driver's."""
+    """Whether the kernel's float64 divisions and square roots are the math
+    library's (:mod:`numba_vulkan.codegen.mathlib.exact64`): where the target
+    has float64 and its ``Fma`` rounds once, unless the kernel's fast-math
+    flags let them be inexact; elsewhere they are the driver's."""
     return ("float64" not in job.target.narrowed and job.target.fused_fma
             and exact.rounds_correctly(job.fastmath))
 
