@@ -44,6 +44,13 @@ class TargetDescription:
             rounding, as GPUs with a hardware fused multiply-add do (Vulkan
             allows two): ``llvm.fma`` (libclc's math is full of them) is
             then the device's own instruction instead of an emulation.
+        nvidia_rsqrt: Whether the devices' float32 ``InverseSqrt`` is
+            NVIDIA's reciprocal square root instruction, whose results are
+            close enough that one fma correction of ``x * rsqrt(x)`` is the
+            correctly rounded root, as numba-cuda's ``sqrt.rn`` relies on
+            (checked on every float32 on an H200); other devices' take a
+            longer sequence that any reciprocal root within 64 ULP rounds
+            correctly (:mod:`numba_vulkan.codegen.mathlib.exact32`).
         float16: Whether the devices compute in float16 (``shaderFloat16``);
             if not, float16 arithmetic is done in float32 and each result
             rounded to float16 (see :mod:`numba_vulkan.codegen.half`).
@@ -62,6 +69,7 @@ class TargetDescription:
     float32_atomic_add: bool = False
     loop_limit: int = 0
     fused_fma: bool = False
+    nvidia_rsqrt: bool = False
     float16: bool = False
     float16_rte: bool = False
 
@@ -107,6 +115,8 @@ class TargetDescription:
             key.append("fused_fma")
         if self.float16_rte:
             key.append("float16_rte")
+        if self.nvidia_rsqrt:
+            key.append("nvidia_rsqrt")
         return key
 
     @classmethod
@@ -115,7 +125,7 @@ class TargetDescription:
         try:
             vulkan, float64, int64, push, *optional = key
             limits = [name for name in optional if str(name).startswith("loop_limit=")]
-            flags = ("float32_atomic_add", "float16", "fused_fma", "float16_rte")
+            flags = ("float32_atomic_add", "float16", "fused_fma", "float16_rte", "nvidia_rsqrt")
             if any(name not in flags for name in optional if name not in limits) \
                     or len(limits) > 1:
                 raise ValueError(f"unknown target features {optional}")
@@ -124,7 +134,8 @@ class TargetDescription:
                        float32_atomic_add="float32_atomic_add" in optional,
                        loop_limit=loop_limit, float16="float16" in optional,
                        fused_fma="fused_fma" in optional,
-                       float16_rte="float16_rte" in optional)
+                       float16_rte="float16_rte" in optional,
+                       nvidia_rsqrt="nvidia_rsqrt" in optional)
         except TypeError as exc:
             raise ValueError(f"not a target description: {key!r}") from exc
 

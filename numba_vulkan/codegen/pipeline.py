@@ -46,10 +46,10 @@ def _float32_operations(job):
 def _float64_operations(job):
     """Whether the kernel's float64 divisions and square roots are the math
     library's (:mod:`numba_vulkan.codegen.mathlib.exact64`): where the target
-    has float64 and its ``Fma`` rounds once, unless the kernel's fast-math
-    flags let them be inexact; elsewhere they are the driver's."""
-    return ("float64" not in job.target.narrowed and job.target.fused_fma
-            and exact.rounds_correctly(job.fastmath))
+    has float64 and its ``Fma`` rounds once (with any fast-math flags: the
+    library's are faster than the driver's); elsewhere they are the
+    driver's."""
+    return "float64" not in job.target.narrowed and job.target.fused_fma
 
 
 def _machine(job):
@@ -71,7 +71,8 @@ def link(job):
     entrypoint.constant_local_size(kernel, job.threads)
     texts = libclc_link.link(kernel, approximate=exact.uses_driver_functions(job.fastmath),
                              exact_float32=_float32_operations(job),
-                             exact_float64=_float64_operations(job))
+                             exact_float64=_float64_operations(job),
+                             nvidia_rsqrt=job.target.nvidia_rsqrt)
     if job.target.loop_limit:
         texts = looplimit.keep_library_loops(texts, texts[-1:])
     job.module = optimize.link(texts, job.target.triple, DATA_LAYOUT)

@@ -100,7 +100,9 @@ class DeviceInfo:
                                  # Only arithmetic in float16 needs it.
                                  float16_rte={"float16", "float16_rte"} <= self.features,
                                  fused_fma=(self.vendor_id in _FUSED_FMA_VENDORS
-                                            and self.device_type != "cpu"))
+                                            and self.device_type != "cpu"),
+                                 nvidia_rsqrt=(self.vendor_id == _NVIDIA_VENDOR_ID
+                                               and self.device_type != "cpu"))
 
     @property
     def is_lavapipe(self):
@@ -112,6 +114,10 @@ class DeviceInfo:
 #: GLSL's Fma with their fused multiply-add instruction. A CPU driver of
 #: theirs, or another vendor's GPU, is not assumed to.
 _FUSED_FMA_VENDORS = frozenset({0x10DE, 0x1002, 0x8086, 0x106B})
+
+#: NVIDIA's PCI vendor ID: its GPUs' float32 InverseSqrt is the hardware
+#: reciprocal root that numba-cuda's correctly rounded root is built on.
+_NVIDIA_VENDOR_ID = 0x10DE
 
 
 #: VK_VENDOR_ID_MESA, the vendor of Mesa's software drivers.

@@ -24,6 +24,14 @@ def test_gpus_of_the_known_vendors_have_fused_fma_targets():
     assert TargetDescription.from_key(target.key()) == target
 
 
+def test_only_nvidia_gpus_have_nvidias_reciprocal_root():
+    nvidia = _info(0x10DE, "discrete").target()
+    assert nvidia.nvidia_rsqrt and "nvidia_rsqrt" in nvidia.key()
+    assert TargetDescription.from_key(nvidia.key()) == nvidia
+    for vendor, kind in ((0x1002, "discrete"), (0x8086, "integrated"), (0x10DE, "cpu")):
+        assert not _info(vendor, kind).target().nvidia_rsqrt
+
+
 def _math(a, out):
     i = nv.global_id(0)
     if i < out.shape[0]:

@@ -346,7 +346,8 @@ def _usable(entry, sig, threads, target, features, shared_bytes=0):
         return None
     if built.vulkan > tuple(target.vulkan) or entry["push_size"] > target.max_push_constants:
         return None
-    if built.fused_fma and not target.fused_fma:
+    if (built.fused_fma and not target.fused_fma) or \
+            (built.nvidia_rsqrt and not target.nvidia_rsqrt):
         return None
     if features is not None and not set(entry["features"]) <= set(features):
         return None

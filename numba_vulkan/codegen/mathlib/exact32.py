@@ -24,9 +24,11 @@ emulated fma is neither exact enough nor cheap.
 from numba_vulkan.codegen.mathlib.dsl import F32, F64
 from numba_vulkan.codegen.mathlib.library import operation
 
-#: Names the linker calls in place of ``fdiv float`` and ``llvm.sqrt.f32``.
+#: Names the linker calls in place of ``fdiv float`` and ``llvm.sqrt.f32``
+#: (``SQRT_NVIDIA`` on devices with NVIDIA's reciprocal root).
 DIVIDE = "fdiv.f32"
 SQRT = "sqrt.f32"
+SQRT_NVIDIA = "sqrt.f32.nvidia"
 
 
 def _in_float64(m, operation, *args):
@@ -59,19 +61,24 @@ def divide(m, a, b):
 _ROOT_LOW, _ROOT_SPAN = 0x0D800000, 0x71800000 - 0x0D800000 + 1
 
 
+def _root(m, x, correct):
+    """The root of ``x`` by ``correct(r)`` from the driver's reciprocal root
+    ``r`` in the ordinary range, by float64 elsewhere."""
+    fast = (m.bits(x) - _ROOT_LOW).below(_ROOT_SPAN)
+    return m.branch(fast, lambda: correct(m.approximate_rsqrt(x)),
+                    lambda: _in_float64(m, m.sqrt, x))
+
+
 @operation(SQRT, "float", 1)
 def sqrt(m, x):
-    fast = (m.bits(x) - _ROOT_LOW).below(_ROOT_SPAN)
-
-    def corrected():
-        # The driver's reciprocal root r (one instruction) gives the root
-        # x r and half its reciprocal r / 2; one coupled Newton step
-        # (Goldschmidt's) refines both, and a last correction by the exact
-        # residual x - s s rounds. Simulated exactly for every float32
-        # mantissa of both exponent parities, it is correctly rounded for
-        # every r within 64 ULP of 1 / sqrt(x) (tests/codegen/mathlib/
-        # test_exact32.py), where CUDA's shorter sequence needs r exact.
-        r = m.approximate_rsqrt(x)
+    def corrected(r):
+        # r (one instruction) gives the root x r and half its reciprocal
+        # r / 2; one coupled Newton step (Goldschmidt's) refines both, and a
+        # last correction by the exact residual x - s s rounds. Simulated
+        # exactly for every float32 mantissa of both exponent parities, it
+        # is correctly rounded for every r within 64 ULP of 1 / sqrt(x)
+        # (tests/codegen/mathlib/test_exact32.py), where the shorter
+        # sequence of :func:`sqrt_nvidia` needs r nearly exact.
         s = x * r
         h = 0.5 * r
         e = m.fma(-s, h, 0.5)
@@ -79,4 +86,20 @@ def sqrt(m, x):
         h = m.fma(h, e, h)
         return m.fma(m.fma(-s, s, x), h, s)
 
-    return m.branch(fast, corrected, lambda: _in_float64(m, m.sqrt, x))
+    return _root(m, x, corrected)
+
+
+@operation(SQRT_NVIDIA, "float", 1)
+def sqrt_nvidia(m, x):
+    """The root for devices whose ``InverseSqrt`` is NVIDIA's reciprocal
+    root instruction (:attr:`Target.nvidia_rsqrt`): one correction of
+    ``x r`` by the exact residual, numba-cuda's ``sqrt.rn`` sequence on the
+    same instruction. Checked on every float32 input on an H200: none but
+    the flushed subnormals rounded wrongly
+    (``benchmarks/results/mathlib_h200.log``); 0.152 ms against 0.177 for
+    :func:`sqrt` on the math benchmark's root."""
+    def corrected(r):
+        s = x * r
+        return m.fma(m.fma(-s, s, x), 0.5 * r, s)
+
+    return _root(m, x, corrected)

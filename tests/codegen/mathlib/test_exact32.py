@@ -9,6 +9,7 @@ correction may be an ULP off there, as the H200 run is not:
 """
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -82,13 +83,15 @@ def _fma32(a, b, c):
                     near)
 
 
-def _root_from(x, r):
-    """The library's float32 root sequence (``exact32.sqrt``) on the
-    reciprocal root ``r``, in exact float32 arithmetic."""
+def _root_from(x, r, short=False):
+    """The library's float32 root sequence (``exact32.sqrt``, or with
+    ``short`` ``exact32.sqrt_nvidia``) on the reciprocal root ``r``, in
+    exact float32 arithmetic."""
     s = (x.astype(np.float64) * r).astype(np.float32)
     h = np.float32(0.5) * r
-    e = _fma32(-s, h, np.full_like(x, 0.5))
-    s, h = _fma32(s, e, s), _fma32(h, e, h)
+    if not short:
+        e = _fma32(-s, h, np.full_like(x, 0.5))
+        s, h = _fma32(s, e, s), _fma32(h, e, h)
     return _fma32(_fma32(-s, s, x), h, s)
 
 
@@ -103,6 +106,18 @@ def test_sqrt_sequence_rounds_correctly_whatever_the_drivers_reciprocal_root(ulp
     want = np.sqrt(x.astype(np.float64)).astype(np.float32)
     got = _root_from(x, r)
     assert np.array_equal(got, want), x[got != want][:5]
+
+
+def test_the_short_sequence_needs_a_close_reciprocal_root():
+    # NVIDIA's sequence (numba-cuda's): right with the correctly rounded r
+    # on every input of [1, 4), wrong on some with r 1 ULP off, which
+    # Vulkan allows: other devices take the longer one.
+    x = np.arange(0x3F800000, 0x40800000, dtype=np.int32).view(np.float32)
+    nearest = (1.0 / np.sqrt(x.astype(np.float64))).astype(np.float32)
+    want = np.sqrt(x.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(_root_from(x, nearest, short=True), want)
+    high = (nearest.view(np.int32) + 1).view(np.float32)
+    assert not np.array_equal(_root_from(x, high, short=True), want)
 
 
 def test_sqrt_special_and_scaled_inputs(float32_path):
@@ -148,3 +163,11 @@ def test_a_fused_target_divides_in_float32_and_others_in_float64(cache_dir):
     assert_valid_spirv(root)
     # One driver operation: its reciprocal root.
     assert "@llvm.spv.rsqrt.f32" in root.llvm_ir and "@llvm.sqrt.f32" not in root.llvm_ir
+    with config.overriding(NUMBA_VULKAN_CACHE="0"):
+        short = nv.jit(_root).compile(SIG, target=TargetDescription(fused_fma=True,
+                                                                    nvidia_rsqrt=True))
+    assert_valid_spirv(short)
+    # The short sequence: two fmas where the other takes five.
+    fmas = [len(re.findall(r"= (?:tail )?call [^@]*@llvm\.fma\.f32\(", compiled.llvm_ir))
+            for compiled in (root, short)]
+    assert fmas == [5, 2], fmas
