@@ -242,9 +242,13 @@ def pow_general(m, x, y):
     ax = m.fabs(x)
     hi, lo = log2_pair(m, ax)
     # log2 of 0, infinity and NaN, so that y * log2|x| takes the results
-    # of C99's pow for them (NaN where y is 0, which is 1 below).
-    usual = (ax > 0.0) & (ax < INF)
-    hi = m.select(usual, hi, m.select(ax.eq(0.0), -INF, ax))
+    # of C99's pow for them (NaN where y is 0, which is 1 below). A device
+    # that flushes subnormals (NVIDIA's) flushes the scaled subnormal x that
+    # log2_pair takes but may compare x itself unflushed: x is zero here
+    # where its scaled value is.
+    zero = (ax * 8388608.0).eq(0.0)
+    usual = ~zero & (ax < INF)
+    hi = m.select(usual, hi, m.select(zero, -INF, ax))
     t = y * hi
     r = exp2_pair(m, t, m.fma(y, lo, m.fma(y, hi, -t)))
     integral = y.eq(m.trunc(y))

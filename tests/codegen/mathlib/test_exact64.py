@@ -562,6 +562,9 @@ def test_hard_divisions_on_lavapipe(float64_path):
     # kernel gives what the library's IR gives on the host with the same
     # emulation (within an ULP of exact), and the host with a true fma
     # rounds every one correctly (test_hard_divisions_on_the_host).
+    from numba_vulkan.runtime.device import current_device
+    if current_device().info.target().fused_fma:
+        pytest.skip("the device's fma rounds once: its quotients are the host's true-fma ones")
     a, b = _host_division_cases(np.random.default_rng(10))
     keep = np.random.default_rng(11).permutation(a.size)[:1 << 13]
     a, b = a[keep], b[keep]
