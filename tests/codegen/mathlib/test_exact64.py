@@ -86,6 +86,27 @@ def test_hard_cases_are_near_midpoints():
     assert len(hard_cases()) == 1458
 
 
+def _seed(root):
+    """IR of ``@seed``, the host's stand-in for the driver's float32
+    reciprocal root (``root``) or reciprocal: the float32 nearest the exact
+    value, moved ``@offset`` steps."""
+    operand = "%root" if root else "%wide"
+    take_root = "  %root = call double @llvm.sqrt.f64(double %wide)\n" if root else ""
+    return f"""
+@offset = global i32 0
+define float @seed(float %f) {{
+  %wide = fpext float %f to double
+{take_root}  %reciprocal = fdiv double 1.0, {operand}
+  %nearest = fptrunc double %reciprocal to float
+  %bits = bitcast float %nearest to i32
+  %offset = load i32, ptr @offset
+  %off = add i32 %bits, %offset
+  %seed = bitcast i32 %off to float
+  ret float %seed
+}}
+"""
+
+
 @pytest.fixture(scope="module")
 def host_sqrt():
     """``(sqrt, offset)``: the library's float64 square root compiled for the
@@ -95,20 +116,7 @@ def host_sqrt():
     llvm.initialize_native_asmprinter()
     text, _ = library.module(frozenset({exact64.SQRT}))
     text = re.sub(r"declare float @llvm\.spv\.rsqrt\.f32\(.*\)\n", "", text)
-    text = text.replace("@llvm.spv.rsqrt.f32", "@seed") + """
-@offset = global i32 0
-define float @seed(float %f) {
-  %wide = fpext float %f to double
-  %root = call double @llvm.sqrt.f64(double %wide)
-  %reciprocal = fdiv double 1.0, %root
-  %nearest = fptrunc double %reciprocal to float
-  %bits = bitcast float %nearest to i32
-  %offset = load i32, ptr @offset
-  %off = add i32 %bits, %offset
-  %seed = bitcast i32 %off to float
-  ret float %seed
-}
-"""
+    text = text.replace("@llvm.spv.rsqrt.f32", "@seed") + _seed(root=True)
     module = llvm.parse_assembly(text)
     module.verify()
     machine = llvm.Target.from_default_triple().create_target_machine(opt=0)
@@ -413,19 +421,8 @@ def _host_division(emulated_fma=False):
     text, slow = re.subn(r"= fdiv double (%[\w.]+), (%[\w.]+)",
                          r"= call double @slow(double \1, double \2)", text)
     assert seeds == 1 and slow == 1
-    text += f"""
-@offset = global i32 0
+    text += _seed(root=False) + f"""
 @slow_count = global i64 0
-define float @seed(float %f) {{
-  %wide = fpext float %f to double
-  %reciprocal = fdiv double 1.0, %wide
-  %nearest = fptrunc double %reciprocal to float
-  %bits = bitcast float %nearest to i32
-  %offset = load i32, ptr @offset
-  %off = add i32 %bits, %offset
-  %seed = bitcast i32 %off to float
-  ret float %seed
-}}
 define double @slow(double %a, double %b) {{
   %q = fdiv double %a, %b
   %n = load i64, ptr @slow_count
