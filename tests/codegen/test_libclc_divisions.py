@@ -77,11 +77,13 @@ exit:
 
 
 class HostFunction:
-    """A libclc float32 function compiled for the host with its marked
-    operations perturbed by :attr:`delta`."""
+    """A libclc float32 function (or the float32 function ``name`` that
+    ``text`` defines) compiled for the host with its marked operations
+    perturbed by :attr:`delta`."""
 
-    def __init__(self, name, arity):
-        text = libclc_link.mark_own_divisions(libclc.library().module([name]))
+    def __init__(self, name, arity, text=None):
+        if text is None:
+            text = libclc_link.mark_own_divisions(libclc.library().module([name]))
         text, self.sites = _perturbed(text)
         text += _LOOP.format(name=name, args=", ".join(["float %a", "float %b"][:arity]))
         module = llvm.parse_assembly(text)
@@ -98,6 +100,7 @@ class HostFunction:
     def __call__(self, a, b, deltas):
         for k in range(SITES):
             self.delta[k] = deltas[k] if k < len(deltas) else 0
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         out = np.empty_like(a)
         self._run(a.ctypes.data, b.ctypes.data, out.ctypes.data, a.size)
         return out

@@ -4,7 +4,6 @@ over each function's whole domain and where reduction is hardest, and on the
 host with every approximate division off as far as Vulkan allows; numpy's
 special values, signed zeros included."""
 
-import ctypes
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 from numba_vulkan.codegen import mathlib
 from numba_vulkan.codegen.mathlib import trig32
 from tests.codegen.mathlib import accuracy
-from tests.codegen.test_libclc_divisions import SITES, _combinations, _LOOP, _perturbed
+from tests.codegen.test_libclc_divisions import HostFunction, _combinations
 
 #: Worst errors allowed, in ULPs: what was measured (4M inputs a function on
 #: the H200 and lavapipe, their worst 1.5 to 2.7), rounded up; sin, cos and
@@ -97,48 +96,23 @@ def test_signs_of_zero_infinities_and_subnormals():
         assert np.array_equal(np.signbit(got), np.signbit(want)), name
 
 
-class _OnTheHost:
+def _on_the_host(name):
     """The library's function compiled for the host, each approximate
     division moved by ``deltas`` steps of 2 ULP (Vulkan allows 2.5); the
     slow path's libclc call is a stub, as only the fast path divides."""
-
-    def __init__(self, name):
-        arity = 2 if name == "atan2" else 1
-        text, calls = mathlib.module(frozenset({MANGLED[name]}))
-        text, self.sites = _perturbed(text)
-        for call in calls:
-            stub = f"define float @{call}(float %x) {{\n  ret float %x\n}}"
-            declared = f"declare float @{call}(float %.1)"
-            assert declared in text
-            text = text.replace(declared, stub)
-        symbol = f'"{mathlib.symbol(MANGLED[name])}"'
-        text += _LOOP.format(name=symbol, args=", ".join(["float %a", "float %b"][:arity]))
-        module = llvm.parse_assembly(text)
-        module.verify()
-        machine = llvm.Target.from_default_triple().create_target_machine(opt=0)
-        self.engine = llvm.create_mcjit_compiler(module, machine)
-        self.engine.finalize_object()
-        kind = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                ctypes.c_int64)
-        self._run = kind(self.engine.get_function_address("run"))
-        self.delta = (ctypes.c_int32 * SITES).from_address(
-            self.engine.get_global_value_address("nv.delta"))
-
-    def __call__(self, columns, deltas):
-        for k in range(SITES):
-            self.delta[k] = deltas[k] if k < len(deltas) else 0
-        a = np.ascontiguousarray(columns[0])
-        b = np.ascontiguousarray(columns[-1])
-        out = np.empty_like(a)
-        self._run(a.ctypes.data, b.ctypes.data, out.ctypes.data, a.size)
-        return out
+    text, calls = mathlib.module(frozenset({MANGLED[name]}))
+    for call in calls:
+        declared = f"declare float @{call}(float %.1)"
+        assert declared in text
+        text = text.replace(declared, f"define float @{call}(float %x) {{\n  ret float %x\n}}")
+    return HostFunction(f'"{mathlib.symbol(MANGLED[name])}"', 2 if name == "atan2" else 1, text)
 
 
 @pytest.mark.parametrize("name", ["tan", "atan", "atan2"])
 def test_errors_with_the_drivers_division(name):
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    function = _OnTheHost(name)
+    function = _on_the_host(name)
     assert function.sites
     rng = np.random.default_rng(7)
     columns = _columns(name, rng)
@@ -147,7 +121,8 @@ def test_errors_with_the_drivers_division(name):
         columns = [c[fast] for c in columns]
     worst, where = 0.0, None
     for deltas in _combinations(function.sites, rng):
-        errors = accuracy.errors(name, np.float32, columns, function(columns, deltas))
+        got = function(columns[0], columns[-1], deltas)
+        errors = accuracy.errors(name, np.float32, columns, got)
         k = int(np.argmax(errors))
         if errors[k] > worst:
             worst, where = errors[k], (tuple(float(c[k]) for c in columns), deltas)
